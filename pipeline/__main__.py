@@ -1,0 +1,24 @@
+"""``python -m pipeline``: runs a verb and turns every PipelineError into a clean exit."""
+
+from __future__ import annotations
+
+import sys
+
+from pipeline.cli import run
+from pipeline.errors import PipelineError
+from pipeline.log import console
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except PipelineError as exc:
+        console.print(f"error: {exc}", style="bold red", markup=False, highlight=False)
+        return exc.return_code
+    except KeyboardInterrupt:
+        console.print("interrupted", style="red")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

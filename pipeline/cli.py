@@ -1,0 +1,133 @@
+"""The command line: ``python -m pipeline <verb>``, the same verbs as the nox sessions.
+
+Every option has an environment variable, read here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from pipeline import build, lint, lock, plan
+from pipeline.engines import ENGINES, get_engine
+from pipeline.errors import LintError, UsageError
+from pipeline.fingerprint import check_drift, relock
+from pipeline.log import echo
+
+GROUPS = {"llama-cuda": "llama-cuda", "frank-small": "frank-small", "llama-cpu": "llama-cpu"}
+
+
+def _env_path(var: str, default: str) -> Path:
+    return Path(os.environ.get(var) or default)
+
+
+def _options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--lock", type=Path, default=_env_path("PIPELINE_LOCK", str(lock.DEFAULT_LOCK)),
+                        help="the lock file (PIPELINE_LOCK; default locks/digests.json)")
+    common.add_argument("--engine", choices=list(ENGINES), default=os.environ.get("PIPELINE_ENGINE") or None,
+                        help="container engine (PIPELINE_ENGINE; default: first of buildah, podman, docker that works)")
+    common.add_argument("--mirror", default=os.environ.get("PIPELINE_MIRROR") or None,
+                        help="base URL tried before upstream for every fetched file (PIPELINE_MIRROR)")
+    common.add_argument("--state", type=Path, default=_env_path("PIPELINE_STATE", ".pipeline"),
+                        help="where build records live (PIPELINE_STATE; default .pipeline)")
+    common.add_argument("--cache", type=Path, default=_env_path(
+        "PIPELINE_CACHE", os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "lockpipe")),
+                        help="verified downloads by sha256 (PIPELINE_CACHE; default ~/.cache/lockpipe)")
+    common.add_argument("--force", action="store_true", help="rebuild even when the record is current")
+    return common
+
+
+def _targets(args: argparse.Namespace, loaded: lock.Lock) -> list[str]:
+    names: list[str] = args.targets or sorted(loaded.targets)
+    group = GROUPS.get(args.verb.removeprefix("build-")) if args.verb.startswith("build-") else None
+    if group:
+        members = [t for t in sorted(loaded.targets) if t == group or t.startswith(group + "-")]
+        if not members:
+            raise UsageError(f"{loaded.path}: no targets named {group} or {group}-*")
+        names = args.targets or members
+        wrong = [n for n in names if n not in members]
+        if wrong:
+            raise UsageError(f"{', '.join(wrong)}: not a {group} variant; choose from {', '.join(members)}")
+    for n in names:
+        loaded.target(n)
+    return names
+
+
+def do_plan(args: argparse.Namespace) -> int:
+    loaded = lock.load_lock(args.lock)
+    for n in _targets(args, loaded):
+        check_drift(loaded, loaded.target(n))
+        print(plan.render(plan.plan_target(loaded, n)), end="\n\n")
+    return 0
+
+
+def do_build(args: argparse.Namespace) -> int:
+    loaded = lock.load_lock(args.lock)
+    names = _targets(args, loaded)
+    engine = get_engine(args.engine)
+    settings = build.Settings(args.state.expanduser(), args.cache.expanduser(), args.mirror, args.force)
+    for n in names:
+        build.build_target(loaded, n, engine, settings)
+    return 0
+
+
+def do_lint(args: argparse.Namespace) -> int:
+    loaded = lock.load_lock(args.lock)
+    problems = []
+    for t in (loaded.target(n) for n in _targets(args, loaded)):
+        path = loaded.root / t.context / t.dockerfile
+        found = lint.lint_dockerfile(path.read_text(), pinned_args=set(t.bases), allow_copy=t.allow_copy)
+        problems += [f.render(f"{t.context}/{t.dockerfile}") for f in found]
+    if problems:
+        raise LintError("Dockerfile pinning rules broken:\n  " + "\n  ".join(problems))
+    echo("lint: every Dockerfile is pinned")
+    return 0
+
+
+def do_lock(args: argparse.Namespace) -> int:
+    loaded = lock.load_lock(args.lock)
+    if args.check:
+        for t in loaded.targets.values():
+            check_drift(loaded, t)
+        echo(f"{args.lock}: no drift")
+        return 0
+    doc = relock(loaded)
+    if doc == loaded.document:
+        echo(f"{args.lock}: already current")
+        return 0
+    lock.write_lock(args.lock, doc)
+    echo(f"{args.lock}: fingerprints updated; review with git diff {args.lock}")
+    return 0
+
+
+VERBS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
+    "plan": (do_plan, "print the fully resolved build plan of each target"),
+    "build": (do_build, "build every target (or those named)"),
+    "build-frank-small": (do_build, "build the vLLM frank-small image"),
+    "build-llama-cuda": (do_build, "build the llama.cpp CUDA variants (all, or those named)"),
+    "build-llama-cpu": (do_build, "build llama.cpp without CUDA"),
+    "lint": (do_lint, "check every Dockerfile against the pinning rules"),
+    "lock": (do_lock, "bring pip hashes and drift fingerprints up to date (after review)"),
+}
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    common = _options()
+    for verb, (_, help_text) in VERBS.items():
+        p = sub.add_parser(verb, parents=[common], help=help_text, description=help_text)
+        if verb == "lock":
+            p.add_argument("--check", action="store_true", help="fail on drift instead of writing")
+            p.set_defaults(targets=[])
+        else:
+            p.add_argument("targets", nargs="*", metavar="TARGET")
+    return parser.parse_args(argv)
+
+
+def run(argv: Sequence[str]) -> int:
+    args = parse(argv)
+    return VERBS[args.verb][0](args)

@@ -1,0 +1,86 @@
+"""The small interface every engine implements, and the values it exchanges.
+
+A BuildPlan never knows which engine runs it: build args, labels and the
+timestamp reach every engine in the same BuildRequest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    context: Path
+    dockerfile: str
+    tag: str
+    build_args: Mapping[str, str]
+    labels: Mapping[str, str]
+    timestamp: int
+    platform: str
+
+
+@dataclass(frozen=True)
+class Reproducibility:
+    """Whether this engine's builds of the same input give the same digest, and why."""
+
+    reproducible: bool
+    how: str
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: Path
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    image: str
+    command: tuple[str, ...] = ()
+    name: str | None = None
+    ports: Mapping[int, int] = field(default_factory=dict)  # container port -> host port
+    mounts: tuple[Mount, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    entrypoint: tuple[str, ...] | None = None
+
+
+Log = Callable[[str], None]
+
+
+class Engine(Protocol):
+    name: str
+
+    def version(self) -> str:
+        """The engine's version string, part of every build key."""
+
+    def reproducibility(self) -> Reproducibility: ...
+
+    def build(self, req: BuildRequest, log: Log) -> str:
+        """Build and tag ``req.tag``; return the image ID (``sha256:…``)."""
+
+    def image_id(self, ref: str) -> str | None:
+        """The local image ID of ``ref``, or None when it is absent."""
+
+    def tag(self, ref: str, new: str) -> None: ...
+
+    def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
+        """Push ``ref`` to ``dest``; return the registry's manifest digest."""
+
+    def remove(self, ref: str) -> None: ...
+
+    def run(self, spec: RunSpec) -> str:
+        """Start a detached container; return its ID."""
+
+    def logs(self, container: str) -> str: ...
+
+    def stop(self, container: str) -> None:
+        """Stop and remove the container; a missing one is not an error."""
+
+
+def normalize_id(image_id: str) -> str:
+    return image_id if image_id.startswith("sha256:") else f"sha256:{image_id}"

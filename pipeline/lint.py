@@ -1,0 +1,107 @@
+"""Pure Dockerfile checks for the pinning rules.
+
+- every FROM is pinned by digest, is ``scratch`` or an earlier stage, or is
+  an ARG the pipeline fills with a digest from the lock;
+- no ``latest`` anywhere an image is named;
+- targets that forbid it (frank-small) have no COPY or ADD;
+- no download in a RUN step without a checksum check.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Set
+from dataclasses import dataclass
+
+from pipeline.refs import DIGEST_RE
+
+_ARG_REF = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
+_DOWNLOAD = re.compile(r"\b(curl|wget|git\s+clone|pip3?\s+(install|download)|python3?\s+-m\s+pip\s+install)\b")
+_CHECKED = re.compile(r"sha256sum\s+(-c|--check)|--require-hashes|--hash=sha256:|\bsha256sum\b.*\bgrep\b")
+
+
+@dataclass(frozen=True)
+class Instruction:
+    line: int
+    keyword: str
+    args: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    line: int
+    rule: str
+    message: str
+
+    def render(self, path: str) -> str:
+        return f"{path}:{self.line}: [{self.rule}] {self.message}"
+
+
+def instructions(text: str) -> Iterator[Instruction]:
+    """Instructions with continuation lines joined; comments and blanks dropped."""
+    buf: list[str] = []
+    start = 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.strip()
+        if not buf and (not stripped or stripped.startswith("#")):
+            continue
+        if buf and stripped.startswith("#"):
+            continue
+        if not buf:
+            start = number
+        if stripped.endswith("\\"):
+            buf.append(stripped[:-1].strip())
+            continue
+        buf.append(stripped)
+        keyword, _, args = " ".join(buf).partition(" ")
+        buf = []
+        yield Instruction(start, keyword.upper(), args.strip())
+
+
+def _from_image(args: str) -> tuple[str, str | None]:
+    words = [w for w in args.split() if not w.startswith("--")]
+    image = words[0] if words else ""
+    alias = words[2].lower() if len(words) >= 3 and words[1].lower() == "as" else None
+    return image, alias
+
+
+def _check_from(ins: Instruction, stages: set[str], pinned_args: Set[str]) -> list[Finding]:
+    image, alias = _from_image(ins.args)
+    out = []
+    arg = _ARG_REF.match(image)
+    if arg:
+        if arg.group(1) not in pinned_args:
+            out.append(Finding(ins.line, "pin", f"FROM {image}: ARG {arg.group(1)} is not filled "
+                                                "from the lock; name it in the target's bases"))
+    elif image.lower() not in stages and image != "scratch":
+        digest = image.partition("@")[2]
+        if not DIGEST_RE.match(digest):
+            out.append(Finding(ins.line, "pin", f"FROM {image}: pin it by digest (@sha256:…) "
+                                                "or fill it from the lock through an ARG"))
+    if alias:
+        stages.add(alias)
+    return out
+
+
+def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True) -> list[Finding]:
+    """Every rule broken by ``text``; an empty list when it is clean."""
+    findings: list[Finding] = []
+    stages: set[str] = set()
+    for ins in instructions(text):
+        if re.search(r"(^|[:/\s=])latest(\s|$|@)", ins.args) and ins.keyword in ("FROM", "ARG"):
+            findings.append(Finding(ins.line, "latest", f"{ins.keyword} {ins.args}: 'latest' "
+                                                         "is not a pin; use a version and a digest"))
+        if ins.keyword == "FROM":
+            findings += _check_from(ins, stages, pinned_args)
+        elif ins.keyword in ("COPY", "ADD") and not allow_copy:
+            findings.append(Finding(ins.line, "no-copy", f"{ins.keyword} is not allowed in this "
+                                    "target; install with RUN --mount=type=bind instead"))
+        elif ins.keyword == "ADD" and re.search(r"https?://", ins.args):
+            findings.append(Finding(ins.line, "download", "ADD from a URL skips the checksum; "
+                                    "fetch the file through the lock instead"))
+        elif ins.keyword == "RUN" and _DOWNLOAD.search(ins.args) and not _CHECKED.search(ins.args):
+            tool = _DOWNLOAD.search(ins.args)
+            findings.append(Finding(ins.line, "download", f"RUN downloads with "
+                                    f"'{tool.group(0) if tool else '?'}' without a checksum check; "
+                                    "add sha256sum -c or pip --require-hashes"))
+    return findings

@@ -1,0 +1,104 @@
+"""The JSON Schema of ``locks/digests.json``, version 1.
+
+Structure only: types, required keys and value shapes. Cross-references
+(a target naming a base that does not exist) are checked in ``lock.py``.
+Pinned values (digest, commit, sha256) are optional on purpose: an entry
+that is not yet known stays unpinned, and whatever needs it says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
+COMMIT = {"type": "string", "pattern": "^[0-9a-f]{40}$"}
+NAME = "^[a-z0-9][a-z0-9._-]*$"
+ORIGIN = {
+    "type": "object",
+    "required": ["source", "seen"],
+    "properties": {
+        "source": {"type": "string", "minLength": 1},
+        "seen": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"},
+        "note": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
+
+def _table(entry: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "propertyNames": {"pattern": NAME}, "additionalProperties": entry}
+
+
+def _obj(required: list[str], **props: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": required,
+        "properties": props,
+        "additionalProperties": False,
+    }
+
+
+BASE = _obj(
+    ["ref"],
+    ref={"type": "string", "minLength": 1},
+    digest=DIGEST,
+    platform={"type": "string", "pattern": "^[a-z0-9]+/[a-z0-9]+(/[a-z0-9]+)?$"},
+    origin=ORIGIN,
+)
+PIP = _obj(["file", "sha256"], file={"type": "string"}, sha256=SHA256, origin=ORIGIN)
+SOURCE = _obj(
+    ["repository"],
+    repository={"type": "string", "minLength": 1},
+    commit=COMMIT,
+    url={"type": "string", "pattern": "^https?://"},
+    sha256=SHA256,
+    root={"type": "string"},
+    origin=ORIGIN,
+)
+PAYLOAD = _obj(
+    ["repository", "filename", "role"],
+    repository={"type": "string", "pattern": "^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"},
+    revision=COMMIT,
+    filename={"type": "string", "minLength": 1},
+    size={"type": "integer", "minimum": 1},
+    sha256=SHA256,
+    role={"enum": ["model", "mtp-assistant", "mmproj"]},
+    format={"enum": ["gguf", "safetensors", "json"]},
+    expect={"type": "object"},
+    origin=ORIGIN,
+)
+SERVE = _obj(
+    ["runtime", "command", "port"],
+    runtime={"enum": ["vllm", "llama.cpp"]},
+    command={"type": "array", "items": {"type": "string"}, "minItems": 1},
+    port={"type": "integer", "minimum": 1, "maximum": 65535},
+    context={"type": "integer", "minimum": 1},
+    parallel={"type": "integer", "minimum": 1},
+    kv_dtype={"type": "string"},
+    model={"type": "string"},
+)
+TARGET = _obj(
+    ["context", "tag", "bases", "serve"],
+    context={"type": "string", "pattern": "^images/[a-z0-9._-]+$"},
+    dockerfile={"type": "string"},
+    tag={"type": "string", "minLength": 1},
+    bases={"type": "object", "additionalProperties": {"type": "string"}, "minProperties": 1},
+    source={"type": "string"},
+    pip={"type": "array", "items": {"type": "string"}},
+    payloads={"type": "array", "items": {"type": "string"}},
+    build_args={"type": "object", "additionalProperties": {"type": "string"}},
+    allow_copy={"type": "boolean"},
+    serve=SERVE,
+)
+LOCK_SCHEMA: dict[str, Any] = _obj(
+    ["version", "source_date_epoch", "bases", "targets"],
+    version={"const": 1},
+    source_date_epoch={"type": "integer", "minimum": 0},
+    bases=_table(BASE),
+    pip=_table(PIP),
+    sources=_table(SOURCE),
+    payloads=_table(PAYLOAD),
+    targets=_table(TARGET),
+    fingerprints={"type": "object", "additionalProperties": SHA256},
+)

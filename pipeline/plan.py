@@ -1,0 +1,145 @@
+"""Pure planning: a lock target becomes a frozen BuildPlan, touching nothing.
+
+The plan holds every build arg and label an engine will be given, so the
+same plan renders identically whichever engine later runs it, and the unit
+tests check it from a literal lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pipeline.errors import LockError
+from pipeline.fingerprint import context_files, fingerprint
+from pipeline.lock import REFRESH, Lock, Payload, Serve, Target
+
+LABEL_PREFIX = "io.github.lockpipe"
+SOURCE_ARCHIVE = "source.tar.gz"
+
+
+@dataclass(frozen=True)
+class SourceFetch:
+    """A source archive the pipeline fetches, checks and puts into the build context."""
+
+    name: str
+    url: str
+    sha256: str
+    commit: str
+    root: str
+    filename: str = SOURCE_ARCHIVE
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    target: str
+    tag: str
+    context: Path
+    dockerfile: str
+    platform: str
+    timestamp: int
+    build_args: tuple[tuple[str, str], ...]
+    labels: tuple[tuple[str, str], ...]
+    files: tuple[tuple[str, str], ...]
+    source: SourceFetch | None
+    payloads: tuple[Payload, ...]
+    serve: Serve
+    fingerprint: str
+
+    def identity(self) -> str:
+        """sha256 over everything the plan feeds an engine (the engine is added by build)."""
+        material = asdict(self)
+        material["context"] = str(self.context.name)
+        blob = json.dumps(material, sort_keys=True, default=str, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _source(lock: Lock, target: Target) -> SourceFetch | None:
+    if target.source is None:
+        return None
+    src = lock.sources[target.source]
+    missing = src.missing()
+    if missing:
+        raise LockError(
+            f"targets.{target.name}.source: sources.{src.name} has no {', '.join(missing)}; "
+            f"{REFRESH} or add them from a published release"
+        )
+    assert src.url and src.sha256 and src.commit  # for mypy: missing() was empty
+    return SourceFetch(src.name, src.url, src.sha256, src.commit, src.root)
+
+
+def plan_target(lock: Lock, name: str) -> BuildPlan:
+    """Resolve one target into a BuildPlan; LockError if an input is unpinned."""
+    target = lock.target(name)
+    args: dict[str, str] = {}
+    labels: dict[str, str] = {
+        "org.opencontainers.image.created": datetime.fromtimestamp(
+            lock.source_date_epoch, timezone.utc
+        ).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "org.opencontainers.image.title": target.name,
+        f"{LABEL_PREFIX}.target": target.name,
+        f"{LABEL_PREFIX}.fingerprint": lock.fingerprints.get(name, ""),
+    }
+    platforms = set()
+    for arg, base_name in sorted(target.bases.items()):
+        base = lock.bases[base_name]
+        args[arg] = base.pinned(f"targets.{name}.bases.{arg}")
+        labels[f"{LABEL_PREFIX}.base.{base_name}"] = args[arg]
+        platforms.add(base.platform)
+    if len(platforms) > 1:
+        raise LockError(f"targets.{name}.bases: mixed platforms {sorted(platforms)}")
+    source = _source(lock, target)
+    if source is not None:
+        args.update(SOURCE_SHA256=source.sha256, SOURCE_ROOT=source.root)
+        labels["org.opencontainers.image.source"] = lock.sources[source.name].repository
+        labels["org.opencontainers.image.revision"] = source.commit
+        labels[f"{LABEL_PREFIX}.source.{source.name}"] = f"{source.commit} sha256:{source.sha256}"
+    for pip in target.pip:
+        labels[f"{LABEL_PREFIX}.pip.{pip}"] = f"sha256:{lock.pip[pip].sha256}"
+    args.update(target.build_args)
+    args["SOURCE_DATE_EPOCH"] = str(lock.source_date_epoch)
+    return BuildPlan(
+        target=name,
+        tag=target.tag,
+        context=lock.root / target.context,
+        dockerfile=target.dockerfile,
+        platform=platforms.pop(),
+        timestamp=lock.source_date_epoch,
+        build_args=tuple(sorted(args.items())),
+        labels=tuple(sorted(labels.items())),
+        files=tuple(sorted(context_files(lock, target).items())),
+        source=source,
+        payloads=tuple(lock.payloads[p] for p in target.payloads),
+        serve=target.serve,
+        fingerprint=fingerprint(lock, target),
+    )
+
+
+def render(plan: BuildPlan) -> str:
+    """The plan as a person reads it: every value an engine will receive."""
+    lines = [f"{plan.target} -> {plan.tag}  ({plan.platform}, SOURCE_DATE_EPOCH={plan.timestamp})"]
+    lines.append(f"  context     {plan.context.name}/ ({len(plan.files)} files), {plan.dockerfile}")
+    for k, v in plan.build_args:
+        lines.append(f"  build-arg   {k}={v}")
+    if plan.source:
+        s = plan.source
+        lines.append(f"  source      {s.name} {s.commit} from {s.url} (sha256 {s.sha256})")
+    for k, v in plan.labels:
+        lines.append(f"  label       {k}={v}")
+    for p in plan.payloads:
+        gaps = p.missing()
+        state = f"UNPINNED: no {', '.join(gaps)}" if gaps else f"{p.size} B sha256 {p.sha256}"
+        rev = p.revision or "?"
+        lines.append(f"  payload     {p.name} [{p.role}] {p.repository}@{rev}/{p.filename} {state}")
+    serve = plan.serve
+    shape = ", ".join(
+        f"{k}={v}"
+        for k, v in (("context", serve.context), ("parallel", serve.parallel), ("kv", serve.kv_dtype))
+        if v is not None
+    )
+    lines.append(f"  serve       {serve.runtime} :{serve.port} {shape}")
+    lines.append(f"              {' '.join(serve.command)}")
+    return "\n".join(lines)
