@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pipeline.context import stage
 from pipeline.engines.base import BuildRequest, Engine
+from pipeline.errors import BuildError
 from pipeline.fetch import fetch_verified
 from pipeline.fingerprint import check_drift
 from pipeline.lock import Lock
@@ -61,12 +62,14 @@ def _run_build(engine: Engine, plan: BuildPlan, key: str, s: Settings) -> BuildR
         if plan.source is not None:
             src = plan.source
             extra[src.filename] = fetch_verified(src.url, src.sha256, s.cache, s.mirror)
-        context = stage(plan.context, extra, Path(tmp) / "context")
+        context = stage(plan.context, plan.dockerfile, labels, extra, Path(tmp) / "context")
         req = BuildRequest(
-            context, plan.dockerfile, plan.tag, dict(plan.build_args), labels,
-            plan.timestamp, plan.platform,
-        )  # fmt: skip
-        image_id = engine.build(req, lambda line: echo(line, style="dim"))
+            context, plan.dockerfile, plan.tag, dict(plan.build_args), plan.timestamp, plan.platform
+        )
+        try:
+            image_id = engine.build(req, lambda line: echo(line, style="dim"))
+        except BuildError as exc:
+            raise _explain(exc, plan) from None
     repro = engine.reproducibility()
     return BuildRecord(
         target=plan.target,
@@ -84,6 +87,39 @@ def _run_build(engine: Engine, plan: BuildPlan, key: str, s: Settings) -> BuildR
     )
 
 
+_UNREACHABLE = (
+    "dial tcp",
+    "no such host",
+    "connection refused",
+    "i/o timeout",
+    "network is unreachable",
+    "TLS handshake",
+    "Temporary failure in name resolution",
+    "server misbehaving",
+)
+
+
+def _explain(exc: BuildError, plan: BuildPlan) -> BuildError:
+    """Name the lock entry when the failure was pulling one of its pinned bases."""
+    text = str(exc)
+    for name, pinned in plan.bases:
+        digest = pinned.rpartition("@")[2]
+        if digest.removeprefix("sha256:") not in text:
+            continue
+        if any(sign in text for sign in _UNREACHABLE):
+            return BuildError(
+                f"bases.{name}: the registry of {pinned} cannot be reached from this host. "
+                "Check the network or proxy, or load the image into the engine first "
+                f"(e.g. skopeo copy from a reachable mirror); the digest stays as locked.\n{text}"
+            )
+        return BuildError(
+            f"bases.{name}: the engine could not pull {pinned}; the digest is wrong or the "
+            f"image is gone. Fix bases.{name}.digest in the lock or run nox -s "
+            f"refresh-digests.\n{text}"
+        )
+    return exc
+
+
 def build_target(lock: Lock, name: str, engine: Engine, s: Settings) -> Outcome:
     """Build one target unless its record proves the image is current."""
     check_drift(lock, lock.target(name))
@@ -98,5 +134,7 @@ def build_target(lock: Lock, name: str, engine: Engine, s: Settings) -> Outcome:
         path = write_record(s.state, record)
     how = "reproducible" if record.reproducible else "NOT reproducible"
     echo(f"{name}: built {record.image_id} in {record.seconds:.1f}s; record {path}")
-    echo(f"{name}: {how}: {record.reproducible_how}", style=None if record.reproducible else "yellow")
+    echo(
+        f"{name}: {how}: {record.reproducible_how}", style=None if record.reproducible else "yellow"
+    )
     return Outcome(name, True, record)

@@ -25,18 +25,40 @@ def _env_path(var: str, default: str) -> Path:
 
 def _options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--lock", type=Path, default=_env_path("PIPELINE_LOCK", str(lock.DEFAULT_LOCK)),
-                        help="the lock file (PIPELINE_LOCK; default locks/digests.json)")
-    common.add_argument("--engine", choices=list(ENGINES), default=os.environ.get("PIPELINE_ENGINE") or None,
-                        help="container engine (PIPELINE_ENGINE; default: first of buildah, podman, docker that works)")
-    common.add_argument("--mirror", default=os.environ.get("PIPELINE_MIRROR") or None,
-                        help="base URL tried before upstream for every fetched file (PIPELINE_MIRROR)")
-    common.add_argument("--state", type=Path, default=_env_path("PIPELINE_STATE", ".pipeline"),
-                        help="where build records live (PIPELINE_STATE; default .pipeline)")
-    common.add_argument("--cache", type=Path, default=_env_path(
-        "PIPELINE_CACHE", os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "lockpipe")),
-                        help="verified downloads by sha256 (PIPELINE_CACHE; default ~/.cache/lockpipe)")
-    common.add_argument("--force", action="store_true", help="rebuild even when the record is current")
+    common.add_argument(
+        "--lock",
+        type=Path,
+        default=_env_path("PIPELINE_LOCK", str(lock.DEFAULT_LOCK)),
+        help="the lock file (PIPELINE_LOCK; default locks/digests.json)",
+    )
+    common.add_argument(
+        "--engine",
+        choices=list(ENGINES),
+        default=os.environ.get("PIPELINE_ENGINE") or None,
+        help="buildah, podman or docker (PIPELINE_ENGINE; default: the first that works)",
+    )
+    common.add_argument(
+        "--mirror",
+        default=os.environ.get("PIPELINE_MIRROR") or None,
+        help="base URL tried before upstream for every fetched file (PIPELINE_MIRROR)",
+    )
+    common.add_argument(
+        "--state",
+        type=Path,
+        default=_env_path("PIPELINE_STATE", ".pipeline"),
+        help="where build records live (PIPELINE_STATE; default .pipeline)",
+    )
+    common.add_argument(
+        "--cache",
+        type=Path,
+        default=_env_path(
+            "PIPELINE_CACHE", os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "lockpipe")
+        ),
+        help="verified downloads by sha256 (PIPELINE_CACHE; default ~/.cache/lockpipe)",
+    )
+    common.add_argument(
+        "--force", action="store_true", help="rebuild even when the record is current"
+    )
     return common
 
 
@@ -50,7 +72,9 @@ def _targets(args: argparse.Namespace, loaded: lock.Lock) -> list[str]:
         names = args.targets or members
         wrong = [n for n in names if n not in members]
         if wrong:
-            raise UsageError(f"{', '.join(wrong)}: not a {group} variant; choose from {', '.join(members)}")
+            raise UsageError(
+                f"{', '.join(wrong)}: not a {group} variant; choose from {', '.join(members)}"
+            )
     for n in names:
         loaded.target(n)
     return names
@@ -68,7 +92,9 @@ def do_build(args: argparse.Namespace) -> int:
     loaded = lock.load_lock(args.lock)
     names = _targets(args, loaded)
     engine = get_engine(args.engine)
-    settings = build.Settings(args.state.expanduser(), args.cache.expanduser(), args.mirror, args.force)
+    settings = build.Settings(
+        args.state.expanduser(), args.cache.expanduser(), args.mirror, args.force
+    )
     for n in names:
         build.build_target(loaded, n, engine, settings)
     return 0
@@ -79,7 +105,9 @@ def do_lint(args: argparse.Namespace) -> int:
     problems = []
     for t in (loaded.target(n) for n in _targets(args, loaded)):
         path = loaded.root / t.context / t.dockerfile
-        found = lint.lint_dockerfile(path.read_text(), pinned_args=set(t.bases), allow_copy=t.allow_copy)
+        found = lint.lint_dockerfile(
+            path.read_text(), pinned_args=set(t.bases), allow_copy=t.allow_copy
+        )
         problems += [f.render(f"{t.context}/{t.dockerfile}") for f in found]
     if problems:
         raise LintError("Dockerfile pinning rules broken:\n  " + "\n  ".join(problems))

@@ -7,18 +7,36 @@ not depend on checkout times (repo2docker does the same).
 
 from __future__ import annotations
 
+import json
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
 
-def stage(context: Path, extra: dict[str, Path], dest: Path) -> Path:
-    """Copy ``context`` into ``dest`` plus ``extra`` files (name → path); return dest."""
+def label_instruction(labels: Mapping[str, str]) -> str:
+    """One ``LABEL`` line, keys sorted, values JSON-quoted (valid Dockerfile strings)."""
+    return "LABEL " + " ".join(
+        f"{json.dumps(k)}={json.dumps(v)}" for k, v in sorted(labels.items())
+    )
+
+
+def stage(
+    context: Path, dockerfile: str, labels: Mapping[str, str], extra: Mapping[str, Path], dest: Path
+) -> Path:
+    """Copy ``context`` to ``dest`` with ``extra`` files (name → path) and return dest.
+
+    The labels are appended to the staged Dockerfile as one LABEL line rather
+    than passed through each engine's API: the libpod API takes them as a Go
+    map, whose random order changed the image history (and digest) per build.
+    """
     shutil.copytree(context, dest, ignore=shutil.ignore_patterns("__pycache__"))
     for name, path in extra.items():
         shutil.copyfile(path, dest / name)
+    target = dest / dockerfile
+    target.write_text(target.read_text().rstrip("\n") + "\n" + label_instruction(labels) + "\n")
     return dest
 
 
@@ -35,7 +53,7 @@ def _normalize(info: tarfile.TarInfo, mtime: int) -> tarfile.TarInfo:
 
 def context_tar(context: Path, mtime: int) -> IO[bytes]:
     """A deterministic tar of ``context``, rewound and ready to upload."""
-    out = tempfile.TemporaryFile()
+    out = tempfile.TemporaryFile()  # noqa: SIM115 - returned open; the caller closes it
     with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(context.rglob("*")):
             rel = path.relative_to(context).as_posix()

@@ -80,5 +80,6 @@ def fetch_verified(
     raise FetchError(
         "could not fetch a verified copy:\n  "
         + "\n  ".join(problems)
-        + "\nset --mirror / PIPELINE_MIRROR to a reachable mirror, or check the lock's url and sha256"
+        + "\nset --mirror / PIPELINE_MIRROR to a reachable mirror, "
+        "or check the lock's url and sha256"
     )

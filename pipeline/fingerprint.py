@@ -87,7 +87,7 @@ def check_drift(lock: Lock, target: Target) -> None:
 
 def relock(lock: Lock) -> dict[str, Any]:
     """A copy of the lock document with pip hashes and fingerprints brought up to date."""
-    doc = json.loads(json.dumps(lock.document))
+    doc: dict[str, Any] = json.loads(json.dumps(lock.document))
     for name, pip in lock.pip.items():
         doc["pip"][name]["sha256"] = sha256_file(lock.root / pip.file)
     lock = parse_lock(doc, lock.path, lock.root)

@@ -16,8 +16,12 @@ from dataclasses import dataclass
 from pipeline.refs import DIGEST_RE
 
 _ARG_REF = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
-_DOWNLOAD = re.compile(r"\b(curl|wget|git\s+clone|pip3?\s+(install|download)|python3?\s+-m\s+pip\s+install)\b")
-_CHECKED = re.compile(r"sha256sum\s+(-c|--check)|--require-hashes|--hash=sha256:|\bsha256sum\b.*\bgrep\b")
+_DOWNLOAD = re.compile(
+    r"\b(curl|wget|git\s+clone|pip3?\s+(install|download)|python3?\s+-m\s+pip\s+install)\b"
+)
+_CHECKED = re.compile(
+    r"sha256sum\s+(-c|--check)|--require-hashes|--hash=sha256:|\bsha256sum\b.*\bgrep\b"
+)
 
 
 @dataclass(frozen=True)
@@ -71,13 +75,25 @@ def _check_from(ins: Instruction, stages: set[str], pinned_args: Set[str]) -> li
     arg = _ARG_REF.match(image)
     if arg:
         if arg.group(1) not in pinned_args:
-            out.append(Finding(ins.line, "pin", f"FROM {image}: ARG {arg.group(1)} is not filled "
-                                                "from the lock; name it in the target's bases"))
+            out.append(
+                Finding(
+                    ins.line,
+                    "pin",
+                    f"FROM {image}: ARG {arg.group(1)} is not filled "
+                    "from the lock; name it in the target's bases",
+                )
+            )
     elif image.lower() not in stages and image != "scratch":
         digest = image.partition("@")[2]
         if not DIGEST_RE.match(digest):
-            out.append(Finding(ins.line, "pin", f"FROM {image}: pin it by digest (@sha256:…) "
-                                                "or fill it from the lock through an ARG"))
+            out.append(
+                Finding(
+                    ins.line,
+                    "pin",
+                    f"FROM {image}: pin it by digest (@sha256:…) "
+                    "or fill it from the lock through an ARG",
+                )
+            )
     if alias:
         stages.add(alias)
     return out
@@ -89,19 +105,41 @@ def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True
     stages: set[str] = set()
     for ins in instructions(text):
         if re.search(r"(^|[:/\s=])latest(\s|$|@)", ins.args) and ins.keyword in ("FROM", "ARG"):
-            findings.append(Finding(ins.line, "latest", f"{ins.keyword} {ins.args}: 'latest' "
-                                                         "is not a pin; use a version and a digest"))
+            findings.append(
+                Finding(
+                    ins.line,
+                    "latest",
+                    f"{ins.keyword} {ins.args}: 'latest' is not a pin; use a version and a digest",
+                )
+            )
         if ins.keyword == "FROM":
             findings += _check_from(ins, stages, pinned_args)
         elif ins.keyword in ("COPY", "ADD") and not allow_copy:
-            findings.append(Finding(ins.line, "no-copy", f"{ins.keyword} is not allowed in this "
-                                    "target; install with RUN --mount=type=bind instead"))
+            findings.append(
+                Finding(
+                    ins.line,
+                    "no-copy",
+                    f"{ins.keyword} is not allowed in this "
+                    "target; install with RUN --mount=type=bind instead",
+                )
+            )
         elif ins.keyword == "ADD" and re.search(r"https?://", ins.args):
-            findings.append(Finding(ins.line, "download", "ADD from a URL skips the checksum; "
-                                    "fetch the file through the lock instead"))
+            findings.append(
+                Finding(
+                    ins.line,
+                    "download",
+                    "ADD from a URL skips the checksum; fetch the file through the lock instead",
+                )
+            )
         elif ins.keyword == "RUN" and _DOWNLOAD.search(ins.args) and not _CHECKED.search(ins.args):
             tool = _DOWNLOAD.search(ins.args)
-            findings.append(Finding(ins.line, "download", f"RUN downloads with "
-                                    f"'{tool.group(0) if tool else '?'}' without a checksum check; "
-                                    "add sha256sum -c or pip --require-hashes"))
+            findings.append(
+                Finding(
+                    ins.line,
+                    "download",
+                    f"RUN downloads with "
+                    f"'{tool.group(0) if tool else '?'}' without a checksum check; "
+                    "add sha256sum -c or pip --require-hashes",
+                )
+            )
     return findings

@@ -197,7 +197,12 @@ def parse_lock(doc: Any, path: Path, root: Path | None = None) -> Lock:
         pip={n: PipFile(n, p["file"], p["sha256"]) for n, p in doc.get("pip", {}).items()},
         sources={
             n: Source(
-                n, x["repository"], x.get("commit"), x.get("url"), x.get("sha256"), x.get("root", "")
+                n,
+                x["repository"],
+                x.get("commit"),
+                x.get("url"),
+                x.get("sha256"),
+                x.get("root", ""),
             )
             for n, x in doc.get("sources", {}).items()
         },
@@ -241,7 +246,9 @@ def load_lock(path: Path = DEFAULT_LOCK) -> Lock:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise LockError(f"{path}: no lock file here; pass --lock PATH or set PIPELINE_LOCK") from None
+        raise LockError(
+            f"{path}: no lock file here; pass --lock PATH or set PIPELINE_LOCK"
+        ) from None
     except OSError as exc:
         raise LockError(f"{path}: cannot read the lock ({exc.strerror})") from None
     try:

@@ -42,6 +42,7 @@ class BuildPlan:
     platform: str
     timestamp: int
     build_args: tuple[tuple[str, str], ...]
+    bases: tuple[tuple[str, str], ...]  # lock entry name -> pinned reference
     labels: tuple[tuple[str, str], ...]
     files: tuple[tuple[str, str], ...]
     source: SourceFetch | None
@@ -84,9 +85,10 @@ def plan_target(lock: Lock, name: str) -> BuildPlan:
         f"{LABEL_PREFIX}.fingerprint": lock.fingerprints.get(name, ""),
     }
     platforms = set()
+    bases = {}
     for arg, base_name in sorted(target.bases.items()):
         base = lock.bases[base_name]
-        args[arg] = base.pinned(f"targets.{name}.bases.{arg}")
+        args[arg] = bases[base_name] = base.pinned(f"targets.{name}.bases.{arg}")
         labels[f"{LABEL_PREFIX}.base.{base_name}"] = args[arg]
         platforms.add(base.platform)
     if len(platforms) > 1:
@@ -109,6 +111,7 @@ def plan_target(lock: Lock, name: str) -> BuildPlan:
         platform=platforms.pop(),
         timestamp=lock.source_date_epoch,
         build_args=tuple(sorted(args.items())),
+        bases=tuple(sorted(bases.items())),
         labels=tuple(sorted(labels.items())),
         files=tuple(sorted(context_files(lock, target).items())),
         source=source,
@@ -137,7 +140,11 @@ def render(plan: BuildPlan) -> str:
     serve = plan.serve
     shape = ", ".join(
         f"{k}={v}"
-        for k, v in (("context", serve.context), ("parallel", serve.parallel), ("kv", serve.kv_dtype))
+        for k, v in (
+            ("context", serve.context),
+            ("parallel", serve.parallel),
+            ("kv", serve.kv_dtype),
+        )
         if v is not None
     )
     lines.append(f"  serve       {serve.runtime} :{serve.port} {shape}")

@@ -71,6 +71,9 @@ def parse_ref(text: str) -> ImageRef:
         registry, repository = first, remainder
     else:
         registry, repository = DEFAULT_REGISTRY, rest
+    host, _, port = registry.partition(":")
+    if not host or (port and not port.isdigit()):
+        raise ReferenceError(f"{text!r}: {registry!r} is not a registry host[:port]")
     if registry in ("index.docker.io", "registry-1.docker.io"):
         registry = DEFAULT_REGISTRY
     if registry == DEFAULT_REGISTRY and "/" not in repository:

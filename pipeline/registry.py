@@ -42,7 +42,9 @@ def manifest_digest(ref: str, *, insecure: bool = False, timeout: float = 30.0) 
     image = parse_ref(ref)
     host = HUB_API if image.registry == "docker.io" else image.registry
     scheme = "http" if insecure else "https"
-    url = f"{scheme}://{host}/v2/{image.repository}/manifests/{image.digest or image.tag or 'latest'}"
+    url = (
+        f"{scheme}://{host}/v2/{image.repository}/manifests/{image.digest or image.tag or 'latest'}"
+    )
     headers = {"Accept": ACCEPT}
     try:
         resp = requests.head(url, headers=headers, timeout=timeout)

@@ -1,7 +1,8 @@
 """The small interface every engine implements, and the values it exchanges.
 
-A BuildPlan never knows which engine runs it: build args, labels and the
-timestamp reach every engine in the same BuildRequest.
+A BuildPlan never knows which engine runs it: build args and the timestamp
+reach every engine in the same BuildRequest, and labels reach every engine
+as one LABEL line in the staged Dockerfile (see context.stage).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ class BuildRequest:
     dockerfile: str
     tag: str
     build_args: Mapping[str, str]
-    labels: Mapping[str, str]
     timestamp: int
     platform: str
 

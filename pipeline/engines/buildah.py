@@ -41,8 +41,6 @@ class BuildahEngine:
             ]  # fmt: skip
             for k, v in sorted(req.build_args.items()):
                 args += ["--build-arg", f"{k}={v}"]
-            for k, v in sorted(req.labels.items()):
-                args += ["--label", f"{k}={v}"]
             cmd.call([*args, str(req.context)], on_line=log, error=BuildError)
             return normalize_id(iidfile.read_text().strip())
 

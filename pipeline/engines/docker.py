@@ -8,6 +8,7 @@ the SDK's API client. Everything else uses the SDK's high-level calls.
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from pipeline.context import context_tar
@@ -59,7 +60,6 @@ class DockerEngine:
             "t": req.tag,
             "dockerfile": req.dockerfile,
             "buildargs": json.dumps(dict(req.build_args)),
-            "labels": json.dumps(dict(req.labels)),
             "platform": req.platform,
             "rm": "1",
         }
@@ -118,7 +118,9 @@ class DockerEngine:
     def run(self, spec: RunSpec) -> str:
         from docker.types import Mount
 
-        mounts = [Mount(m.target, str(m.source), "bind", read_only=m.read_only) for m in spec.mounts]
+        mounts = [
+            Mount(m.target, str(m.source), "bind", read_only=m.read_only) for m in spec.mounts
+        ]
         container = self.client.containers.run(
             spec.image, list(spec.command) or None, detach=True, name=spec.name,
             ports={f"{i}/tcp": ("127.0.0.1", o) for i, o in spec.ports.items()},
@@ -133,7 +135,5 @@ class DockerEngine:
     def stop(self, container: str) -> None:
         from docker.errors import NotFound
 
-        try:
+        with contextlib.suppress(NotFound):
             self.client.containers.get(container).remove(force=True)
-        except NotFound:
-            pass

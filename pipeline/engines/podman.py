@@ -7,9 +7,10 @@ through podman-py's own API client with a deterministic context tar.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-
+from typing import Any, cast
 
 from pipeline.context import context_tar
 from pipeline.engines.base import BuildRequest, Log, Reproducibility, RunSpec, normalize_id
@@ -38,7 +39,8 @@ class PodmanEngine:
         except ImportError:
             raise EngineMissing("podman-py is not installed; pip install podman") from None
         self.url = url or service_url()
-        self.client = podman.PodmanClient(base_url=self.url)
+        # podman-py is typed, but loosely (unions of stream and value): use it as Any.
+        self.client: Any = cast(Any, podman.PodmanClient(base_url=self.url))
         try:
             self._version = str(self.client.version()["Version"])
         except Exception as exc:
@@ -52,14 +54,15 @@ class PodmanEngine:
         return self._version
 
     def reproducibility(self) -> Reproducibility:
-        return Reproducibility(True, "libpod /build with timestamp= (file and config times clamped)")
+        return Reproducibility(
+            True, "libpod /build with timestamp= (file and config times clamped)"
+        )
 
     def build(self, req: BuildRequest, log: Log) -> str:
         params = {
             "t": req.tag,
             "dockerfile": req.dockerfile,
             "buildargs": json.dumps(dict(req.build_args)),
-            "labels": json.dumps(dict(req.labels)),
             "timestamp": str(req.timestamp),
             "platform": req.platform,
             "layers": "true",
@@ -80,7 +83,9 @@ class PodmanEngine:
                 if len(stripped) == 64 and all(c in "0123456789abcdef" for c in stripped):
                     image = stripped
         if resp.status_code != 200 or image is None:
-            raise BuildError(f"podman build of {req.tag} ended without an image ({resp.status_code})")
+            raise BuildError(
+                f"podman build of {req.tag} ended without an image ({resp.status_code})"
+            )
         return normalize_id(image)
 
     def image_id(self, ref: str) -> str | None:
@@ -102,7 +107,9 @@ class PodmanEngine:
         if ref != dest:
             self.tag(ref, dest)
         repo, _, tag = dest.rpartition(":")
-        for item in self.client.images.push(repo, tag, tls_verify=tls_verify, stream=True, decode=True):
+        for item in self.client.images.push(
+            repo, tag, tls_verify=tls_verify, stream=True, decode=True
+        ):
             if isinstance(item, dict) and item.get("error"):
                 raise EngineError(f"podman push {dest} failed: {item['error']}")
         return manifest_digest(dest, insecure=not tls_verify)
@@ -130,9 +137,5 @@ class PodmanEngine:
     def stop(self, container: str) -> None:
         from podman.errors import NotFound
 
-        try:
+        with contextlib.suppress(NotFound):
             self.client.containers.get(container).remove(force=True)
-        except NotFound:
-            pass
-
-

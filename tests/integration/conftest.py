@@ -1,0 +1,67 @@
+"""Real engines, a real loopback registry, and a busybox base pinned by digest.
+
+The base is ``FROM scratch`` plus Debian's static busybox, built with buildah
+and pushed to the registry at PIPELINE_TEST_REGISTRY (default 127.0.0.1:5000,
+started by .ci/start-services). Tests then pin it by the digest the registry
+returned, exactly as a lock pins a public base.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from pipeline.engines import get_engine
+from pipeline.engines.base import Engine
+from pipeline.errors import EngineMissing
+from tests.conftest import unavailable
+
+REGISTRY = os.environ.get("PIPELINE_TEST_REGISTRY", "127.0.0.1:5000")
+BUSYBOX = "/bin/busybox"
+
+
+@pytest.fixture(scope="session")
+def registry() -> str:
+    try:
+        requests.get(f"http://{REGISTRY}/v2/", timeout=5).raise_for_status()
+    except requests.RequestException as exc:
+        unavailable(f"no OCI registry at {REGISTRY} ({type(exc).__name__}); run .ci/start-services")
+    return REGISTRY
+
+
+@pytest.fixture(scope="session")
+def busybox_base(registry: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """(ref, digest) of a busybox base image in the loopback registry."""
+    if shutil.which("buildah") is None or not Path(BUSYBOX).is_file():
+        unavailable("buildah and busybox-static are needed to make the test base")
+    ctx = tmp_path_factory.mktemp("busybox")
+    shutil.copy(BUSYBOX, ctx / "busybox")
+    (ctx / "Containerfile").write_text(
+        'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\n'
+    )
+    ref = f"{registry}/lockpipe-test/busybox:1"
+    subprocess.run(
+        ["buildah", "bud", "--isolation", "chroot", "--timestamp", "0", "-t", ref, str(ctx)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    digestfile = ctx / "digest"
+    subprocess.run(
+        ["buildah", "push", "--tls-verify=false", "--digestfile", str(digestfile), ref,
+         f"docker://{ref}"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return ref, digestfile.read_text().strip()
+
+
+@pytest.fixture(params=["buildah", "podman", "docker"])
+def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
+    try:
+        yield get_engine(request.param)
+    except EngineMissing as exc:
+        unavailable(f"engine {request.param} is not usable: {exc}")

@@ -1,0 +1,69 @@
+"""Literal locks for tests: a tiny repository with one target, built in a tmp folder."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from pipeline.fingerprint import relock
+from pipeline.lock import dump_lock, load_lock, parse_lock
+
+DIGEST = "sha256:" + "ab" * 32
+DOCKERFILE = """\
+ARG BASE
+FROM ${BASE}
+RUN echo built > /built.txt
+"""
+
+DOC: dict[str, Any] = {
+    "version": 1,
+    "source_date_epoch": 1700000000,
+    "bases": {
+        "busybox": {"ref": "127.0.0.1:5000/lockpipe-test/busybox:1", "digest": DIGEST},
+    },
+    "targets": {
+        "app": {
+            "context": "images/app",
+            "tag": "localhost/lockpipe-test/app:1",
+            "bases": {"BASE": "busybox"},
+            "build_args": {"GREETING": "hello"},
+            "serve": {"runtime": "llama.cpp", "command": ["true"], "port": 8080},
+        }
+    },
+}
+
+
+def doc(**changes: Any) -> dict[str, Any]:
+    """A deep copy of DOC with top-level keys replaced."""
+    out = copy.deepcopy(DOC)
+    out.update(changes)
+    return out
+
+
+def make_repo(
+    root: Path,
+    document: dict[str, Any] | None = None,
+    dockerfile: str = DOCKERFILE,
+    relocked: bool = True,
+) -> Path:
+    """Write images/app/Dockerfile and locks/digests.json under ``root``; return the lock path."""
+    document = copy.deepcopy(DOC if document is None else document)
+    for target in document["targets"].values():
+        ctx = root / target["context"]
+        ctx.mkdir(parents=True, exist_ok=True)
+        (ctx / "Dockerfile").write_text(dockerfile)
+    path = root / "locks" / "digests.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(dump_lock(document))
+    if relocked:
+        path.write_text(dump_lock(relock(load_lock(path))))
+    return path
+
+
+def reparse(path: Path, mutate: Any) -> Any:
+    """Parse the lock at ``path`` after ``mutate(document)`` edits a copy of it."""
+    document = json.loads(path.read_text())
+    mutate(document)
+    return parse_lock(document, path)

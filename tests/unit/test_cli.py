@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.engines import get_engine
+from pipeline.errors import EngineMissing, UsageError
+from tests.lockfactory import make_repo
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pipeline(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *args], cwd=REPO, text=True, capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, check=False,
+    )  # fmt: skip
+
+
+def test_plan_prints_all_targets_from_the_committed_lock() -> None:
+    out = pipeline("plan")
+    assert out.returncode == 0, out.stderr
+    for name in ("frank-small", "llama-cuda", "llama-cuda-mtp", "llama-cpu"):
+        assert f"\n{name} -> " in f"\n{out.stdout}"
+
+
+def test_broken_lock_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "digests.json"
+    bad.write_text("{")
+    out = pipeline("plan", "--lock", str(bad))
+    assert out.returncode == 2
+    assert "error:" in out.stderr and "not valid JSON" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_lock_env_var_is_the_default(tmp_path: Path) -> None:
+    path = make_repo(tmp_path)
+    out = pipeline("plan", env={"PIPELINE_LOCK": str(path)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("app -> localhost/lockpipe-test/app:1")
+
+
+def test_unknown_target_lists_the_known_ones() -> None:
+    out = pipeline("plan", "nope")
+    assert out.returncode == 2
+    assert (
+        "no target 'nope' (targets: frank-small, llama-cpu, llama-cuda, llama-cuda-mtp)"
+        in out.stderr
+    )
+
+
+def test_build_llama_cuda_rejects_a_non_variant() -> None:
+    out = pipeline("build-llama-cuda", "frank-small", "--engine", "buildah")
+    assert out.returncode == UsageError.return_code
+    assert "not a llama-cuda variant; choose from llama-cuda, llama-cuda-mtp" in out.stderr
+
+
+def test_drifted_lock_stops_the_plan(tmp_path: Path) -> None:
+    path = make_repo(tmp_path)
+    (tmp_path / "images/app/Dockerfile").write_text("FROM scratch\n")
+    out = pipeline("plan", "--lock", str(path))
+    assert out.returncode == 3
+    assert "run nox -s lock" in out.stderr
+
+
+def test_lock_verb_updates_fingerprints_after_review(tmp_path: Path) -> None:
+    path = make_repo(tmp_path)
+    (tmp_path / "images/app/Dockerfile").write_text("ARG BASE\nFROM ${BASE}\nRUN true\n")
+    assert pipeline("lock", "--check", "--lock", str(path)).returncode == 3
+    assert pipeline("lock", "--lock", str(path)).returncode == 0
+    assert pipeline("lock", "--check", "--lock", str(path)).returncode == 0
+
+
+def test_no_engine_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PIPELINE_PODMAN_URL", f"unix://{tmp_path}/none.sock")
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/none.sock")
+    with pytest.raises(EngineMissing) as info:
+        get_engine()
+    text = str(info.value)
+    assert "apt-get install buildah" in text
+    assert f"podman's API service does not answer at unix://{tmp_path}/none.sock" in text
+    assert "dockerd does not answer" in text
+
+
+def test_unknown_engine_lists_the_valid_names() -> None:
+    with pytest.raises(UsageError, match="choose one of: buildah, podman, docker"):
+        get_engine("kaniko")

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pipeline.build import build_key
+from pipeline.errors import LockError
+from pipeline.lock import load_lock
+from pipeline.plan import LABEL_PREFIX, plan_target, render
+from tests.lockfactory import DIGEST, doc, make_repo
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_plan_holds_every_arg_and_label(tmp_path: Path) -> None:
+    lock = load_lock(make_repo(tmp_path))
+    plan = plan_target(lock, "app")
+    assert dict(plan.build_args) == {
+        "BASE": f"127.0.0.1:5000/lockpipe-test/busybox:1@{DIGEST}",
+        "GREETING": "hello",
+        "SOURCE_DATE_EPOCH": "1700000000",
+    }
+    labels = dict(plan.labels)
+    assert (
+        labels[f"{LABEL_PREFIX}.base.busybox"] == f"127.0.0.1:5000/lockpipe-test/busybox:1@{DIGEST}"
+    )
+    assert labels["org.opencontainers.image.created"] == "2023-11-14T22:13:20Z"
+    assert labels[f"{LABEL_PREFIX}.fingerprint"] == lock.fingerprints["app"]
+    assert plan.source is None and plan.timestamp == 1700000000
+    assert [name for name, _ in plan.files] == ["Dockerfile"]
+
+
+def test_plan_is_deterministic_and_keyed_by_engine(tmp_path: Path) -> None:
+    lock = load_lock(make_repo(tmp_path))
+    a, b = plan_target(lock, "app"), plan_target(lock, "app")
+    assert a == b and a.identity() == b.identity()
+    assert build_key(a, "buildah", "1.28.2") != build_key(a, "podman", "4.3.1")
+    assert build_key(a, "buildah", "1.28.2") != build_key(a, "buildah", "1.29.0")
+    changed = replace(a, build_args=(*a.build_args, ("X", "1")))
+    assert changed.identity() != a.identity()
+
+
+def test_source_without_sha_is_named(tmp_path: Path) -> None:
+    document = doc()
+    document["sources"] = {
+        "llama.cpp": {"repository": "https://github.com/ggml-org/llama.cpp", "commit": "1" * 40}
+    }
+    document["targets"]["app"]["source"] = "llama.cpp"
+    lock = load_lock(make_repo(tmp_path, document))
+    with pytest.raises(
+        LockError, match=r"targets\.app\.source: sources\.llama\.cpp has no url, sha256"
+    ):
+        plan_target(lock, "app")
+
+
+def test_committed_lock_plans_all_four_targets() -> None:
+    lock = load_lock(REPO / "locks" / "digests.json")
+    text = {name: render(plan_target(lock, name)) for name in lock.targets}
+    assert "VLLM_BASE=docker.io/vllm/vllm-openai:v0.29.0-cu129@sha256:" in text["frank-small"]
+    assert "FA_ALL_QUANTS=ON" in text["llama-cuda"]
+    assert "CMAKE_CUDA_ARCHITECTURES=86" in text["llama-cuda"]
+    assert "REQUIRE_MTP=1" in text["llama-cuda-mtp"]
+    assert "GGML_CUDA=OFF" in text["llama-cpu"]
+    for name in ("llama-cuda", "llama-cuda-mtp", "llama-cpu"):
+        assert "SOURCE_SHA256=293a7c65" in text[name]
+    # The frank-small model is not yet pinned, and the plan says so instead of guessing.
+    assert "gemma-4-12b-qat-w4a16 [model]" in text["frank-small"]
+    assert "UNPINNED: no size, sha256" in text["frank-small"]
