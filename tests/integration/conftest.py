@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -20,10 +18,10 @@ import requests
 from pipeline.engines import get_engine
 from pipeline.engines.base import Engine
 from pipeline.errors import EngineMissing
+from tests.bases import BUSYBOX, push_busybox_base
 from tests.conftest import unavailable
 
 REGISTRY = os.environ.get("PIPELINE_TEST_REGISTRY", "127.0.0.1:5000")
-BUSYBOX = "/bin/busybox"
 
 
 @pytest.fixture(scope="session")
@@ -38,25 +36,9 @@ def registry() -> str:
 @pytest.fixture(scope="session")
 def busybox_base(registry: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """(ref, digest) of a busybox base image in the loopback registry."""
-    if shutil.which("buildah") is None or not Path(BUSYBOX).is_file():
+    if shutil.which("buildah") is None or not BUSYBOX.is_file():
         unavailable("buildah and busybox-static are needed to make the test base")
-    ctx = tmp_path_factory.mktemp("busybox")
-    shutil.copy(BUSYBOX, ctx / "busybox")
-    (ctx / "Containerfile").write_text(
-        'FROM scratch\nCOPY busybox /bin/busybox\nRUN ["/bin/busybox", "--install", "-s", "/bin"]\n'
-    )
-    ref = f"{registry}/lockpipe-test/busybox:1"
-    subprocess.run(
-        ["buildah", "bud", "--isolation", "chroot", "--timestamp", "0", "-t", ref, str(ctx)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    digestfile = ctx / "digest"
-    subprocess.run(
-        ["buildah", "push", "--tls-verify=false", "--digestfile", str(digestfile), ref,
-         f"docker://{ref}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return ref, digestfile.read_text().strip()
+    return push_busybox_base(registry, tmp_path_factory.mktemp("busybox"))
 
 
 @pytest.fixture(params=["buildah", "podman", "docker"])

@@ -132,3 +132,29 @@ def test_wrong_base_digest_names_the_lock_entry(
     message = str(info.value)
     assert "bases.busybox" in message
     assert "run nox -s refresh-digests" in message
+
+
+BIND_DOCKERFILE = """\
+ARG BASE
+FROM ${BASE}
+RUN --mount=type=bind,source=requirements.txt,target=/tmp/requirements.txt \\
+    sha256sum /tmp/requirements.txt > /installed.txt && test ! -e /requirements.txt
+"""
+
+
+def test_bind_mount_reads_the_context_without_copy(
+    engine: Engine, busybox_base: tuple[str, str], tmp_path: Path
+) -> None:
+    """frank-small's way of installing: RUN --mount=type=bind, no COPY, on every engine."""
+    document = doc()
+    document["bases"]["busybox"] = {"ref": busybox_base[0], "digest": busybox_base[1]}
+    document["targets"]["app"].update(
+        allow_copy=False, tag=f"localhost/lockpipe-test/bind-{engine.name}:1"
+    )
+    (tmp_path / "images/app").mkdir(parents=True)
+    (tmp_path / "images/app/requirements.txt").write_text("x==1 --hash=sha256:" + "0" * 64 + "\n")
+    lock = load_lock(make_repo(tmp_path, document, BIND_DOCKERFILE))
+    outcome = build_target(
+        lock, "app", engine, Settings(tmp_path / "s", tmp_path / "c", force=True)
+    )
+    assert outcome.built and engine.image_id(lock.target("app").tag) == outcome.record.image_id
