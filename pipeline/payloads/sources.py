@@ -1,0 +1,86 @@
+"""Where a payload comes from: the Hub's resolve URL, the mirror, and the token.
+
+Pure functions over an environment mapping, so tests pass a dict instead of
+touching ``os.environ``. The token travels inside :class:`Candidate` with
+``repr=False``: it is only ever put into an Authorization header, and only for
+the upstream host (never the mirror, never a redirect target elsewhere).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+from pipeline.fetch import mirror_url
+from pipeline.lock import Payload
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One URL to try. ``token`` is sent to ``url``'s own host and nowhere else."""
+
+    url: str
+    kind: str = "upstream"  # "mirror" or "upstream"
+    token: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).netloc
+
+
+def hf_endpoint(env: Mapping[str, str]) -> str:
+    """``HF_ENDPOINT`` (for a private Hub or a test server), else huggingface.co."""
+    return (env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def hf_url(endpoint: str, repository: str, revision: str, filename: str) -> str:
+    """``{endpoint}/{repo}/resolve/{revision}/{file}``: the Hub's download URL at a commit."""
+    return f"{endpoint}/{repository}/resolve/{revision}/{quote(filename)}"
+
+
+def hf_token(env: Mapping[str, str]) -> str | None:
+    """The Hub token: ``HF_TOKEN``, else the file huggingface_hub's login writes.
+
+    That file is ``HF_TOKEN_PATH``, else ``$HF_HOME/token`` (HF_HOME defaults to
+    ``$XDG_CACHE_HOME/huggingface``, i.e. ``~/.cache/huggingface``).
+    """
+    token = env.get("HF_TOKEN", "").strip()
+    if token:
+        return token
+    path = env.get("HF_TOKEN_PATH")
+    if not path:
+        cache = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME", "~"), ".cache")
+        path = os.path.join(env.get("HF_HOME") or os.path.join(cache, "huggingface"), "token")
+    try:
+        return Path(path).expanduser().read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def candidates(url: str, mirror: str | None, token: str | None = None) -> list[Candidate]:
+    """The mirror's copy first (no token: a mirror is ours), then upstream (with the token)."""
+    out = [Candidate(mirror_url(mirror, url), "mirror")] if mirror else []
+    return [*out, Candidate(url, "upstream", token)]
+
+
+def payload_url(payload: Payload, env: Mapping[str, str]) -> str:
+    """The upstream URL of a pinned payload."""
+    assert payload.revision is not None, "callers check Payload.missing() first"
+    return hf_url(hf_endpoint(env), payload.repository, payload.revision, payload.filename)
+
+
+def payload_candidates(
+    payload: Payload, mirror: str | None, env: Mapping[str, str]
+) -> list[Candidate]:
+    return candidates(payload_url(payload, env), mirror, hf_token(env))
+
+
+def repo_page(url: str) -> str:
+    """The repository page of a resolve URL (where gated repos are accepted), else the URL."""
+    head, sep, _ = url.partition("/resolve/")
+    return head if sep else url

@@ -1,0 +1,216 @@
+"""The downloader against real loopback servers: nginx, and a server that misbehaves."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.errors import LockError, PipelineError
+from pipeline.payloads import Options, download_url, payload_path, run_payloads
+from pipeline.payloads.errors import DiskSpaceError, HTTPFatal, IntegrityError
+from pipeline.payloads.settings import MiB, Tuning
+from tests.conftest import unavailable
+from tests.integration.payload_servers import (
+    TOKEN,
+    FaultServer,
+    Nginx,
+    entry,
+    make_lock,
+    nginx_binary,
+    publish,
+)
+
+pytestmark = pytest.mark.integration
+FAST = Tuning(connections=4, piece=1 * MiB, backoff=0.01, timeout=(2.0, 5.0), journal_every=0.1)
+DATA = os.urandom(6 * MiB + 12345)
+
+
+@pytest.fixture(scope="module")
+def fault() -> Iterator[FaultServer]:
+    cdn = FaultServer("127.0.0.2")
+    srv = FaultServer("127.0.0.1", cdn=cdn.url)
+    for s in (srv, cdn):
+        s.files["model.bin"] = DATA
+    yield srv
+    srv.shutdown()
+    cdn.shutdown()
+
+
+@pytest.fixture(scope="module")
+def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
+    if nginx_binary() is None:
+        unavailable("nginx is not installed (apt-get install nginx)")
+    server = Nginx(tmp_path_factory.mktemp("nginx"), rate="20m")
+    yield server
+    server.stop()
+
+
+def options(tmp: Path, endpoint: str, **more: Any) -> Options:
+    env = {"HF_ENDPOINT": endpoint, "HOME": str(tmp)}  # no token file under this HOME
+    return Options(tmp / "store", output="quiet", tuning=FAST, connections=4, env=env, **more)
+
+
+def lock_for(tmp: Path, **more: Any) -> Any:
+    return make_lock(tmp, {"m": entry(DATA, **more)})
+
+
+def test_parallel_ranged_download_places_a_verified_read_only_file(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    data = os.urandom(24 * MiB + 7)
+    publish(nginx.www, data, "big.bin")
+    lock = make_lock(tmp_path, {"big": entry(data, "big.bin")})
+    [result] = run_payloads(lock, [], options(tmp_path, nginx.url))
+    path = payload_path(tmp_path / "store", lock.payloads["big"])
+    assert result.status == "downloaded" and result.path == path
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == lock.payloads["big"].sha256
+    assert path.is_symlink() and path.resolve().name == lock.payloads["big"].sha256
+    assert not os.access(path.resolve(), os.W_OK) or os.geteuid() == 0
+    assert path.resolve().stat().st_mode & 0o222 == 0
+    ranged = [r for r in nginx.served() if r[1].endswith("/big.bin") and r[2] == 206]
+    assert len(ranged) >= 4  # one file, several ranged connections
+    assert not list(path.resolve().parent.glob("*.lockpipe-*"))
+
+
+def test_rerun_uses_the_cache_and_detects_a_changed_file(nginx: Nginx, tmp_path: Path) -> None:
+    publish(nginx.www, DATA)
+    lock = lock_for(tmp_path)
+    run_payloads(lock, [], options(tmp_path, nginx.url))
+    before = len(nginx.served())
+    [again] = run_payloads(lock, [], options(tmp_path, nginx.url))
+    assert again.status == "cached" and len(nginx.served()) == before
+    [forced] = run_payloads(lock, ["m"], options(tmp_path, nginx.url, verify=True))
+    assert forced.status == "re-hashed"
+    blob = again.path.resolve()
+    blob.chmod(0o644)
+    with blob.open("r+b") as fh:  # corrupt one byte in place: same inode and size
+        fh.seek(100)
+        fh.write(bytes([DATA[100] ^ 0xFF]))
+    [fixed] = run_payloads(lock, [], options(tmp_path, nginx.url))
+    assert fixed.status == "downloaded" and len(nginx.served()) > before
+    assert fixed.path.read_bytes() == DATA
+
+
+@pytest.mark.parametrize("mode", ["ok", "drop", "norange", "flaky", "redirect"])
+def test_faults_that_end_in_a_verified_file(fault: FaultServer, tmp_path: Path, mode: str) -> None:
+    [result] = run_payloads(lock_for(tmp_path), [], options(tmp_path, f"{fault.url}/{mode}"))
+    assert result.path.read_bytes() == DATA
+    if mode == "norange":
+        assert fault.per_file[("norange", "model.bin")] == 1  # one stream, not N
+
+
+def test_a_flipped_byte_never_reaches_the_final_path(fault: FaultServer, tmp_path: Path) -> None:
+    lock = lock_for(tmp_path)
+    with pytest.raises(IntegrityError) as err:
+        run_payloads(lock, [], options(tmp_path, f"{fault.url}/flip"))
+    message = str(err.value)
+    assert "payloads.m" in message and lock.payloads["m"].sha256 in message
+    assert "received" in message and "/flip/" in message
+    assert not payload_path(tmp_path / "store", lock.payloads["m"]).exists()
+    assert not list((tmp_path / "store").rglob("blobs/*"))  # neither blob nor partial is kept
+
+
+@pytest.mark.parametrize(
+    ("mode", "status", "fix"),
+    [
+        ("auth", 401, "HF_TOKEN"),
+        ("gated", 403, "accept its conditions"),
+        ("missing", 404, "revision"),
+    ],
+)
+def test_client_errors_fail_at_once_with_the_fix(
+    fault: FaultServer, tmp_path: Path, mode: str, status: int, fix: str
+) -> None:
+    before = fault.per_file[(mode, "model.bin")]
+    with pytest.raises(HTTPFatal) as err:
+        run_payloads(lock_for(tmp_path), [], options(tmp_path, f"{fault.url}/{mode}"))
+    assert err.value.status == status and fix in str(err.value) and "payloads.m" in str(err.value)
+    assert fault.per_file[(mode, "model.bin")] - before == 1  # no retries
+
+
+def test_the_token_reaches_the_hub_but_never_the_cdn(fault: FaultServer, tmp_path: Path) -> None:
+    opts = options(tmp_path, f"{fault.url}/auth")
+    opts = Options(**{**opts.__dict__, "env": {**opts.env, "HF_TOKEN": TOKEN}})
+    cdn_seen = len(fault.auth_seen)
+    [result] = run_payloads(lock_for(tmp_path), [], opts)
+    assert result.path.read_bytes() == DATA
+    assert f"Bearer {TOKEN}" in fault.auth_seen[cdn_seen:]
+
+
+def test_cdn_never_sees_a_token(tmp_path: Path) -> None:
+    cdn = FaultServer("127.0.0.2")
+    hub = FaultServer("127.0.0.1", cdn=cdn.url)
+    hub.files["model.bin"] = cdn.files["model.bin"] = DATA
+    opts = options(tmp_path, f"{hub.url}/auth")
+    opts = Options(**{**opts.__dict__, "env": {**opts.env, "HF_TOKEN": TOKEN}})
+    run_payloads(lock_for(tmp_path), [], opts)
+    assert cdn.auth_seen and all(a is None for a in cdn.auth_seen)
+    assert all(a == f"Bearer {TOKEN}" for a in hub.auth_seen)
+    hub.shutdown()
+    cdn.shutdown()
+
+
+def test_mirror_first_then_upstream(fault: FaultServer, tmp_path: Path) -> None:
+    mirror = FaultServer("127.0.0.1")
+    mirror.files["model.bin"] = DATA
+    host = fault.url.removeprefix("http://")
+    opts = options(tmp_path, f"{fault.url}/missing", mirror=f"{mirror.url}/ok")
+    [result] = run_payloads(lock_for(tmp_path), [], opts)  # upstream would 404
+    assert result.path.read_bytes() == DATA and mirror.requests["ok"] >= 1
+    assert host  # the mirror path is {mirror}/{upstream host}/{upstream path}
+    empty = FaultServer("127.0.0.1")  # knows no files: 404, then upstream serves
+    opts = options(tmp_path / "2", f"{fault.url}/ok", mirror=f"{empty.url}/ok")
+    [result] = run_payloads(lock_for(tmp_path / "2"), [], opts)
+    assert result.path.read_bytes() == DATA and empty.requests["ok"] == 1
+    mirror.shutdown()
+    empty.shutdown()
+
+
+def test_not_enough_space_fails_before_any_request(fault: FaultServer, tmp_path: Path) -> None:
+    huge = {**entry(DATA), "size": 1 << 60}
+    lock = make_lock(tmp_path, {"huge": huge})
+    before = sum(fault.requests.values())
+    with pytest.raises(DiskSpaceError, match=r"GB free, .* still to fetch .*huge"):
+        run_payloads(lock, [], options(tmp_path, f"{fault.url}/ok"))
+    assert sum(fault.requests.values()) == before
+
+
+def test_unpinned_payloads_are_refused(tmp_path: Path) -> None:
+    unpinned = {k: v for k, v in entry(DATA).items() if k not in ("size", "sha256")}
+    lock = make_lock(tmp_path, {"pinned": entry(DATA), "loose": unpinned})
+    with pytest.raises(LockError, match=r"(?s)payloads\.loose: no size, sha256 .*refresh-digests"):
+        run_payloads(lock, [], options(tmp_path, "http://127.0.0.1:9"))
+
+
+def test_source_archive_without_size_or_range(fault: FaultServer, tmp_path: Path) -> None:
+    sha = hashlib.sha256(DATA).hexdigest()
+    dest = tmp_path / "cache" / sha
+    got = download_url(f"{fault.url}/norange/x/archive/model.bin", sha, dest, connections=4)
+    assert got.read_bytes() == DATA
+    with pytest.raises(PipelineError, match="sha256 mismatch"):
+        download_url(f"{fault.url}/flip/x/model.bin", sha, tmp_path / "other" / sha)
+
+
+def test_cli_reports_errors_without_a_traceback(fault: FaultServer, tmp_path: Path) -> None:
+    lock = lock_for(tmp_path)
+    env = {**os.environ, "HF_ENDPOINT": f"{fault.url}/missing", "HOME": str(tmp_path)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipeline.payloads",
+        "--quiet",
+        "--lock",
+        str(lock.path),
+        "--store",
+        str(tmp_path / "store"),
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    assert done.returncode != 0 and "HTTP 404" in done.stderr
+    assert "Traceback" not in done.stderr and TOKEN not in done.stderr

@@ -1,0 +1,134 @@
+"""Resume after SIGKILL, the store lock, and the real Gemma GGUF through the whole path."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.payloads import Options, payload_path, run_payloads
+from pipeline.payloads.errors import FormatError
+from tests.conftest import unavailable
+from tests.fixtures_gemma import GemmaFile, gemma3_270m_gguf  # noqa: F401
+from tests.integration.payload_servers import Nginx, entry, make_lock, nginx_binary, publish
+
+pytestmark = pytest.mark.integration
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
+    if nginx_binary() is None:
+        unavailable("nginx is not installed (apt-get install nginx)")
+    server = Nginx(tmp_path_factory.mktemp("nginx"), rate="4m")  # 4 MB/s per connection
+    yield server
+    server.stop()
+
+
+def _cli(lock: Path, store: Path, endpoint: str, *names: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "HF_ENDPOINT": endpoint, "HOME": str(store.parent)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipeline.payloads",
+        "--jsonl",
+        "--connections",
+        "4",
+        "--lock",
+        str(lock),
+        "--store",
+        str(store),
+        *names,
+    ]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_sigkill_mid_file_resumes_and_never_exposes_a_bad_file(
+    nginx: Nginx, tmp_path: Path
+) -> None:
+    data = os.urandom(48 * MiB + 3)
+    publish(nginx.www, data, "kill.bin")
+    lock = make_lock(tmp_path, {"k": entry(data, "kill.bin")})
+    store = tmp_path / "store"
+    final = payload_path(store, lock.payloads["k"])
+    resumed = []
+    journal = final.parents[2] / "blobs" / (lock.payloads["k"].sha256 + ".lockpipe-journal")
+    for _ in range(3):  # ~3 s for the whole file at 4 x 4 MB/s: kill well before the end
+        before = journal.read_text() if journal.exists() else ""
+        proc = _cli(lock.path, store, f"{nginx.url}/capped")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and (
+            not journal.exists() or journal.read_text() == before
+        ):  # wait until this run has written (and journaled) something
+            time.sleep(0.01)
+        time.sleep(random.uniform(0.0, 0.2))
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate()
+        starts = [json.loads(line) for line in out.splitlines() if '"start"' in line]
+        resumed += [s["resumed"] for s in starts]
+        assert not final.exists(), "a killed run must leave nothing at the final path"
+    proc = _cli(lock.path, store, f"{nginx.url}/capped")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    events = [json.loads(line) for line in out.splitlines()]
+    start = next(e for e in events if e["event"] == "start")
+    assert start["resumed"] > 0 and max(resumed) > 0  # later runs continued, not restarted
+    assert hashlib.sha256(final.read_bytes()).hexdigest() == lock.payloads["k"].sha256
+    served = sum(n for _, uri, _, n in nginx.served() if uri.endswith("/kill.bin"))
+    assert served < 2 * len(data)  # resumed runs did not fetch the file again
+
+
+def test_two_runs_at_once_fetch_the_file_once(nginx: Nginx, tmp_path: Path) -> None:
+    data = os.urandom(12 * MiB)
+    publish(nginx.www, data, "twice.bin")
+    lock = make_lock(tmp_path, {"t": entry(data, "twice.bin")})
+    store = tmp_path / "store"
+    a, b = (_cli(lock.path, store, f"{nginx.url}/capped") for _ in range(2))
+    outs = [p.communicate(timeout=60) for p in (a, b)]
+    assert a.returncode == 0 and b.returncode == 0, outs
+    statuses = sorted(
+        json.loads(line)["status"]
+        for out, _ in outs
+        for line in out.splitlines()
+        if '"done"' in line
+    )
+    assert statuses == ["cached", "downloaded"]
+    served = sum(n for _, uri, _, n in nginx.served() if uri.endswith("/twice.bin"))
+    assert served == len(data)
+
+
+def test_real_gemma_gguf_is_fetched_verified_and_checked(
+    nginx: Nginx,
+    tmp_path: Path,
+    gemma3_270m_gguf: GemmaFile,  # noqa: F811 (a fixture imported from tests.fixtures_gemma)
+) -> None:
+    g = gemma3_270m_gguf
+    target = nginx.www / "google/gemma-3-270m/resolve" / entry(b"")["revision"] / g.path.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not target.exists():
+        os.link(g.path, target) if g.path.stat().st_dev == target.parent.stat().st_dev else (
+            target.write_bytes(g.path.read_bytes())
+        )
+    good = {"arch": "gemma3", "block_count": 18, "tensor_count": 236}
+    base = {
+        **entry(b"x", g.path.name, "google/gemma-3-270m", format="gguf"),
+        "size": g.size,
+        "sha256": g.sha256,
+    }
+    lock = make_lock(tmp_path, {"gemma": {**base, "expect": good}})
+    opts = Options(tmp_path / "store", output="quiet", env={"HF_ENDPOINT": nginx.url})
+    [result] = run_payloads(lock, [], opts)
+    assert result.status == "downloaded" and result.path.stat().st_size == g.size
+    bad = make_lock(tmp_path / "bad", {"gemma": {**base, "expect": {"arch": "llama"}}})
+    with pytest.raises(FormatError, match=r"general\.architecture is 'gemma3', expect\.arch wants"):
+        run_payloads(bad, [], opts)  # same store: the blob is cached, the check still runs
+    assert not result.path.exists()  # withdrawn: it no longer passes the lock's checks
