@@ -1,0 +1,1 @@
+"""Smoke tests of built images: start a server, prove it serves, report what it measured."""

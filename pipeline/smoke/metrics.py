@@ -1,0 +1,262 @@
+"""Server metrics: Prometheus text, counter deltas, throughput, spec-decode acceptance, baselines.
+
+Names, checked against the servers' sources:
+
+- llama.cpp (``--metrics``; tools/server): ``llamacpp:prompt_tokens_total`` (excluding
+  prompt-cache hits), ``prompt_seconds_total``, ``tokens_predicted_total``,
+  ``tokens_predicted_seconds_total``, and, in builds that have them,
+  ``spec_decode_num_drafts_total`` (verification steps), ``spec_decode_num_draft_tokens_total``,
+  ``spec_decode_num_accepted_tokens_total``.
+- vLLM (vllm/v1/metrics/loggers.py, vllm/v1/spec_decode/metrics.py): ``vllm:prompt_tokens_total``,
+  ``vllm:generation_tokens_total``, histograms ``vllm:request_prefill_time_seconds`` and
+  ``vllm:request_decode_time_seconds`` (``_sum``/``_count``), and
+  ``vllm:spec_decode_num_{drafts,draft_tokens,accepted_tokens}_total``, all labelled
+  (model_name, engine); series are summed over labels.
+
+Throughput from these counters is per request, so a probe must send one request at a time,
+with a prompt no earlier request shares (a prefix-cache hit is not prefill work).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import PipelineError
+
+Key = tuple[str, frozenset[tuple[str, str]]]
+Samples = dict[Key, float]
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
+_ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+_COUNTER_SUFFIXES = ("_total", "_sum", "_count", "_bucket")
+_PROBE = re.compile(r"^(pp|tg|accept)(?:@(\d+)(k?))?$")
+
+NAMES: dict[str, dict[str, str]] = {
+    "llama.cpp": {
+        "prompt_tokens": "llamacpp:prompt_tokens_total",
+        "prompt_seconds": "llamacpp:prompt_seconds_total",
+        "gen_tokens": "llamacpp:tokens_predicted_total",
+        "gen_seconds": "llamacpp:tokens_predicted_seconds_total",
+        "drafts": "llamacpp:spec_decode_num_drafts_total",
+        "draft_tokens": "llamacpp:spec_decode_num_draft_tokens_total",
+        "accepted": "llamacpp:spec_decode_num_accepted_tokens_total",
+    },
+    "vllm": {
+        "prompt_tokens": "vllm:prompt_tokens_total",
+        "prompt_seconds": "vllm:request_prefill_time_seconds_sum",
+        "gen_tokens": "vllm:generation_tokens_total",
+        "gen_seconds": "vllm:request_decode_time_seconds_sum",
+        "gen_requests": "vllm:request_decode_time_seconds_count",
+        "drafts": "vllm:spec_decode_num_drafts_total",
+        "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+        "accepted": "vllm:spec_decode_num_accepted_tokens_total",
+    },
+}
+
+
+class MetricsError(PipelineError):
+    """A /metrics text, a baselines file or a counter pair cannot be used."""
+
+    return_code = 14
+
+
+def parse(text: str) -> Samples:
+    """Every sample in Prometheus text exposition, keyed by name and label set."""
+    out: Samples = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        labels: list[tuple[str, str]] = []
+        if m and m.group(2):
+            rest = m.group(2).strip()
+            while rest:
+                lm = _LABEL.match(rest)
+                if not lm:
+                    m = None
+                    break
+                unescaped = re.sub(r"\\[\\\"n]", lambda e: _ESCAPES[e.group(0)], lm.group(2))
+                labels.append((lm.group(1), unescaped))
+                rest = rest[lm.end() :]
+        try:
+            value = float(m.group(3)) if m else math.nan
+        except ValueError:
+            m = None
+        if m is None:
+            raise MetricsError(f"/metrics line {n} is not a Prometheus sample: {line[:120]!r}")
+        out[(m.group(1), frozenset(labels))] = value
+    return out
+
+
+def delta(before: Samples, after: Samples) -> Samples:
+    """``after - before`` for every counter-like series (``_total``, ``_sum``, ``_count``,
+    ``_bucket``); a series absent before counts from 0. MetricsError if one went down."""
+    out: Samples = {}
+    for key, value in after.items():
+        if not key[0].endswith(_COUNTER_SUFFIXES):
+            continue
+        d = value - before.get(key, 0.0)
+        if d < 0:
+            raise MetricsError(
+                f"counter {key[0]} went from {before[key]:g} to {value:g}: the server restarted "
+                "between the two scrapes; check its log for a crash and run the smoke again"
+            )
+        out[key] = d
+    return out
+
+
+def total(samples: Samples, name: str) -> float | None:
+    """The sum of ``name`` over all its label sets, or None when it is absent."""
+    values = [v for (n, _), v in samples.items() if n == name]
+    return math.fsum(values) if values else None
+
+
+def _names(runtime: str) -> dict[str, str]:
+    if runtime not in NAMES:
+        raise MetricsError(f"no metric names for runtime {runtime!r}; known: {', '.join(NAMES)}")
+    return NAMES[runtime]
+
+
+@dataclass(frozen=True)
+class Throughput:
+    pp: float | None  # prompt tokens/s
+    tg: float | None  # generated tokens/s
+    prompt_tokens: float
+    gen_tokens: float
+
+
+def _rate(tokens: float | None, seconds: float | None) -> float | None:
+    return tokens / seconds if tokens and seconds else None
+
+
+def throughput(d: Samples, runtime: str) -> Throughput:
+    """Prompt and generation tokens/s over a :func:`delta`; None where nothing happened.
+
+    vLLM's decode time runs from the first token to the last, and the first token is
+    sampled by the prefill, so tg there is (generated - requests) / decode seconds.
+    llama.cpp's own pair already matches, as it reports it.
+    """
+    n = _names(runtime)
+    prompt, gen = total(d, n["prompt_tokens"]), total(d, n["gen_tokens"])
+    decoded = gen
+    if gen is not None and "gen_requests" in n:
+        decoded = gen - (total(d, n["gen_requests"]) or 0.0)
+    return Throughput(
+        _rate(prompt, total(d, n["prompt_seconds"])),
+        _rate(decoded, total(d, n["gen_seconds"])),
+        prompt or 0.0,
+        gen or 0.0,
+    )
+
+
+def spec_decode_acceptance(d: Samples, runtime: str) -> float | None:
+    """Mean acceptance length over a :func:`delta`: 1 + accepted draft tokens / drafts.
+
+    vLLM's "Mean acceptance length" (the bonus token included): tokens emitted per target
+    forward pass. 1.00 means no draft token was ever accepted (the fleet's w4a16 MTP
+    assistant); the bf16 one measured 2.80-3.56 at num_speculative_tokens=4 (maximum 5).
+    None when no draft was verified, or the server has no such counters.
+    """
+    n = _names(runtime)
+    drafts, accepted = total(d, n["drafts"]), total(d, n["accepted"])
+    if not drafts or accepted is None:
+        return None
+    return 1.0 + accepted / drafts
+
+
+def draft_acceptance_rate(d: Samples, runtime: str) -> float | None:
+    """Accepted / proposed draft tokens (0..1), vLLM's "Avg Draft acceptance rate"."""
+    n = _names(runtime)
+    proposed, accepted = total(d, n["draft_tokens"]), total(d, n["accepted"])
+    return accepted / proposed if proposed and accepted is not None else None
+
+
+@dataclass(frozen=True)
+class Probe:
+    value: float
+    unit: str
+    tolerance: float  # the fraction below ``value`` still accepted
+
+
+@dataclass(frozen=True)
+class Deviation:
+    probe: str
+    measured: float | None  # None: in the baseline, not measured
+    expected: float
+    floor: float
+
+    def __str__(self) -> str:
+        if self.measured is None:
+            return f"{self.probe}: not measured (baseline {self.expected:g})"
+        return (
+            f"{self.probe}: {self.measured:.2f}, below {self.floor:.2f} "
+            f"(baseline {self.expected:g} minus tolerance)"
+        )
+
+
+def probe_tokens(name: str) -> tuple[str, int | None]:
+    """``("pp", 67000)`` for ``pp@67k``; MetricsError for a name that is not a probe."""
+    m = _PROBE.match(name)
+    if not m:
+        raise MetricsError(f"{name!r} is not a probe name: use pp@N, tg@N (N or Nk tokens), accept")
+    size = None if m.group(2) is None else int(m.group(2)) * (1000 if m.group(3) else 1)
+    return m.group(1), size
+
+
+def compare(
+    measured: Mapping[str, float], baseline: Mapping[str, Probe], *, require_all: bool = False
+) -> list[Deviation]:
+    """Each measured probe below its baseline's floor (higher is never a deviation); with
+    ``require_all``, each baseline probe not measured too. In baseline order."""
+    out = []
+    for name, p in baseline.items():
+        floor = p.value * (1.0 - p.tolerance)
+        got = measured.get(name)
+        if (got is None and require_all) or (got is not None and got < floor):
+            out.append(Deviation(name, got, p.value, floor))
+    return out
+
+
+def _probe(where: str, raw: Any, default_tol: float) -> Probe:
+    if not isinstance(raw, dict) or not isinstance(raw.get("value"), int | float):
+        raise MetricsError(f'{where}: must be {{"value": number, "unit": "…"}}')
+    tol = raw.get("tolerance", default_tol)
+    if not isinstance(tol, int | float) or not 0 <= tol < 1:
+        raise MetricsError(f"{where}.tolerance: {tol!r} must be a fraction in [0, 1)")
+    return Probe(float(raw["value"]), str(raw.get("unit", "")), float(tol))
+
+
+def load_baselines(path: Path) -> dict[str, dict[str, Probe]]:
+    """``{target: {probe: Probe}}`` from a baselines file (format in the README)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MetricsError(f"{path}: no baselines file; create it or pass another") from None
+    except json.JSONDecodeError as exc:
+        raise MetricsError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(doc, dict) or doc.get("version") != 1:
+        raise MetricsError(f'{path}: needs "version": 1 at the top level')
+    targets = doc.get("targets")
+    if not isinstance(targets, dict):
+        raise MetricsError(f'{path}: needs a "targets" object, keyed by lock target name')
+    out: dict[str, dict[str, Probe]] = {}
+    for tname, t in targets.items():
+        where = f"{path}: targets.{tname}"
+        if not isinstance(t, dict) or not isinstance(t.get("probes"), dict):
+            raise MetricsError(f'{where}: needs a "probes" object')
+        tol = t.get("tolerance", 0.1)
+        out[tname] = {}
+        for pname, raw in t["probes"].items():
+            try:
+                probe_tokens(pname)
+            except MetricsError as exc:
+                raise MetricsError(f"{where}.probes: {exc}") from None
+            out[tname][pname] = _probe(f"{where}.probes.{pname}", raw, tol)
+    return out

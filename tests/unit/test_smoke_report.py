@@ -1,0 +1,121 @@
+"""Smoke reports: the table, the JSON, and JUnit XML parsed back."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from rich.console import Console
+
+from pipeline.smoke.report import CheckResult, SmokeReport, render, write_json, write_junit
+
+LOG = Path("/tmp/smoke/frank-small.log")
+LONG = "x" * 300
+
+
+def frank() -> SmokeReport:
+    return SmokeReport(
+        target="frank-small",
+        image="localhost/vllm/vllm-openai:frank-small",
+        image_id="sha256:" + "ab" * 32,
+        engine="podman",
+        results=(
+            CheckResult("ready", True, "/health 200 after 41 s", 41.2),
+            CheckResult(
+                "throughput",
+                False,
+                "tg@85k: 12.10, below 14.96\nfull table:\n\x1b[31mred\x00",
+                88.0,
+                {"pp@67k": 1290.4, "tg@85k": 12.1},
+            ),
+            CheckResult("audio", False, LONG, 1.5),
+            CheckResult("gpu-memory", False, "no GPU on this host", 0.0, skipped=True),
+        ),
+        log_path=LOG,
+    )
+
+
+def cpu() -> SmokeReport:
+    return SmokeReport(
+        "llama-cpu", "localhost/lockpipe/llama-cpu:b10069", "sha256:" + "cd" * 32, "docker",
+        (CheckResult("ready", True, "", 3.0), CheckResult("chat", True, "", 2.0)),
+    )  # fmt: skip
+
+
+def test_counts_and_verdict() -> None:
+    r = frank()
+    assert [c.name for c in r.failures] == ["throughput", "audio"]
+    assert not r.ok and cpu().ok
+    assert r.seconds == 41.2 + 88.0 + 1.5
+    assert [c.status for c in r.results] == ["PASS", "FAIL", "FAIL", "SKIP"]
+
+
+def test_render_shows_every_check_and_the_verdict() -> None:
+    console = Console(record=True, width=200, color_system=None)
+    render(frank(), console)
+    text = console.export_text()
+    assert "smoke: frank-small (localhost/vllm/vllm-openai:frank-small, podman)" in text
+    rows = {line.split("│")[1].strip(): line for line in text.splitlines() if "│" in line}
+    assert "PASS" in rows["ready"] and "41.2 s" in rows["ready"]
+    assert "FAIL" in rows["throughput"] and "pp@67k=1290, tg@85k=12.1" in rows["throughput"]
+    assert "full table" not in text  # the table shows only each detail's first line
+    assert "SKIP" in rows["gpu-memory"]
+    assert f"frank-small: 2 failed in 130.7 s; server log: {LOG}" in text
+
+
+def test_json_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "out" / "smoke.json"
+    write_json([frank(), cpu()], path)
+    doc = json.loads(path.read_text())
+    first = doc["reports"][0]
+    assert first["target"] == "frank-small" and first["ok"] is False
+    assert first["log_path"] == str(LOG) and doc["reports"][1]["log_path"] is None
+    assert first["results"][1]["measured"] == {"pp@67k": 1290.4, "tg@85k": 12.1}
+    assert [c["status"] for c in first["results"]] == ["PASS", "FAIL", "FAIL", "SKIP"]
+
+
+def test_junit_structure(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    write_junit([frank(), cpu()], path)
+    assert path.read_bytes().startswith(b"<?xml version='1.0' encoding='utf-8'?>")
+    root = ET.parse(path).getroot()
+    assert root.tag == "testsuites"
+    assert {k: root.get(k) for k in ("tests", "failures", "errors", "skipped")} == {
+        "tests": "6", "failures": "2", "errors": "0", "skipped": "1",
+    }  # fmt: skip
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["frank-small", "llama-cpu"]
+    fs = suites[0]
+    assert (fs.get("tests"), fs.get("failures"), fs.get("skipped")) == ("4", "2", "1")
+    assert fs.get("time") == "130.700"
+    props = {p.get("name"): p.get("value") for p in fs.iter("property")}
+    assert props == {
+        "image": "localhost/vllm/vllm-openai:frank-small",
+        "image_id": "sha256:" + "ab" * 32,
+        "engine": "podman",
+        "log": str(LOG),
+    }
+    cases = fs.findall("testcase")
+    assert [(c.get("classname"), c.get("name"), c.get("time")) for c in cases] == [
+        ("smoke.frank-small", "ready", "41.200"),
+        ("smoke.frank-small", "throughput", "88.000"),
+        ("smoke.frank-small", "audio", "1.500"),
+        ("smoke.frank-small", "gpu-memory", "0.000"),
+    ]
+    assert list(cases[0]) == []  # a pass has no children
+    failure = cases[1].find("failure")
+    assert failure is not None
+    assert failure.get("message") == "tg@85k: 12.10, below 14.96"
+    assert failure.get("type") == "SmokeCheckFailed"
+    # the full detail, control characters replaced so the file stays valid XML
+    assert failure.text == "tg@85k: 12.10, below 14.96\nfull table:\n\ufffd[31mred\ufffd"
+    assert cases[1].findtext("system-out") == "pp@67k = 1290.4\ntg@85k = 12.1"
+    long = cases[2].find("failure")
+    assert long is not None and long.text == LONG
+    assert long.get("message") == "x" * 199 + "…"
+    skipped = cases[3].find("skipped")
+    assert skipped is not None and skipped.get("message") == "no GPU on this host"
+    assert cases[3].find("failure") is None
+    cpu_suite = suites[1]
+    assert cpu_suite.get("failures") == "0" and cpu_suite.find("testcase/failure") is None
