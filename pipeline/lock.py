@@ -62,7 +62,9 @@ class Source:
     root: str
 
     def missing(self) -> list[str]:
-        return [k for k in ("commit", "url", "sha256") if getattr(self, k) is None]
+        """What a build needs and the entry lacks. The commit is provenance: the
+        archive's sha256 pins the bytes, so a source known only by archive builds."""
+        return [k for k in ("url", "sha256") if getattr(self, k) is None]
 
 
 @dataclass(frozen=True)

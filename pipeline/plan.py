@@ -28,7 +28,7 @@ class SourceFetch:
     name: str
     url: str
     sha256: str
-    commit: str
+    commit: str | None
     root: str
     filename: str = SOURCE_ARCHIVE
 
@@ -68,7 +68,7 @@ def _source(lock: Lock, target: Target) -> SourceFetch | None:
             f"targets.{target.name}.source: sources.{src.name} has no {', '.join(missing)}; "
             f"{REFRESH} or add them from a published release"
         )
-    assert src.url and src.sha256 and src.commit  # for mypy: missing() was empty
+    assert src.url and src.sha256  # for mypy: missing() was empty
     return SourceFetch(src.name, src.url, src.sha256, src.commit, src.root)
 
 
@@ -97,8 +97,10 @@ def plan_target(lock: Lock, name: str) -> BuildPlan:
     if source is not None:
         args.update(SOURCE_SHA256=source.sha256, SOURCE_ROOT=source.root)
         labels["org.opencontainers.image.source"] = lock.sources[source.name].repository
-        labels["org.opencontainers.image.revision"] = source.commit
-        labels[f"{LABEL_PREFIX}.source.{source.name}"] = f"{source.commit} sha256:{source.sha256}"
+        if source.commit:
+            labels["org.opencontainers.image.revision"] = source.commit
+        commit = source.commit or "commit-unknown"
+        labels[f"{LABEL_PREFIX}.source.{source.name}"] = f"{commit} sha256:{source.sha256}"
     for pip in target.pip:
         labels[f"{LABEL_PREFIX}.pip.{pip}"] = f"sha256:{lock.pip[pip].sha256}"
     args.update(target.build_args)
@@ -129,7 +131,8 @@ def render(plan: BuildPlan) -> str:
         lines.append(f"  build-arg   {k}={v}")
     if plan.source:
         s = plan.source
-        lines.append(f"  source      {s.name} {s.commit} from {s.url} (sha256 {s.sha256})")
+        commit = s.commit or "(commit unknown: pinned by archive sha256 only)"
+        lines.append(f"  source      {s.name} {commit} from {s.url} (sha256 {s.sha256})")
     for k, v in plan.labels:
         lines.append(f"  label       {k}={v}")
     for p in plan.payloads:

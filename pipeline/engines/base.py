@@ -49,6 +49,13 @@ class RunSpec:
     entrypoint: tuple[str, ...] | None = None
 
 
+@dataclass(frozen=True)
+class ContainerState:
+    running: bool
+    exit_code: int | None
+    image_id: str
+
+
 Log = Callable[[str], None]
 
 
@@ -77,6 +84,9 @@ class Engine(Protocol):
         """Start a detached container; return its ID."""
 
     def logs(self, container: str) -> str: ...
+
+    def state(self, container: str) -> ContainerState:
+        """Whether it runs, its exit code once it stopped, and the image it runs."""
 
     def stop(self, container: str) -> None:
         """Stop and remove the container; a missing one is not an error."""

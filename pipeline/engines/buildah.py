@@ -13,7 +13,14 @@ import tempfile
 from pathlib import Path
 
 from pipeline import cmd
-from pipeline.engines.base import BuildRequest, Log, Reproducibility, RunSpec, normalize_id
+from pipeline.engines.base import (
+    BuildRequest,
+    ContainerState,
+    Log,
+    Reproducibility,
+    RunSpec,
+    normalize_id,
+)
 from pipeline.errors import BuildError, EngineError
 
 
@@ -75,6 +82,13 @@ class BuildahEngine:
 
     def logs(self, container: str) -> str:
         return cmd.call(["podman", "logs", container], quiet=True)
+
+    def state(self, container: str) -> ContainerState:
+        out = cmd.call(["podman", "inspect", "--type", "container", container], quiet=True)
+        info = json.loads(out)[0]
+        running = bool(info["State"]["Running"])
+        code = None if running else int(info["State"]["ExitCode"])
+        return ContainerState(running, code, normalize_id(info["Image"]))
 
     def stop(self, container: str) -> None:
         cmd.call(["podman", "rm", "--force", "--ignore", container], quiet=True)

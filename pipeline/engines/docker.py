@@ -12,7 +12,14 @@ import contextlib
 import json
 
 from pipeline.context import context_tar
-from pipeline.engines.base import BuildRequest, Log, Reproducibility, RunSpec, normalize_id
+from pipeline.engines.base import (
+    BuildRequest,
+    ContainerState,
+    Log,
+    Reproducibility,
+    RunSpec,
+    normalize_id,
+)
 from pipeline.errors import BuildError, EngineError, EngineMissing
 
 # BuildKit honours SOURCE_DATE_EPOCH from v0.11, first shipped in docker 23.
@@ -131,6 +138,13 @@ class DockerEngine:
 
     def logs(self, container: str) -> str:
         return bytes(self.client.containers.get(container).logs()).decode(errors="replace")
+
+    def state(self, container: str) -> ContainerState:
+        c = self.client.containers.get(container)
+        c.reload()
+        running = c.attrs["State"]["Running"]
+        code = None if running else int(c.attrs["State"]["ExitCode"])
+        return ContainerState(bool(running), code, normalize_id(c.attrs["Image"]))
 
     def stop(self, container: str) -> None:
         from docker.errors import NotFound

