@@ -139,7 +139,8 @@ def nginx_binary() -> str | None:
 class Nginx:
     """nginx serving ``www`` at / (uncapped) and /capped/ (``rate`` per connection)."""
 
-    def __init__(self, folder: Path, rate: str = "20m", extra: str = "") -> None:
+    def __init__(self, folder: Path, rate: str = "20m", headers: str = "") -> None:
+        """``headers``: nginx directives for every location (``add_header`` lines)."""
         binary = nginx_binary()
         if binary is None:
             raise FileNotFoundError("nginx")
@@ -165,8 +166,8 @@ http {{
   server {{
     listen 127.0.0.1:{self.port};
     root {self.www};
-    location /capped/ {{ alias {self.www}/; limit_rate {rate}; }}
-    {extra}
+    location /capped/ {{ alias {self.www}/; limit_rate {rate}; {headers} }}
+    location / {{ {headers} }}
   }}
 }}
 """

@@ -1,0 +1,170 @@
+"""Download throughput, side by side: lockpipe vs curl, aria2c and hf_hub_download.
+
+    python benchmarks/bench_download.py [--size-mib 1024] [--cap 50m] [--connections 8 16]
+
+One loopback nginx serves one generated file in the Hub's resolve/ layout twice:
+under /capped/ with ``limit_rate`` per connection, and uncapped. For each, it
+times (wall clock, fresh destination each time):
+
+- lockpipe (``python -m pipeline.payloads``), sha256 included, per --connections;
+- ``curl -o`` (one stream, no hash) and curl followed by ``sha256sum``;
+- ``aria2c -x8 -s8 --checksum=sha-256=…`` (hash included);
+- huggingface_hub's ``hf_hub_download`` with ``HF_ENDPOINT`` at nginx, which adds
+  the X-Repo-Commit and ETag headers its HEAD request needs.
+
+Then the warm re-verify of the store (verification cache) against a full
+re-hash of the same file. Prints a Markdown table (docs/payloads.md keeps one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.integration.payload_servers import REV, Nginx, entry, make_lock  # noqa: E402
+
+REPO, NAME = "bench/model", "model.bin"
+
+
+def make_file(path: Path, size: int) -> str:
+    """``size`` bytes (a random 64 MiB block repeated: hashing cost is the same) and its sha256."""
+    block = os.urandom(64 << 20)
+    sha = hashlib.sha256()
+    with path.open("wb") as fh:
+        left = size
+        while left:
+            piece = block[: min(left, len(block))]
+            fh.write(piece)
+            sha.update(piece)
+            left -= len(piece)
+    return sha.hexdigest()
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    start = time.monotonic()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    took = time.monotonic() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({done.returncode}): {done.stderr[-800:]}")
+    return took
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--size-mib", type=int, default=1024)
+    ap.add_argument("--cap", default="50m", help="nginx limit_rate per connection")
+    ap.add_argument("--connections", type=int, nargs="+", default=[8, 16])
+    args = ap.parse_args()
+    size = args.size_mib << 20
+    with tempfile.TemporaryDirectory(prefix="bench-dl-") as tmp_s:
+        tmp = Path(tmp_s)
+        www_file = tmp / "nginx" / "www" / REPO / "resolve" / REV / NAME
+        www_file.parent.mkdir(parents=True)
+        sha = make_file(www_file, size)
+        # hf_hub_download's HEAD needs the commit and the ETag (the sha256 for LFS files)
+        hub = f"etag off; add_header X-Repo-Commit {REV} always; "
+        hub += f'add_header ETag "\\"{sha}\\"" always;'
+        nginx = Nginx(tmp / "nginx", rate=args.cap, headers=hub)
+        base = nginx.url
+        lock = make_lock(tmp, {"bench": {**entry(b"", NAME, REPO), "size": size, "sha256": sha}})
+        rows: list[tuple[str, str, float]] = []
+        try:
+            for label, prefix in (("capped", "/capped"), ("uncapped", "")):
+                url = f"{base}{prefix}/{REPO}/resolve/{REV}/{NAME}"
+                for n in args.connections:
+                    store = tmp / f"store-{label}-{n}"
+                    env = {**os.environ, "HF_ENDPOINT": base + prefix, "HOME": str(tmp)}
+                    cmd = [
+                        sys.executable,
+                        "-m",
+                        "pipeline.payloads",
+                        "--quiet",
+                        "--connections",
+                        str(n),
+                        "--lock",
+                        str(lock.path),
+                        "--store",
+                        str(store),
+                    ]
+                    rows.append((label, f"lockpipe -c{n} (sha256 incl.)", timed(cmd, env)))
+                    if n == args.connections[-1] and label == "uncapped":
+                        rows.append(
+                            ("warm", "lockpipe re-run (verification cache)", timed(cmd, env))
+                        )
+                        blob = next(store.rglob(f"blobs/{sha}"))
+                        start = time.monotonic()
+                        hashlib.sha256(blob.read_bytes()).hexdigest()
+                        rows.append(
+                            ("warm", "full sha256 of the file (python)", time.monotonic() - start)
+                        )
+                    shutil.rmtree(store)
+                out = tmp / "out.bin"
+                rows.append((label, "curl (no hash)", timed(["curl", "-sf", "-o", str(out), url])))
+                rows.append(
+                    (label, "curl + sha256sum", rows[-1][2] + timed(["sha256sum", str(out)]))
+                )
+                out.unlink()
+                aria = [
+                    "aria2c",
+                    "-q",
+                    "-x8",
+                    "-s8",
+                    "-k1M",
+                    f"--checksum=sha-256={sha}",
+                    "--allow-overwrite=true",
+                    "--auto-file-renaming=false",
+                    "-d",
+                    str(tmp),
+                    "-o",
+                    "aria.bin",
+                    url,
+                ]
+                rows.append((label, "aria2c -x8 -s8 --checksum", timed(aria)))
+                (tmp / "aria.bin").unlink()
+                hf = (
+                    "from huggingface_hub import hf_hub_download as d; import sys; "
+                    f"d('{REPO}', '{NAME}', revision='{REV}', cache_dir=sys.argv[1])"
+                )
+                hf_env = {
+                    **os.environ,
+                    "HF_ENDPOINT": base + prefix,
+                    "HF_HUB_DISABLE_XET": "1",
+                    "HF_HUB_DISABLE_TELEMETRY": "1",
+                    "HOME": str(tmp),
+                }
+                try:
+                    rows.append(
+                        (
+                            label,
+                            "hf_hub_download",
+                            timed([sys.executable, "-c", hf, str(tmp / "hf")], hf_env),
+                        )
+                    )
+                except RuntimeError as exc:
+                    rows.append((label, f"hf_hub_download failed: {str(exc)[-120:]}", float("nan")))
+                shutil.rmtree(tmp / "hf", ignore_errors=True)
+        finally:
+            nginx.stop()
+    aria = {label: t for label, tool, t in rows if tool.startswith("aria2c")}
+    print(f"file {size / 1e9:.2f} GB, cap {args.cap}B/s per connection, {os.cpu_count()} CPUs\n")
+    print("| case | tool | wall s | MB/s | vs aria2c |")
+    print("|---|---|---:|---:|---:|")
+    for label, tool, t in rows:
+        rate = size / t / 1e6 if t == t and label != "warm" else float("nan")
+        ratio = f"{aria[label] / t:.2f}x" if label in aria and t == t else ""
+        print(f"| {label} | {tool} | {t:.2f} | {rate:.0f} | {ratio} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Header-only GGUF and safetensors checks, cross-checked against gguf-py and real files."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from gguf import GGUFReader, GGUFWriter
+from gguf.constants import GGML_QUANT_SIZES
+
+from pipeline.lock import Payload, load_lock
+from pipeline.payloads import gguf as g
+from pipeline.payloads import safetensors as s
+from pipeline.payloads.checks import check_file, check_index, check_targets
+from pipeline.payloads.errors import FormatError
+from tests.fixtures_gemma import GemmaFile, gemma3_270m_gguf  # noqa: F401
+
+LOCK = Path(__file__).parents[2] / "locks" / "digests.json"
+
+
+def payload(filename: str, fmt: str, role: str = "model", **expect: Any) -> Payload:
+    return Payload("p", "o/n", "a" * 40, filename, 1, "b" * 64, role, fmt, expect)
+
+
+def write_gguf(
+    path: Path, arch: str, blocks: int, nextn: int = 0, meta_nextn: int | None = None
+) -> Path:
+    w = GGUFWriter(str(path), arch)
+    w.add_block_count(blocks)
+    if meta_nextn is not None:
+        w.add_uint32(f"{arch}.nextn_predict_layers", meta_nextn)
+    w.add_array("tokenizer.ggml.tokens", [f"t{i}" for i in range(300)])
+    for i in range(blocks):
+        w.add_tensor(f"blk.{i}.attn_q.weight", np.zeros((4, 32), dtype=np.float32))
+    for i in range(blocks - nextn, blocks):
+        w.add_tensor(f"blk.{i}.nextn.eh_proj.weight", np.zeros((2, 32), dtype=np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_type_table_matches_gguf_py() -> None:
+    for qtype, (block, size) in GGML_QUANT_SIZES.items():
+        assert g.GGML_TYPES[qtype.value][1:] == (block, size), qtype.name
+
+
+def test_real_gemma_header_matches_gguf_py(gemma3_270m_gguf: GemmaFile) -> None:  # noqa: F811
+    header = g.read_header(gemma3_270m_gguf.path)
+    reader = GGUFReader(gemma3_270m_gguf.path)
+    assert header.arch == "gemma3" and header.metadata["gemma3.block_count"] == 18
+    assert len(header.tensors) == 236 == len(reader.tensors)
+    assert header.data_end() == gemma3_270m_gguf.size
+    for mine, theirs in zip(header.tensors, reader.tensors, strict=True):
+        assert (mine.name, mine.nbytes()) == (theirs.name, int(theirs.n_bytes))
+        assert header.data_start + mine.offset == theirs.data_offset
+    p = Payload(
+        "g",
+        "o/n",
+        "a" * 40,
+        "gemma.gguf",
+        gemma3_270m_gguf.size,
+        "b" * 64,
+        "model",
+        "gguf",
+        {"arch": "gemma3", "block_count": 18, "tensor_count": 236},
+    )
+    assert check_file(p, gemma3_270m_gguf.path, gemma3_270m_gguf.size).problems == []
+    short = check_file(p, gemma3_270m_gguf.path, gemma3_270m_gguf.size - 1).problems
+    assert any("truncated" in m for m in short)
+
+
+def test_mtp_model_needs_nextn_tensors_and_metadata(tmp_path: Path) -> None:
+    ok = write_gguf(tmp_path / "m-mtp.gguf", "qwen3", 3, nextn=1, meta_nextn=1)
+    assert (
+        check_file(payload("m-mtp.gguf", "gguf", nextn_layers=1), ok, ok.stat().st_size).problems
+        == []
+    )
+    plain = write_gguf(tmp_path / "plain.gguf", "qwen3", 3)
+    problems = check_file(payload("x-mtp.gguf", "gguf"), plain, plain.stat().st_size).problems
+    assert problems and "blk.N.nextn" in problems[0] and problems[0].startswith("payloads.p")
+
+
+def test_mtp_assistant_counts_its_layers(tmp_path: Path) -> None:
+    f = write_gguf(tmp_path / "a.gguf", "gemma4-assistant", 4)
+    p = payload("a.gguf", "gguf", "mtp-assistant", arch="gemma4-assistant", nextn_layers=4)
+    assert check_file(p, f, f.stat().st_size).problems == []
+    p = payload("a.gguf", "gguf", "mtp-assistant", arch="gemma4", nextn_layers=2)
+    assert len(check_file(p, f, f.stat().st_size).problems) == 2
+
+
+def test_garbage_is_a_format_error_not_a_traceback(tmp_path: Path) -> None:
+    f = tmp_path / "x.gguf"
+    f.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + struct.pack("<Q", 1 << 40))
+    with pytest.raises(FormatError, match=r"x\.gguf: not a readable GGUF file"):
+        g.read_header(f)
+    f.write_bytes(b"nope")
+    with pytest.raises(FormatError, match="no GGUF magic"):
+        g.read_header(f)
+
+
+def write_st(path: Path, tensors: dict[str, tuple[str, list[int], int, int]], data: int) -> Path:
+    head = {
+        n: {"dtype": d, "shape": sh, "data_offsets": [b, e]} for n, (d, sh, b, e) in tensors.items()
+    }
+    raw = json.dumps(head).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * data)
+    return path
+
+
+def test_safetensors_layout_and_dtypes(tmp_path: Path) -> None:
+    good = write_st(
+        tmp_path / "a.safetensors", {"a": ("BF16", [2, 2], 0, 8), "b": ("BF16", [4], 8, 16)}, 16
+    )
+    assistant = payload("a.safetensors", "safetensors", "mtp-assistant")
+    assert check_file(assistant, good, good.stat().st_size).problems == []
+    quant = write_st(
+        tmp_path / "q.safetensors", {"a": ("I32", [2], 0, 8), "b": ("BF16", [4], 8, 16)}, 16
+    )
+    [problem] = check_file(assistant, quant, quant.stat().st_size).problems
+    assert "1 tensors in I32" in problem and "cannot draft" in problem
+    gap = write_st(
+        tmp_path / "g.safetensors", {"a": ("F32", [2], 0, 8), "b": ("F32", [1], 12, 16)}, 20
+    )
+    problems = s.layout_problems(s.read_header(gap), gap.stat().st_size)
+    assert any("a gap" in m for m in problems) and any("file holds 20" in m for m in problems)
+
+
+def test_index_must_match_its_shards(tmp_path: Path) -> None:
+    shard = write_st(tmp_path / "s1.safetensors", {"a": ("F32", [1], 0, 4)}, 4)
+    facts = check_file(payload("model-1.safetensors", "safetensors"), shard, shard.stat().st_size)
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(
+        json.dumps({"weight_map": {"a": "model-1.safetensors", "b": "model-1.safetensors"}})
+    )
+    p = payload("model.safetensors.index.json", "json")
+    [problem] = check_index(p, index, {"model-1.safetensors": facts})
+    assert "1 mapped tensors absent" in problem
+    assert "does not list" in check_index(p, index, {})[0]
+
+
+def test_targets_of_the_real_lock_use_their_payloads_rightly() -> None:
+    lock = load_lock(LOCK)
+    assert check_targets(lock, sorted(lock.targets), {}) == []

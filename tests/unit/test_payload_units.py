@@ -1,0 +1,100 @@
+"""Pure parts of pipeline.payloads: ranges, sources, hasher, selection, store layout."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import LockError, UsageError
+from pipeline.lock import Payload, load_lock
+from pipeline.payloads.hasher import OrderedHasher
+from pipeline.payloads.ranges import RangeSet, split
+from pipeline.payloads.selection import check_pinned, select
+from pipeline.payloads.sources import candidates, hf_token, hf_url
+from pipeline.payloads.store import VerifyCache, payload_path
+
+LOCK = Path(__file__).parents[2] / "locks" / "digests.json"
+
+
+def test_rangeset_merges_and_finds_gaps() -> None:
+    r = RangeSet([(10, 20), (0, 5), (5, 8), (19, 30)])
+    assert r.as_list() == [[0, 8], [10, 30]] and r.total() == 28
+    assert r.missing(40) == [(8, 10), (30, 40)] and r.end_of(12) == 30 and r.end_of(8) is None
+    assert split([(0, 10), (20, 25)], 4) == [(0, 4), (4, 8), (8, 10), (20, 24), (24, 25)]
+
+
+def test_hf_url_and_mirror_layout_and_token_only_upstream() -> None:
+    url = hf_url("https://huggingface.co", "org/m", "a" * 40, "sub dir/x.gguf")
+    assert url == f"https://huggingface.co/org/m/resolve/{'a' * 40}/sub%20dir/x.gguf"
+    mirror, upstream = candidates(url, "http://mirror.local/m", "secret")
+    assert (
+        mirror.url
+        == f"http://mirror.local/m/huggingface.co/org/m/resolve/{'a' * 40}/sub%20dir/x.gguf"
+    )
+    assert mirror.token is None and upstream.token == "secret"
+    assert "secret" not in repr(upstream)
+
+
+def test_token_from_env_then_file(tmp_path: Path) -> None:
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "token").write_text("from-file\n")
+    assert hf_token({"HF_TOKEN": "from-env", "HF_HOME": str(tmp_path / "hf")}) == "from-env"
+    assert hf_token({"HF_HOME": str(tmp_path / "hf")}) == "from-file"
+    assert hf_token({"HOME": str(tmp_path)}) is None
+
+
+def test_hasher_hashes_out_of_order_chunks_in_file_order(tmp_path: Path) -> None:
+    data = os.urandom(3 << 20)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    chunks = [(o, data[o : o + 65536]) for o in range(0, len(data), 65536)]
+    random.Random(1).shuffle(chunks)
+    # a small memory cap forces some chunks to be read back from the file instead
+    h = OrderedHasher(fd, len(data), RangeSet([(0, 65536)]), memory_cap=256 * 1024)
+    for offset, chunk in chunks:
+        if offset:
+            h.feed(offset, chunk)
+    assert h.result(10) == (len(data), hashlib.sha256(data).hexdigest())
+    os.close(fd)
+
+
+def test_selection_of_the_real_lock() -> None:
+    lock = load_lock(LOCK)
+    payloads, targets = select(lock, ["llama-cuda-mtp"])
+    assert targets == ["llama-cuda-mtp"]
+    assert {p.name for p in payloads} == set(lock.targets["llama-cuda-mtp"].payloads)
+    with pytest.raises(UsageError, match="neither a payload nor a target"):
+        select(lock, ["nope"])
+    with pytest.raises(LockError) as err:
+        check_pinned(select(lock, [])[0])
+    assert "payloads.gemma-4-12b-qat-w4a16" in str(err.value)
+    assert "run nox -s refresh-digests" in str(err.value)
+    check_pinned(select(lock, ["llama-cuda-mtp"])[0])  # all pinned: no error
+
+
+def test_payload_path_is_the_hf_cache_layout(tmp_path: Path) -> None:
+    p = Payload("x", "org/name", "b" * 40, "dir/f.gguf", 1, "c" * 64, "model", "gguf")
+    assert (
+        payload_path(tmp_path, p)
+        == tmp_path / "models--org--name/snapshots" / ("b" * 40) / "dir/f.gguf"
+    )
+    with pytest.raises(LockError, match=r"payloads\.x\.filename"):
+        payload_path(tmp_path, Payload("x", "o/n", "b" * 40, "../etc", 1, None, "model", "gguf"))
+
+
+def test_verify_cache_notices_a_changed_file(tmp_path: Path) -> None:
+    (tmp_path / ".lockpipe").mkdir()
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"abc")
+    cache = VerifyCache(tmp_path)
+    cache.record(blob, "sha")
+    cache.save()
+    again = VerifyCache(tmp_path)
+    assert again.lookup(blob, blob.stat()) == "sha"
+    os.utime(blob, ns=(1, 1))
+    assert again.lookup(blob, blob.stat()) is None
