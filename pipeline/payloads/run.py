@@ -195,32 +195,34 @@ class _Run:
         lock = threading.Lock()
         crashed: list[BaseException] = []
 
-        def worker() -> None:
-            while True:
-                with lock:
-                    if not queue or ctx.stop.is_set():
-                        return
-                    p = queue.pop()
-                try:
-                    self._fetch(p, ctx)
-                except BaseException as exc:  # a bug, or Stopped: re-raised in the main thread
-                    crashed.append(exc)
-                    ctx.stop.set()
+        def worker(finished: threading.Event) -> None:
+            try:
+                while True:
+                    with lock:
+                        if not queue or ctx.stop.is_set():
+                            return
+                        p = queue.pop()
+                    try:
+                        self._fetch(p, ctx)
+                    except BaseException as exc:  # a bug, or Stopped: re-raised below
+                        crashed.append(exc)
+                        ctx.stop.set()
+            finally:
+                finished.set()
 
-        threads = [
-            threading.Thread(target=worker, daemon=True)
-            for _ in range(min(self.o.files_at_once, len(queue)))
-        ]
-        for t in threads:
-            t.start()
+        # Events, not Thread.join: a Ctrl-C inside join() can leave the thread looking
+        # finished (CPython), and then the journals would not be flushed before exit.
+        done = [threading.Event() for _ in range(min(self.o.files_at_once, len(queue)))]
+        for finished in done:
+            threading.Thread(target=worker, args=(finished,), daemon=True).start()
         try:
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.2)  # short waits keep Ctrl-C responsive in this thread
+            for finished in done:
+                while not finished.wait(0.2):  # short waits keep Ctrl-C responsive here
+                    pass
         except KeyboardInterrupt:
             ctx.stop.set()  # workers stop at their next chunk and flush their journals
-            for t in threads:
-                t.join(5)
+            for finished in done:
+                finished.wait(5)
             raise
         if crashed:
             raise crashed[0]

@@ -132,3 +132,27 @@ def test_real_gemma_gguf_is_fetched_verified_and_checked(
     with pytest.raises(FormatError, match=r"general\.architecture is 'gemma3', expect\.arch wants"):
         run_payloads(bad, [], opts)  # same store: the blob is cached, the check still runs
     assert not result.path.exists()  # withdrawn: it no longer passes the lock's checks
+
+
+def test_ctrl_c_flushes_the_journal_and_the_next_run_resumes(nginx: Nginx, tmp_path: Path) -> None:
+    data = os.urandom(40 * MiB)
+    publish(nginx.www, data, "int.bin")
+    lock = make_lock(tmp_path, {"i": entry(data, "int.bin")})
+    store = tmp_path / "store"
+    proc = _cli(lock.path, store, f"{nginx.url}/capped")
+    journal = (
+        store / "models--org--model" / "blobs" / (lock.payloads["i"].sha256 + ".lockpipe-journal")
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not journal.exists():
+        time.sleep(0.01)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "run again to resume" in err and "Traceback" not in err
+    done = sum(e - s for s, e in json.loads(journal.read_text())["done"])
+    again = _cli(lock.path, store, f"{nginx.url}/capped")
+    out, _ = again.communicate(timeout=60)
+    start = next(json.loads(line) for line in out.splitlines() if '"start"' in line)
+    assert again.returncode == 0 and start["resumed"] == done > 0
+    assert payload_path(store, lock.payloads["i"]).read_bytes() == data
