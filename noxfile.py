@@ -17,7 +17,16 @@ nox.options.sessions = ["lint", "tests"]
 
 PYTHON = None  # the interpreter nox runs on; the pipeline needs >= 3.10
 
-VERBS = ["plan", "build", "build-frank-small", "build-llama-cuda", "build-llama-cpu", "lock"]
+VERBS = [
+    "plan",
+    "build",
+    "build-frank-small",
+    "build-llama-cuda",
+    "build-llama-cpu",
+    "lock",
+    "payloads",
+    "smoke",
+]
 
 
 def _install(session: nox.Session, *args: str) -> None:

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pipeline import build, lint, lock, plan
+from pipeline import build, cli_serve, lint, lock, plan
 from pipeline.engines import ENGINES, get_engine
 from pipeline.errors import LintError, UsageError
 from pipeline.fingerprint import check_drift, relock
@@ -131,7 +131,8 @@ def do_lock(args: argparse.Namespace) -> int:
     return 0
 
 
-VERBS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
+Verb = Callable[[argparse.Namespace], int]
+VERBS: dict[str, tuple[Verb, str]] = {
     "plan": (do_plan, "print the fully resolved build plan of each target"),
     "build": (do_build, "build every target (or those named)"),
     "build-frank-small": (do_build, "build the vLLM frank-small image"),
@@ -139,6 +140,12 @@ VERBS: dict[str, tuple[Callable[[argparse.Namespace], int], str]] = {
     "build-llama-cpu": (do_build, "build llama.cpp without CUDA"),
     "lint": (do_lint, "check every Dockerfile against the pinning rules"),
     "lock": (do_lock, "bring pip hashes and drift fingerprints up to date (after review)"),
+    "payloads": (cli_serve.do_payloads, "fetch and verify the payloads of the lock (or NAME…)"),
+    "smoke": (cli_serve.do_smoke, "run each built image with its payloads and check it serves"),
+}
+EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "payloads": cli_serve.add_payload_options,
+    "smoke": cli_serve.add_smoke_options,
 }
 
 
@@ -153,6 +160,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             p.set_defaults(targets=[])
         else:
             p.add_argument("targets", nargs="*", metavar="TARGET")
+        if verb in EXTRA_OPTIONS:
+            EXTRA_OPTIONS[verb](p)
     return parser.parse_args(argv)
 
 

@@ -1,8 +1,8 @@
 """Pure hashing of what determines a build: the drift check's checksum.
 
 The lock stores one fingerprint per target over its context files
-(Dockerfile, requirement files), its target config and the lock entries it
-uses. A Dockerfile edited without ``nox -s lock`` is caught before any
+(Dockerfile, requirement files), its build config and the lock entries it
+builds from. A Dockerfile edited without ``nox -s lock`` is caught before any
 engine runs, as apko's config checksum does.
 """
 
@@ -17,6 +17,7 @@ from pipeline.errors import DriftError, LockError
 from pipeline.lock import Lock, Target, parse_lock
 
 RELOCK = "review the change, then run nox -s lock"
+SERVING = ("serve", "payloads")  # target keys that say how to run the image, not build it
 
 
 def sha256_file(path: Path) -> str:
@@ -42,7 +43,6 @@ def _entries(lock: Lock, target: Target) -> dict[str, Any]:
     used: dict[str, Any] = {
         "bases": {b: doc["bases"][b] for b in target.bases.values()},
         "pip": {p: doc["pip"][p] for p in target.pip},
-        "payloads": {p: doc["payloads"][p] for p in target.payloads},
     }
     if target.source:
         used["sources"] = {target.source: doc["sources"][target.source]}
@@ -50,10 +50,17 @@ def _entries(lock: Lock, target: Target) -> dict[str, Any]:
 
 
 def fingerprint(lock: Lock, target: Target) -> str:
-    """sha256 over the context files, the target config and the entries it uses."""
+    """sha256 over the context files, the target's build config and the entries it builds from.
+
+    How the image is served (``serve``, ``payloads``) is left out: it does not change
+    the image, so editing it neither needs a relock nor triggers a rebuild.
+    """
+    build_config = {
+        k: v for k, v in lock.document["targets"][target.name].items() if k not in SERVING
+    }
     material = {
         "files": context_files(lock, target),
-        "target": lock.document["targets"][target.name],
+        "target": build_config,
         "entries": _entries(lock, target),
         "source_date_epoch": lock.source_date_epoch,
     }

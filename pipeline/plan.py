@@ -51,9 +51,14 @@ class BuildPlan:
     fingerprint: str
 
     def identity(self) -> str:
-        """sha256 over everything the plan feeds an engine (the engine is added by build)."""
+        """sha256 over everything the plan feeds an engine (the engine is added by build).
+
+        Payloads and the serve command are carried for ``plan`` to show, but they do
+        not change the image, so they are not part of its identity.
+        """
         material = asdict(self)
         material["context"] = str(self.context.name)
+        del material["payloads"], material["serve"]
         blob = json.dumps(material, sort_keys=True, default=str, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()
 

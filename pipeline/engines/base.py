@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # gpu.py imports this module at run time
+    from pipeline.smoke.gpu import GpuAttach
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class RunSpec:
     mounts: tuple[Mount, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     entrypoint: tuple[str, ...] | None = None
+    gpu: GpuAttach | None = None  # devices and requests; its mounts and env are already merged
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,9 @@ class Engine(Protocol):
     def image_id(self, ref: str) -> str | None:
         """The local image ID of ``ref``, or None when it is absent."""
 
+    def image_env(self, ref: str) -> dict[str, str]:
+        """The image's configured environment (its ENV lines and its bases')."""
+
     def tag(self, ref: str, new: str) -> None: ...
 
     def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
@@ -90,6 +97,11 @@ class Engine(Protocol):
 
     def stop(self, container: str) -> None:
         """Stop and remove the container; a missing one is not an error."""
+
+
+def env_dict(pairs: list[str] | None) -> dict[str, str]:
+    """``["K=V", …]`` as a dict."""
+    return dict(p.split("=", 1) for p in pairs or [] if "=" in p)
 
 
 def normalize_id(image_id: str) -> str:

@@ -19,6 +19,7 @@ from pipeline.engines.base import (
     Log,
     Reproducibility,
     RunSpec,
+    env_dict,
     normalize_id,
 )
 from pipeline.errors import BuildError, EngineError
@@ -60,6 +61,10 @@ class BuildahEngine:
         except EngineError:
             return None
         return normalize_id(out.strip())
+
+    def image_env(self, ref: str) -> dict[str, str]:
+        out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True)
+        return env_dict(json.loads(out)["OCIv1"]["config"].get("Env"))
 
     def tag(self, ref: str, new: str) -> None:
         cmd.call(["buildah", "tag", ref, new])
@@ -108,4 +113,8 @@ def run_argv(spec: RunSpec) -> list[str]:
         argv += ["--env", f"{k}={v}"]
     if spec.entrypoint is not None:
         argv += ["--entrypoint", json.dumps(list(spec.entrypoint))]
+    if spec.gpu is not None:
+        from pipeline.smoke.gpu import podman_cli_args
+
+        argv += podman_cli_args(spec.gpu)
     return [*argv, spec.image, *spec.command]

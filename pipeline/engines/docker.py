@@ -18,6 +18,7 @@ from pipeline.engines.base import (
     Log,
     Reproducibility,
     RunSpec,
+    env_dict,
     normalize_id,
 )
 from pipeline.errors import BuildError, EngineError, EngineMissing
@@ -99,6 +100,9 @@ class DockerEngine:
         except ImageNotFound:
             return None
 
+    def image_env(self, ref: str) -> dict[str, str]:
+        return env_dict(self.client.images.get(ref).attrs.get("Config", {}).get("Env"))
+
     def tag(self, ref: str, new: str) -> None:
         repo, _, tag = new.rpartition(":")
         if not self.client.images.get(ref).tag(repo, tag):
@@ -125,6 +129,8 @@ class DockerEngine:
     def run(self, spec: RunSpec) -> str:
         from docker.types import Mount
 
+        from pipeline.smoke.gpu import docker_run_kwargs
+
         mounts = [
             Mount(m.target, str(m.source), "bind", read_only=m.read_only) for m in spec.mounts
         ]
@@ -133,6 +139,7 @@ class DockerEngine:
             ports={f"{i}/tcp": ("127.0.0.1", o) for i, o in spec.ports.items()},
             mounts=mounts, environment=dict(spec.env),
             entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
+            **(docker_run_kwargs(spec.gpu) if spec.gpu else {}),
         )  # fmt: skip
         return str(container.id)
 

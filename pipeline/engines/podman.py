@@ -19,6 +19,7 @@ from pipeline.engines.base import (
     Log,
     Reproducibility,
     RunSpec,
+    env_dict,
     normalize_id,
 )
 from pipeline.errors import BuildError, EngineError, EngineMissing
@@ -103,6 +104,9 @@ class PodmanEngine:
         except ImageNotFound:
             return None
 
+    def image_env(self, ref: str) -> dict[str, str]:
+        return env_dict(self.client.images.get(ref).attrs.get("Config", {}).get("Env"))
+
     def tag(self, ref: str, new: str) -> None:
         repo, _, tag = new.rpartition(":")
         if not self.client.images.get(ref).tag(repo, tag):
@@ -125,6 +129,8 @@ class PodmanEngine:
         self.client.images.remove(ref, force=True)
 
     def run(self, spec: RunSpec) -> str:
+        from pipeline.smoke.gpu import podman_run_kwargs
+
         mounts = [
             {"type": "bind", "source": str(m.source), "target": m.target, "read_only": m.read_only}
             for m in spec.mounts
@@ -134,6 +140,7 @@ class PodmanEngine:
             ports={f"{i}/tcp": ("127.0.0.1", o) for i, o in spec.ports.items()},
             mounts=mounts, environment=dict(spec.env),
             entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
+            **(podman_run_kwargs(spec.gpu) if spec.gpu else {}),
         )  # fmt: skip
         return str(container.id)
 

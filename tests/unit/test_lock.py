@@ -157,3 +157,11 @@ def test_invalid_document_is_never_written(tmp_path: Path) -> None:
     with pytest.raises(LockError):
         write_lock(path, {**DOC, "version": "one"})
     assert path.read_text() == before
+
+
+def test_editing_how_a_target_is_served_is_not_drift(tmp_path: Path) -> None:
+    path = make_repo(tmp_path)
+    before = plan_target(load_lock(path), "app").identity()
+    lock = reparse(path, lambda d: d["targets"]["app"]["serve"].update(command=["other"], port=9))
+    check_drift(lock, lock.target("app"))
+    assert plan_target(lock, "app").identity() == before

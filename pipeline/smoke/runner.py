@@ -1,0 +1,268 @@
+"""Run a built image with its payloads and prove it serves.
+
+The container runs the target's serve command from the lock, with the
+payload store mounted read-only, on a port that is free (or waited free), and
+is always stopped and removed afterwards, its log kept. Each check becomes a
+row of the report.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import requests
+
+from pipeline.engines.base import Engine, Mount, RunSpec
+from pipeline.errors import PipelineError
+from pipeline.lock import Lock, Target
+from pipeline.log import echo
+from pipeline.records import read_record
+from pipeline.smoke import checks, metrics
+from pipeline.smoke.config import Generation, MediaCheck, SmokeSpec
+from pipeline.smoke.gpu import discover_host, plan_gpu, with_gpu
+from pipeline.smoke.media import solid_png, speech_wav
+from pipeline.smoke.ports import free_port, wait_port_clear
+from pipeline.smoke.report import CheckResult, SmokeReport
+
+STORE_IN_CONTAINER = "/store"
+_PLACEHOLDER = re.compile(r"\{payload(-dir)?:([a-z0-9][a-z0-9._-]*)\}")
+
+
+class SmokeError(PipelineError):
+    return_code = 9
+
+
+@dataclass(frozen=True)
+class SmokeOptions:
+    store: Path
+    state: Path
+    out: Path
+    gpu: bool = False
+    gpu_mode: str = "cdi"
+    port_timeout: float = 90.0
+    port: int | None = None  # host port; default: the target's own with --gpu, else a free one
+
+
+def needs_gpu(target: Target) -> bool:
+    """vLLM targets and llama.cpp builds with CUDA only serve on a GPU."""
+    return target.serve.runtime == "vllm" or target.build_args.get("GGML_CUDA", "ON") != "OFF"
+
+
+def container_command(target: Target, paths: Mapping[str, Path], store: Path) -> tuple[str, ...]:
+    """The serve command with ``{payload:NAME}`` (file) and ``{payload-dir:NAME}`` (its
+    folder) replaced by their paths inside the container, where the store is mounted."""
+
+    def inside(match: re.Match[str]) -> str:
+        name = match.group(2)
+        if name not in paths:
+            raise SmokeError(
+                f"targets.{target.name}.serve.command names {{payload:{name}}}, which is not "
+                f"in targets.{target.name}.payloads; add it there"
+            )
+        path = paths[name].parent if match.group(1) else paths[name]
+        return f"{STORE_IN_CONTAINER}/{path.relative_to(store).as_posix()}"
+
+    return tuple(_PLACEHOLDER.sub(inside, arg) for arg in target.serve.command)
+
+
+def run_spec(
+    target: Target, image: str, command: tuple[str, ...], store: Path, port: int
+) -> RunSpec:
+    """Detached container: program as entrypoint, store read-only, serve port published."""
+    return RunSpec(
+        image=image,
+        entrypoint=command[:1],
+        command=command[1:],
+        name=f"lockpipe-smoke-{target.name}-{os.getpid()}",
+        ports={target.serve.port: port},
+        mounts=(Mount(store, STORE_IN_CONTAINER, read_only=True),),
+    )
+
+
+class _Checks:
+    """The checks of one running container, each recorded as a report row."""
+
+    def __init__(self, base: str, model: str, runtime: str) -> None:
+        self.base, self.model, self.runtime = base, model, runtime
+        self.results: list[CheckResult] = []
+
+    def run(self, name: str, fn: Callable[[], tuple[str, Mapping[str, float]]]) -> bool:
+        start = time.monotonic()
+        try:
+            detail, measured = fn()
+            self.results.append(CheckResult(name, True, detail, time.monotonic() - start, measured))
+            return True
+        except (PipelineError, requests.RequestException, KeyError, ValueError) as exc:
+            self.results.append(CheckResult(name, False, str(exc), time.monotonic() - start))
+            return False
+
+    def skip(self, name: str, why: str) -> None:
+        self.results.append(CheckResult(name, False, why, skipped=True))
+
+    def scrape(self) -> metrics.Samples:
+        return metrics.parse(checks.metrics_text(self.base))
+
+
+def _generation_checks(c: _Checks, spec: SmokeSpec) -> None:
+    before = c.scrape() if c.run("metrics", lambda: ("served", {})) else None
+    for i, gen in enumerate(spec.generations):
+
+        def one(gen: Generation = gen) -> tuple[str, Mapping[str, float]]:
+            out = checks.complete(c.base, c.model, gen.prompt, gen.max_tokens)
+            checks.expect_words(out.text, gen.expect, f"completion of {gen.prompt!r}")
+            rate = out.completion_tokens / out.seconds if out.seconds else 0.0
+            return f"{gen.prompt!r} -> {out.text!r}", {"tokens/s (wall)": round(rate, 1)}
+
+        c.run(f"generation[{i}]", one)
+    if before is None:
+        return
+    delta = metrics.delta(before, c.scrape())
+    tp = metrics.throughput(delta, c.runtime)
+    accept = metrics.spec_decode_acceptance(delta, c.runtime)
+
+    def counters() -> tuple[str, Mapping[str, float]]:
+        if not tp.gen_tokens:
+            raise checks.CheckFailed("/metrics counted no generated tokens during the checks")
+        measured = {k: round(v, 2) for k, v in (("pp t/s", tp.pp), ("tg t/s", tp.tg)) if v}
+        if accept is not None:
+            measured["acceptance"] = round(accept, 2)
+        return f"{tp.gen_tokens:g} tokens counted", measured
+
+    c.run("metrics counters", counters)
+    if "accept" in spec.probes:
+        c.run("spec-decode acceptance", lambda: _against(spec, {"accept": accept}, ["accept"]))
+
+
+def _against(
+    spec: SmokeSpec, measured: Mapping[str, float | None], names: list[str]
+) -> tuple[str, Mapping[str, float]]:
+    got = {k: v for k, v in measured.items() if v is not None}
+    wanted = {n: spec.probes[n] for n in names}
+    bad = metrics.compare(got, wanted, require_all=True)
+    if bad:
+        raise checks.CheckFailed("; ".join(map(str, bad)))
+    return "within tolerance of the baselines", got
+
+
+def _media_checks(c: _Checks, spec: SmokeSpec) -> None:
+    if spec.image is not None and spec.image.rgb is not None:
+        img = spec.image
+        c.run("image", lambda: _ask(c, [checks.image_part(solid_png(img.rgb or (0, 0, 0)))], img))
+    if spec.audio is not None and spec.audio.say is not None:
+        aud = spec.audio
+        c.run("audio", lambda: _ask(c, [checks.audio_part(speech_wav(aud.say or ""))], aud))
+
+
+def _ask(
+    c: _Checks, parts: list[dict[str, object]], m: MediaCheck
+) -> tuple[str, Mapping[str, float]]:
+    answer = checks.chat(c.base, c.model, [*parts, {"type": "text", "text": m.prompt}])
+    checks.expect_words(answer, m.expect, m.prompt)
+    return repr(answer[:120]), {}
+
+
+def _probe_checks(c: _Checks, spec: SmokeSpec, gpu: bool) -> None:
+    names = [n for n in spec.probes if n != "accept"]
+    if not names:
+        return
+    if not gpu:
+        c.skip("throughput probes", "baselines are GPU numbers; run smoke with --gpu")
+        return
+    measured: dict[str, float | None] = {}
+    for name in names:
+        kind, size = metrics.probe_tokens(name)
+        before = c.scrape()
+        prompt = f"{time.time_ns()} " + "the " * (size or 512)
+        checks.stream_timing(c.base, c.model, prompt, 1 if kind == "pp" else 128)
+        tp = metrics.throughput(metrics.delta(before, c.scrape()), c.runtime)
+        measured[name] = tp.pp if kind == "pp" else tp.tg
+    c.run("throughput probes", lambda: _against(spec, measured, names))
+
+
+def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
+                 paths: Mapping[str, Path], o: SmokeOptions) -> SmokeReport:  # fmt: skip
+    """Start the target's built image, run every check, always remove the container."""
+    target = lock.target(name)
+    record = read_record(o.state, engine.name, name)
+    if record is None:
+        raise SmokeError(f"{name}: no build record for engine {engine.name} in {o.state}; "
+                         f"build it first: nox -s build -- {name}")  # fmt: skip
+    if engine.image_id(record.tag) != record.image_id:
+        raise SmokeError(f"{name}: {record.tag} is not the image the build record holds "
+                         f"({record.image_id[:19]}); rebuild: nox -s build -- {name}")  # fmt: skip
+    port = o.port or (target.serve.port if o.gpu else free_port())
+    wait_port_clear(port, o.port_timeout)
+    store = o.store.resolve()
+    spec_run = run_spec(
+        target, record.image_id, container_command(target, paths, store), store, port
+    )
+    if o.gpu:
+        host = discover_host() if o.gpu_mode == "manual" else None
+        env = engine.image_env(record.image_id).get("LD_LIBRARY_PATH")
+        attach = plan_gpu(o.gpu_mode, engine=engine.name, host=host, image_ld_path=env)
+        spec_run = replace(with_gpu(spec_run, attach), gpu=attach)
+    c = _Checks(f"http://127.0.0.1:{port}", target.serve.model or name, target.serve.runtime)
+    o.out.mkdir(parents=True, exist_ok=True)
+    log_path = o.out / f"{name}.log"
+    echo(f"smoke {name}: {record.tag} ({record.image_id[:19]}) on :{port} with {engine.name}")
+    container = engine.run(spec_run)
+    try:
+        _run_checks(c, spec, engine, container, record.image_id, o.gpu)
+    finally:
+        log = _safe_logs(engine, container)
+        log_path.write_text(log)
+        engine.stop(container)
+    c.run("log scan", lambda: _scan(log))
+    return SmokeReport(name, record.tag, record.image_id, engine.name, tuple(c.results), log_path)
+
+
+def _run_checks(c: _Checks, spec: SmokeSpec, engine: Engine, container: str, image: str,
+                gpu: bool) -> None:  # fmt: skip
+    def exited() -> str | None:
+        state = engine.state(container)
+        if state.running:
+            return None
+        tail = "\n".join(_safe_logs(engine, container).splitlines()[-25:])
+        return f"exit code {state.exit_code}; log tail:\n{tail}"
+
+    def same_image() -> tuple[str, Mapping[str, float]]:
+        running = engine.state(container).image_id
+        if running != image:
+            raise checks.CheckFailed(f"running {running}, the build record holds {image}")
+        return running, {}
+
+    c.run("image digest", same_image)
+    deadline = time.monotonic() + spec.ready_seconds
+    if not c.run("ready", lambda: ("/health 200", {"seconds": round(
+            checks.wait_ready(c.base, deadline, exited), 1)})):  # fmt: skip
+        return
+    c.run("models", lambda: _models(c))
+    _generation_checks(c, spec)
+    _media_checks(c, spec)
+    _probe_checks(c, spec, gpu)
+
+
+def _models(c: _Checks) -> tuple[str, Mapping[str, float]]:
+    ids = checks.model_ids(c.base)
+    if c.model not in ids:
+        raise checks.CheckFailed(f"/v1/models lists {ids}, not {c.model!r}")
+    return ", ".join(ids), {}
+
+
+def _scan(log: str) -> tuple[str, Mapping[str, float]]:
+    bad = checks.bad_log_lines(log)
+    if bad:
+        raise checks.CheckFailed("known-bad lines in the log:\n" + "\n".join(bad[:10]))
+    return f"{len(log.splitlines())} lines, none known-bad", {}
+
+
+def _safe_logs(engine: Engine, container: str) -> str:
+    try:
+        return engine.logs(container)
+    except PipelineError as exc:
+        return f"(no log: {exc})"
