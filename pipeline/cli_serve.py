@@ -65,7 +65,9 @@ def _payload_options(args: argparse.Namespace) -> Options:
     env = dict(os.environ)
     store = args.store or Path(env.get("PIPELINE_STORE") or default_store(env))
     output = "quiet" if args.quiet else "jsonl" if args.jsonl else "rich"
-    return Options(store.expanduser(), args.mirror, args.connections, args.verify, output, env=env)
+    # Resolved once: the smoke runner maps store paths into the container relative to it.
+    store = store.expanduser().resolve()
+    return Options(store, args.mirror, args.connections, args.verify, output, env=env)
 
 
 def do_payloads(args: argparse.Namespace) -> int:

