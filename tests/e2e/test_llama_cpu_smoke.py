@@ -103,7 +103,7 @@ def test_a_taken_port_is_reported_with_its_holder(
                        "--port-timeout", "1")  # fmt: skip
     assert result.returncode == 13
     assert f"port {port} is still in use" in result.stderr
-    assert "LISTEN" in result.stderr and "python" in result.stderr
+    assert "LISTEN" in result.stderr and f"pid {os.getpid()} (" in result.stderr  # us, the holder
     assert "Traceback" not in result.stderr
     assert leftover_containers() == []
 
