@@ -24,6 +24,7 @@ VERBS = [
     "build-llama-cuda",
     "build-llama-cpu",
     "lock",
+    "refresh-digests",
     "payloads",
     "smoke",
 ]

@@ -10,9 +10,9 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pipeline import build, cli_serve, lint, lock, plan
+from pipeline import build, cli_serve, lint, lock, plan, refresh
 from pipeline.engines import ENGINES, get_engine
-from pipeline.errors import LintError, UsageError
+from pipeline.errors import DriftError, LintError, UsageError
 from pipeline.fingerprint import check_drift, relock
 from pipeline.log import echo
 
@@ -115,6 +115,26 @@ def do_lint(args: argparse.Namespace) -> int:
     return 0
 
 
+def do_refresh(args: argparse.Namespace) -> int:
+    loaded = lock.load_lock(args.lock)
+    doc, changes = refresh.refresh_bases(loaded, args.targets)
+    for change in changes:
+        echo(str(change))
+    if args.check:
+        if changes:
+            raise DriftError(f"{args.lock}: {len(changes)} base digest(s) moved; run nox -s "
+                             "refresh-digests and review the diff")  # fmt: skip
+        echo(f"{args.lock}: every base digest is current")
+        return 0
+    if doc == loaded.document:
+        echo(f"{args.lock}: every base digest is current; nothing written")
+        return 0
+    lock.write_lock(args.lock, doc)
+    echo(f"{args.lock}: {len(changes)} digest(s) and their origins updated; "
+         f"review with git diff {args.lock}")  # fmt: skip
+    return 0
+
+
 def do_lock(args: argparse.Namespace) -> int:
     loaded = lock.load_lock(args.lock)
     if args.check:
@@ -140,6 +160,7 @@ VERBS: dict[str, tuple[Verb, str]] = {
     "build-llama-cpu": (do_build, "build llama.cpp without CUDA"),
     "lint": (do_lint, "check every Dockerfile against the pinning rules"),
     "lock": (do_lock, "bring pip hashes and drift fingerprints up to date (after review)"),
+    "refresh-digests": (do_refresh, "re-resolve base image digests from their registries"),
     "payloads": (cli_serve.do_payloads, "fetch and verify the payloads of the lock (or NAME…)"),
     "smoke": (cli_serve.do_smoke, "run each built image with its payloads and check it serves"),
 }
@@ -158,6 +179,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         if verb == "lock":
             p.add_argument("--check", action="store_true", help="fail on drift instead of writing")
             p.set_defaults(targets=[])
+        elif verb == "refresh-digests":
+            p.add_argument("targets", nargs="*", metavar="BASE")
+            p.add_argument("--check", action="store_true", help="fail if a digest moved; no write")
         else:
             p.add_argument("targets", nargs="*", metavar="TARGET")
         if verb in EXTRA_OPTIONS:

@@ -55,8 +55,8 @@ def manifest_digest(ref: str, *, insecure: bool = False, timeout: float = 30.0) 
                 resp = requests.head(url, headers=headers, timeout=timeout)
     except requests.RequestException as exc:
         raise RegistryError(
-            f"{ref}: registry {host} unreachable ({type(exc).__name__}); check the network "
-            "or set a reachable mirror"
+            f"{ref}: registry {host} unreachable ({type(exc).__name__}); check the network, "
+            "DNS or proxy (HTTPS_PROXY) from this host"
         ) from None
     if resp.status_code == 404:
         raise RegistryError(f"{ref}: not found at {host} (wrong repository or tag?)")

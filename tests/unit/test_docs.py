@@ -1,0 +1,52 @@
+"""The README, docs and the GPU workflow only name sessions and verbs that exist."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import re
+from pathlib import Path
+
+import nox.registry
+import yaml
+
+from pipeline.cli import VERBS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@functools.cache
+def _sessions() -> frozenset[str]:
+    spec = importlib.util.spec_from_file_location("noxfile", REPO / "noxfile.py")
+    assert spec and spec.loader
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    return frozenset(nox.registry.get())
+
+
+def _named_sessions(text: str) -> set[str]:
+    return {s for line in re.findall(r"nox -s ([\w -]+)", text) for s in line.split()
+            if not s.startswith("-")} - {"--"}  # fmt: skip
+
+
+def test_every_session_the_docs_name_exists() -> None:
+    sessions = _sessions()
+    for doc in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        missing = _named_sessions(doc.read_text()) - sessions
+        assert not missing, f"{doc.name} names sessions that do not exist: {missing}"
+
+
+def test_every_verb_is_a_session_and_back() -> None:
+    assert set(VERBS) <= _sessions()
+    assert _sessions() - set(VERBS) == {"tests"}  # lint is both; tests runs pytest
+
+
+def test_gpu_workflow_runs_on_the_gpu_label_and_names_real_sessions() -> None:
+    text = (REPO / ".github/workflows/gpu-smoke.yml").read_text()
+    flow = yaml.safe_load(text)
+    job = flow["jobs"]["smoke"]
+    assert job["runs-on"] == ["self-hosted", "gpu"]
+    assert _named_sessions(text) <= _sessions()
+    assert any("--gpu" in step.get("run", "") for step in job["steps"])
+    for step in job["steps"]:
+        if "uses" in step:
+            assert re.search(r"@[0-9a-f]{40}$", step["uses"]), f"{step['uses']} is not pinned"
