@@ -105,8 +105,12 @@ def do_smoke(args: argparse.Namespace) -> int:
     for n in names:
         if n not in specs:
             raise UsageError(f"{args.expect}: no expectations for target {n}; add targets.{n}")
-        run_payloads(loaded, [n], options)
         t = loaded.target(n)
+        for check, modality in ((specs[n].image, "vision"), (specs[n].audio, "audio")):
+            if check is not None and modality not in t.serve.modalities:
+                raise UsageError(f"{args.expect}: targets.{n} checks {modality}, but "
+                                 f"targets.{n}.serve.modalities in the lock lacks it")  # fmt: skip
+        run_payloads(loaded, [n], options)
         paths = {p: payload_path(options.store, loaded.payloads[p]) for p in t.payloads}
         reports.append(smoke_target(loaded, n, specs[n], engine, paths, smoke))
         render(reports[-1], console)

@@ -92,6 +92,7 @@ class Serve:
     parallel: int | None = None
     kv_dtype: str | None = None
     model: str | None = None
+    modalities: tuple[str, ...] = ("text",)  # what it serves; vision/audio need an mmproj
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,13 @@ def parse_lock(doc: Any, path: Path, root: Path | None = None) -> Lock:
                 pip=tuple(t.get("pip", [])),
                 payloads=tuple(t.get("payloads", [])),
                 build_args=dict(t.get("build_args", {})),
-                serve=Serve(**{**t["serve"], "command": tuple(t["serve"]["command"])}),
+                serve=Serve(
+                    **{
+                        **t["serve"],
+                        "command": tuple(t["serve"]["command"]),
+                        "modalities": tuple(t["serve"].get("modalities", ["text"])),
+                    }
+                ),
                 allow_copy=t.get("allow_copy", True),
             )
             for n, t in s.items()

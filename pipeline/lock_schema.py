@@ -77,6 +77,12 @@ SERVE = _obj(
     parallel={"type": "integer", "minimum": 1},
     kv_dtype={"type": "string"},
     model={"type": "string"},
+    modalities={
+        "type": "array",
+        "items": {"enum": ["text", "vision", "audio"]},
+        "uniqueItems": True,
+        "minItems": 1,
+    },
 )
 TARGET = _obj(
     ["context", "tag", "bases", "serve"],

@@ -22,7 +22,7 @@ EXPECT_KEYS = {
     "block_count": "GGUF <arch>.block_count",
     "tensor_count": "GGUF: the number of tensors",
     "nextn_layers": "GGUF MTP layers: <arch>.nextn_predict_layers and the blk.N.nextn.* layers",
-    "modalities": "['vision', 'audio']: mmproj encoders; on a model, what its mmproj must serve",
+    "modalities": "['vision', 'audio']: the encoders an mmproj must have",
     "dtypes": "safetensors: every tensor's dtype is one of these (mtp-assistant default: BF16)",
 }
 _MTP_NAME = re.compile(r"[-_.]mtp([-_.]|$)")
@@ -174,13 +174,18 @@ def check_targets(lock: Lock, names: list[str], facts: Mapping[str, Facts]) -> l
                 out.append(f"targets.{t.name}: --mmproj gets {mmproj[1]}, whose role is not mmproj")
         elif t.serve.runtime == "llama.cpp" and listed:
             out.append(f"targets.{t.name}: lists mmproj {listed[0]} but never passes --mmproj")
-        model = re.fullmatch(r"\{payload:([^}]+)\}", after.get("-m", after.get("--model", "")))
-        wants = set(lock.payloads[model[1]].expect.get("modalities", [])) if model else set()
-        if model and model[1] in lock.payloads and wants and t.serve.runtime == "llama.cpp":
-            have = facts[mmproj[1]].modalities if mmproj and mmproj[1] in facts else set()
-            if not mmproj or not wants <= have:
+        # llama.cpp serves images and audio only through a projector (vLLM's models
+        # carry their encoders): a target that says it serves them must pass one.
+        wants = set(t.serve.modalities) - {"text"}
+        if wants and t.serve.runtime == "llama.cpp":
+            if not mmproj:
                 out.append(
-                    f"targets.{t.name}: {model[1]} serves {sorted(wants)}, which needs "
-                    f"--mmproj with a projector for them (found {sorted(have)})"
+                    f"targets.{t.name}.serve.modalities has {sorted(wants)}, which llama.cpp "
+                    "serves only with --mmproj {payload:NAME} of an mmproj payload"
+                )
+            elif mmproj[1] in facts and not wants <= facts[mmproj[1]].modalities:
+                out.append(
+                    f"targets.{t.name}: serves {sorted(wants)}, but {mmproj[1]} has encoders "
+                    f"for {sorted(facts[mmproj[1]].modalities)} only"
                 )
     return out

@@ -24,8 +24,14 @@ def _sessions() -> frozenset[str]:
 
 
 def _named_sessions(text: str) -> set[str]:
-    return {s for line in re.findall(r"nox -s ([\w -]+)", text) for s in line.split()
-            if not s.startswith("-")} - {"--"}  # fmt: skip
+    """Session names after each ``nox -s``, up to the first option or ``--``."""
+    names = set()
+    for tail in re.findall(r"nox -s ([^\n`|]+)", text):
+        for word in tail.split():
+            if word.startswith("-") or not re.fullmatch(r"[\w-]+", word):
+                break
+            names.add(word)
+    return names
 
 
 def test_every_session_the_docs_name_exists() -> None:

@@ -12,7 +12,7 @@ import pytest
 from gguf import GGUFReader, GGUFWriter
 from gguf.constants import GGML_QUANT_SIZES
 
-from pipeline.lock import Payload, load_lock
+from pipeline.lock import Payload, load_lock, parse_lock
 from pipeline.payloads import gguf as g
 from pipeline.payloads import safetensors as s
 from pipeline.payloads.checks import check_file, check_index, check_targets
@@ -147,3 +147,16 @@ def test_index_must_match_its_shards(tmp_path: Path) -> None:
 def test_targets_of_the_real_lock_use_their_payloads_rightly() -> None:
     lock = load_lock(LOCK)
     assert check_targets(lock, sorted(lock.targets), {}) == []
+
+
+def test_a_llama_target_that_serves_images_must_pass_an_mmproj() -> None:
+    lock = load_lock(LOCK)
+    doc = json.loads(LOCK.read_text())
+    cmd = doc["targets"]["llama-cuda"]["serve"]["command"]
+    i = cmd.index("--mmproj")
+    del cmd[i : i + 2]
+    doc["targets"]["llama-cuda"]["payloads"].remove("gemma-4-12b-mmproj-bf16")
+    broken = parse_lock(doc, lock.path, lock.root)
+    (problem,) = check_targets(broken, ["llama-cuda"], {})
+    assert problem.startswith("targets.llama-cuda.serve.modalities has ['vision']")
+    assert "--mmproj {payload:NAME}" in problem
