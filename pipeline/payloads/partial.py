@@ -5,6 +5,10 @@ and only after an fdatasync of the partial file, so a range it names is on
 disk even after a power cut; a range written but not yet journaled is simply
 fetched again. A journal that does not match (other sha256 or size, or no
 partial file) is discarded with its partial file.
+
+The periodic flush runs in its own thread, so no connection waits on an
+fdatasync: a connection that stalls loses throughput a rate-limited server
+never gives back.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class Partial:
         self._last = time.monotonic()
         self._lock = threading.Lock()  # guards done
         self._flushing = threading.Lock()
+        self._flusher: tuple[threading.Thread, threading.Event] | None = None
         if size is not None:
             self.preallocate(size)
 
@@ -69,8 +74,27 @@ class Partial:
     def wrote(self, start: int, end: int) -> None:
         with self._lock:
             self.done.add(start, end)
-        if time.monotonic() - self._last >= self._every:
-            self.flush()
+            if self._flusher is None:
+                stop = threading.Event()
+                thread = threading.Thread(target=self._flush_often, args=(stop,), daemon=True)
+                self._flusher = (thread, stop)
+                thread.start()
+
+    def _flush_often(self, stop: threading.Event) -> None:
+        """Journal what is written every ``every`` seconds until :meth:`stop_flushing`."""
+        while not stop.wait(max(0.0, self._last + self._every - time.monotonic())):
+            try:
+                self.flush()
+            except OSError:  # the next flush, or the forced one at the end, reports it
+                self._last = time.monotonic()
+
+    def stop_flushing(self) -> None:
+        """End the periodic flushes (the next :meth:`wrote` starts them again)."""
+        with self._lock:
+            flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            flusher[1].set()
+            flusher[0].join()
 
     def reset(self) -> None:
         """Forget everything written (the next bytes start the file again)."""
@@ -95,6 +119,7 @@ class Partial:
             self._flushing.release()
 
     def close(self) -> None:
+        self.stop_flushing()
         with contextlib.suppress(OSError):
             os.close(self.fd)
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import os
 import random
 import threading
-from collections import deque
 
 from pipeline.payloads.errors import IntegrityError, RangeIgnored, RetryableHTTP
 from pipeline.payloads.hasher import OrderedHasher
 from pipeline.payloads.http import Opened, body, open_range
 from pipeline.payloads.partial import Partial
-from pipeline.payloads.ranges import RangeSet, split
+from pipeline.payloads.ranges import RangeSet
+from pipeline.payloads.schedule import Piece, Scheduler
 from pipeline.payloads.settings import Context, MiB, Slot, Stopped, Tuning
 from pipeline.payloads.sources import Candidate
 
@@ -25,7 +25,7 @@ __all__ = ["Stopped", "Transfer", "piece_size"]
 
 
 def piece_size(size: int, tuning: Tuning) -> int:
-    """Four pieces per connection at least, so a slow connection delays the end little."""
+    """The largest piece: a quarter of a connection's share at most, so pieces shrink early."""
     return max(MiB, min(tuning.piece, -(-size // (4 * tuning.connections))))
 
 
@@ -35,7 +35,7 @@ class Transfer:
     def __init__(self, label: str, cand: Candidate, partial: Partial, ctx: Context) -> None:
         self.label, self.cand, self.partial, self.ctx = label, cand, partial, ctx
         self.error: BaseException | None = None
-        self.pieces: deque[tuple[int, int]] = deque()
+        self.sched = Scheduler((), 1, MiB)
         self.lock = threading.Lock()
         self.hasher = OrderedHasher(
             partial.fd, partial.size, RangeSet(partial.done), ctx.tuning.memory_cap
@@ -50,15 +50,21 @@ class Transfer:
             return self.hasher.result()
         finally:
             self.hasher.stop()
+            p.stop_flushing()
             p.flush(force=True)
+
+    def _plan(self, size: int) -> tuple[int, int]:
+        """Schedule the gaps of ``[0, size)``; the first piece, for the probe."""
+        t = self.ctx.tuning
+        self.sched = Scheduler(self.partial.done.missing(size), t.connections, piece_size(size, t))
+        first = self.sched.take()
+        assert first is not None
+        self.sched.done(first)
+        return first.pos, first.end
 
     def _download(self) -> None:
         p, t = self.partial, self.ctx.tuning
-        if p.size is None:
-            first = (0, t.piece)
-        else:
-            self.pieces.extend(split(p.done.missing(p.size), piece_size(p.size, t)))
-            first = self.pieces.popleft()
+        first = (0, t.piece) if p.size is None else self._plan(p.size)
         with Slot(self.ctx.slots):
             opened = self._probe(*first)
             self._check_total(opened)
@@ -72,12 +78,17 @@ class Transfer:
                 p.preallocate(opened.total)
                 self.hasher.set_size(opened.total)
                 first = (0, min(first[1], opened.total))
-                self.pieces.extend(split([(first[1], opened.total)], piece_size(opened.total, t)))
-            count = min(t.connections - 1, len(self.pieces))
-            workers = [threading.Thread(target=self._worker, daemon=True) for _ in range(count)]
+                self.sched = Scheduler(
+                    [(first[1], opened.total)], t.connections, piece_size(opened.total, t)
+                )
+            workers = [
+                threading.Thread(target=self._worker, daemon=True) for _ in range(t.connections - 1)
+            ]
             for w in workers:
                 w.start()
-            self._guard(first, opened)
+            piece = self.sched.take(first)
+            assert piece is not None
+            self._guard(piece, opened)
         self._worker()  # the probing thread takes pieces too once its own is done
         for w in workers:
             w.join()
@@ -114,53 +125,60 @@ class Transfer:
     def _worker(self) -> None:
         while self.error is None:
             with Slot(self.ctx.slots):
-                with self.lock:
-                    if not self.pieces:
-                        return
-                    piece = self.pieces.popleft()
+                piece = self.sched.take()
+                if piece is None:
+                    return
                 self._guard(piece, None)
 
-    def _guard(self, piece: tuple[int, int], opened: Opened | None) -> None:
+    def _guard(self, piece: Piece, opened: Opened | None) -> None:
         try:
             self._fill(piece, opened)
         except BaseException as exc:  # the first error ends the transfer; _download raises it
             with self.lock:
                 self.error = self.error or exc
-                self.pieces.clear()
+            self.sched.clear()
+        finally:
+            self.sched.done(piece)
 
-    def _fill(self, piece: tuple[int, int], opened: Opened | None) -> None:
-        """Write ``[start, end)``, reopening from where it broke off after a drop."""
-        pos, end = piece
+    def _fill(self, piece: Piece, opened: Opened | None) -> None:
+        """Write the piece, reopening from where it broke off after a drop.
+
+        Its end may move closer while this runs (another connection took the rest).
+        """
         failures = 0
-        while pos < end:
-            before = pos
+        while piece.pos < piece.end:
+            before = piece.pos
             try:
                 if opened is None:
                     opened = open_range(
-                        self.ctx.session(), self.cand, pos, end, self.ctx.tuning.timeout
+                        self.ctx.session(), self.cand, piece.pos, piece.end, self.ctx.tuning.timeout
                     )
                     self._check_total(opened)
                     if not opened.ranged:
                         opened.response.close()
                         raise RangeIgnored(f"{opened.url}: the server stopped honouring Range")
+                asked = piece.end
                 for data in body(opened, self.ctx.tuning.chunk):
-                    data = data[: end - pos]
-                    if not data:
-                        break  # more than asked for: drop the connection, keep the bytes
-                    self._write(pos, data)
-                    pos += len(data)
-                if pos < end:
-                    raise RetryableHTTP(f"{opened.url}: the body ended {end - pos:,} bytes early")
+                    if self.ctx.stop.is_set():
+                        raise Stopped
+                    pos = piece.pos
+                    n = self.sched.claim(piece, len(data))
+                    if n:
+                        self._write(pos, data if n == len(data) else data[:n])
+                    if n < len(data):
+                        break  # more than asked for, or the end moved: drop the connection
+                if piece.pos < min(asked, piece.end):
+                    raise RetryableHTTP(
+                        f"{opened.url}: the body ended {piece.end - piece.pos:,} bytes early"
+                    )
             except RetryableHTTP as exc:
-                failures = 0 if pos > before else failures + 1
+                failures = 0 if piece.pos > before else failures + 1
                 if failures >= self.ctx.tuning.attempts:
                     raise
                 self.ctx.sleep(exc.retry_after or self._backoff(failures))
             opened = None
 
     def _write(self, pos: int, data: bytes) -> None:
-        if self.ctx.stop.is_set():
-            raise Stopped
         view, at = memoryview(data), pos
         while view:
             n = os.pwrite(self.partial.fd, view, at)
@@ -177,6 +195,8 @@ class Transfer:
         self.hasher = OrderedHasher(p.fd, None, RangeSet(), self.ctx.tuning.memory_cap)
         pos = 0
         for data in body(opened, self.ctx.tuning.chunk):
+            if self.ctx.stop.is_set():
+                raise Stopped
             if p.size is not None and pos + len(data) > p.size:
                 raise IntegrityError(
                     f"{self.label}: {opened.url} sends more than the {p.size:,} bytes the lock "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import random
 from pathlib import Path
@@ -13,11 +14,13 @@ from pipeline.errors import LockError, UsageError
 from pipeline.lock import Payload, load_lock
 from pipeline.payloads.hasher import OrderedHasher
 from pipeline.payloads.ranges import RangeSet, split
+from pipeline.payloads.schedule import Scheduler
 from pipeline.payloads.selection import check_pinned, select
 from pipeline.payloads.sources import candidates, hf_token, hf_url
 from pipeline.payloads.store import VerifyCache, payload_path
 
 LOCK = Path(__file__).parents[2] / "locks" / "digests.json"
+MiB = 1 << 20
 
 
 def test_rangeset_merges_and_finds_gaps() -> None:
@@ -98,3 +101,46 @@ def test_verify_cache_notices_a_changed_file(tmp_path: Path) -> None:
     assert again.lookup(blob, blob.stat()) == "sha"
     os.utime(blob, ns=(1, 1))
     assert again.lookup(blob, blob.stat()) is None
+
+
+def test_scheduler_shrinks_pieces_then_splits_the_tail() -> None:
+    sched = Scheduler(
+        [(0, 64 * MiB)], connections=2, largest=8 * MiB, smallest=MiB, split_min=256 << 10
+    )
+    sizes = []
+    while (p := sched.take()) is not None and p.end < 64 * MiB:
+        sizes.append(p.end - p.pos)
+        assert sched.claim(p, 1 << 40) == sizes[-1]  # finished at once
+        sched.done(p)
+    assert sizes[0] == 8 * MiB and sizes[-1] == MiB
+    assert all(b <= a for a, b in itertools.pairwise(sizes))  # shrinking
+    assert p is not None  # the last piece, in flight
+    start = p.pos
+    assert sched.claim(p, 100 << 10) == 100 << 10
+    thief = sched.take()  # nothing left to cut: the second half of what p still has to do
+    assert thief is not None and sched.splits == 1
+    assert (p.end, thief.end) == (thief.pos, 64 * MiB) and thief.pos % (64 << 10) == 0
+    assert sched.claim(p, 1 << 40) == p.end - (start + (100 << 10))  # up to its new end
+    assert sched.claim(p, 1) == 0  # nothing is written twice
+
+
+def test_scheduler_covers_every_byte_once() -> None:
+    gaps = [(0, 5 * MiB + 3), (7 * MiB, 30 * MiB + 1)]
+    sched = Scheduler(gaps, connections=3, largest=4 * MiB, smallest=1 * MiB, split_min=256 << 10)
+    written = RangeSet()
+    total = 0
+    active = [sched.take() for _ in range(3)]
+    while any(active):
+        for i, p in enumerate(active):
+            if p is None:
+                continue
+            start = p.pos
+            n = sched.claim(p, 300 << 10)
+            assert not any(s < start + n and start < e for s, e in written) or n == 0
+            written.add(start, start + n)
+            total += n
+            if p.pos >= p.end:
+                sched.done(p)
+                active[i] = sched.take()
+    assert written.as_list() == [[0, 5 * MiB + 3], [7 * MiB, 30 * MiB + 1]]
+    assert total == written.total()
