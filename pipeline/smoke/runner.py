@@ -17,10 +17,12 @@ from pathlib import Path
 
 import requests
 
+from pipeline.build import build_key
 from pipeline.engines.base import Engine, Mount, RunSpec
 from pipeline.errors import PipelineError
 from pipeline.lock import Lock, Target
 from pipeline.log import echo
+from pipeline.plan import plan_target
 from pipeline.records import read_record
 from pipeline.smoke import checks, metrics
 from pipeline.smoke.config import Generation, MediaCheck, SmokeSpec
@@ -109,7 +111,14 @@ class _Checks:
 
 
 def _generation_checks(c: _Checks, spec: SmokeSpec) -> None:
-    before = c.scrape() if c.run("metrics", lambda: ("served", {})) else None
+    seen: dict[str, metrics.Samples] = {}
+    accept: dict[str, float | None] = {}
+
+    def scrape_first() -> tuple[str, Mapping[str, float]]:
+        seen["before"] = c.scrape()
+        return f"{len(seen['before'])} series parsed", {}
+
+    c.run("metrics", scrape_first)
     for i, gen in enumerate(spec.generations):
 
         def one(gen: Generation = gen) -> tuple[str, Mapping[str, float]]:
@@ -119,23 +128,22 @@ def _generation_checks(c: _Checks, spec: SmokeSpec) -> None:
             return f"{gen.prompt!r} -> {out.text!r}", {"tokens/s (wall)": round(rate, 1)}
 
         c.run(f"generation[{i}]", one)
-    if before is None:
+    if "before" not in seen:
         return
-    delta = metrics.delta(before, c.scrape())
-    tp = metrics.throughput(delta, c.runtime)
-    accept = metrics.spec_decode_acceptance(delta, c.runtime)
 
     def counters() -> tuple[str, Mapping[str, float]]:
+        delta = metrics.delta(seen["before"], c.scrape())
+        tp = metrics.throughput(delta, c.runtime)
+        accept["accept"] = metrics.spec_decode_acceptance(delta, c.runtime)
         if not tp.gen_tokens:
             raise checks.CheckFailed("/metrics counted no generated tokens during the checks")
         measured = {k: round(v, 2) for k, v in (("pp t/s", tp.pp), ("tg t/s", tp.tg)) if v}
-        if accept is not None:
-            measured["acceptance"] = round(accept, 2)
+        if accept["accept"] is not None:
+            measured["acceptance"] = round(accept["accept"], 2)
         return f"{tp.gen_tokens:g} tokens counted", measured
 
-    c.run("metrics counters", counters)
-    if "accept" in spec.probes:
-        c.run("spec-decode acceptance", lambda: _against(spec, {"accept": accept}, ["accept"]))
+    if c.run("metrics counters", counters) and "accept" in spec.probes:
+        c.run("spec-decode acceptance", lambda: _against(spec, accept, ["accept"]))
 
 
 def _against(
@@ -173,15 +181,20 @@ def _probe_checks(c: _Checks, spec: SmokeSpec, gpu: bool) -> None:
     if not gpu:
         c.skip("throughput probes", "baselines are GPU numbers; run smoke with --gpu")
         return
-    measured: dict[str, float | None] = {}
-    for name in names:
-        kind, size = metrics.probe_tokens(name)
-        before = c.scrape()
-        prompt = f"{time.time_ns()} " + "the " * (size or 512)
-        checks.stream_timing(c.base, c.model, prompt, 1 if kind == "pp" else 128)
-        tp = metrics.throughput(metrics.delta(before, c.scrape()), c.runtime)
-        measured[name] = tp.pp if kind == "pp" else tp.tg
-    c.run("throughput probes", lambda: _against(spec, measured, names))
+
+    def probes() -> tuple[str, Mapping[str, float]]:
+        measured: dict[str, float | None] = {}
+        for name in names:
+            kind, size = metrics.probe_tokens(name)
+            before = c.scrape()
+            # A fresh prefix per probe: a prefix-cache hit would not count as prefill work.
+            prompt = f"{time.time_ns()} " + "the " * (size or 512)
+            checks.stream_timing(c.base, c.model, prompt, 1 if kind == "pp" else 128)
+            tp = metrics.throughput(metrics.delta(before, c.scrape()), c.runtime)
+            measured[name] = tp.pp if kind == "pp" else tp.tg
+        return _against(spec, measured, names)
+
+    c.run("throughput probes", probes)
 
 
 def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
@@ -192,6 +205,11 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
     if record is None:
         raise SmokeError(f"{name}: no build record for engine {engine.name} in {o.state}; "
                          f"build it first: nox -s build -- {name}")  # fmt: skip
+    key = build_key(plan_target(lock, name), engine.name, engine.version())
+    if record.key != key:
+        raise SmokeError(f"{name}: the image was built from other inputs than the lock now "
+                         f"pins (build key {record.key[:12]}, now {key[:12]}); rebuild: "
+                         f"nox -s build -- {name}")  # fmt: skip
     if engine.image_id(record.tag) != record.image_id:
         raise SmokeError(f"{name}: {record.tag} is not the image the build record holds "
                          f"({record.image_id[:19]}); rebuild: nox -s build -- {name}")  # fmt: skip

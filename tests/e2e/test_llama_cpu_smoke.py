@@ -124,3 +124,18 @@ def test_a_wrong_answer_fails_the_generation_check(
 def _bases(llama: BuiltLlama) -> dict[str, tuple[str, str]]:
     doc = json.loads(llama.lock.read_text())
     return {n: (b["ref"], b["digest"]) for n, b in doc["bases"].items()}
+
+
+def test_a_server_without_metrics_fails_that_check_and_still_answers(
+    llama_cpu: BuiltLlama, mirror: Mirror, store: Path, tmp_path: Path
+) -> None:
+    serve = [arg for arg in SERVE if arg != "--metrics"]
+    lock = llama_cpu_lock(tmp_path / "repo", _bases(llama_cpu), serve)
+    result = smoke(llama_cpu, mirror, store, tmp_path / "out", lock=lock)
+    assert result.returncode == 1
+    checks = checks_of(tmp_path / "out")
+    assert checks["metrics"]["status"] == "FAIL"
+    assert "llama-server needs --metrics" in str(checks["metrics"]["detail"])
+    assert checks["generation[0]"]["status"] == "PASS"
+    assert "metrics counters" not in checks
+    assert leftover_containers() == []
