@@ -16,7 +16,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"error: {exc}", style="bold red", markup=False, highlight=False)
         return exc.return_code
     except KeyboardInterrupt:
-        console.print("interrupted", style="red")
+        console.print(
+            "interrupted; run again to resume (downloads keep what was written)", style="red"
+        )
         return 130
 
 

@@ -28,7 +28,7 @@ BAD_LOG_LINES = re.compile(
 class CheckFailed(PipelineError):
     """A smoke check got an answer other than the one it needs."""
 
-    return_code = 9
+    return_code = 16
 
 
 @dataclass(frozen=True)

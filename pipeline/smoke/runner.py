@@ -36,7 +36,7 @@ _PLACEHOLDER = re.compile(r"\{payload(-dir)?:([a-z0-9][a-z0-9._-]*)\}")
 
 
 class SmokeError(PipelineError):
-    return_code = 9
+    return_code = 17
 
 
 @dataclass(frozen=True)
