@@ -26,6 +26,7 @@ from pipeline.build import Outcome, Settings, build_target
 from pipeline.engines import get_engine
 from pipeline.fetch import fetch_verified
 from pipeline.lock import load_lock
+from tests.bases import push_scratch_image
 from tests.e2e.llama_cpu import LLAMA_SDIST_SHA256, LLAMA_SDIST_URL, llama_cpu_lock
 from tests.policy import unavailable
 
@@ -103,22 +104,12 @@ def _rootfs(name: str) -> Path:
 
 
 def push_rootfs(name: str, registry: str, workdir: Path) -> tuple[str, str]:
-    """Build ``FROM scratch`` + the rootfs with a fixed timestamp, push it; (ref, digest)."""
+    """The cached rootfs on scratch, pushed as ``lockpipe-e2e/NAME:bookworm``; (ref, digest)."""
     ctx = workdir / name
     ctx.mkdir(parents=True)
     _link_or_copy(_rootfs(name), ctx / "rootfs.tar")
-    (ctx / "Containerfile").write_text('FROM scratch\nADD rootfs.tar /\nCMD ["/bin/bash"]\n')
-    ref = f"{registry}/lockpipe-e2e/{name}:bookworm"
-    subprocess.run(
-        ["buildah", "bud", "--isolation", "chroot", "--timestamp", "0", "-t", ref, str(ctx)],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    subprocess.run(
-        ["buildah", "push", "--tls-verify=false", "--digestfile", str(ctx / "digest"), ref,
-         f"docker://{ref}"],
-        check=True, capture_output=True,
-    )  # fmt: skip
-    return ref, (ctx / "digest").read_text().strip()
+    containerfile = 'FROM scratch\nADD rootfs.tar /\nCMD ["/bin/bash"]\n'
+    return push_scratch_image(ctx, containerfile, f"{registry}/lockpipe-e2e/{name}:bookworm")
 
 
 @pytest.fixture(scope="session")
