@@ -24,6 +24,11 @@ from pipeline.refs import ReferenceError, parse_ref
 DEFAULT_LOCK = Path("locks/digests.json")
 DEFAULT_PLATFORM = "linux/amd64"
 REFRESH = "run nox -s refresh-digests"
+# refresh-digests re-resolves base images; sources and payloads are pinned by hand for now.
+PIN_BY_HAND = (
+    "pin it from the publisher's release or file page (nox -s refresh-digests covers "
+    "base images only, for now)"
+)
 _PATTERN_HINTS = {
     "^sha256:[0-9a-f]{64}$": "must be 'sha256:' and 64 lowercase hex digits",
     "^[0-9a-f]{64}$": "must be 64 lowercase hex digits (a sha256)",

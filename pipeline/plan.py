@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pipeline.errors import LockError
 from pipeline.fingerprint import context_files, fingerprint
-from pipeline.lock import REFRESH, Lock, Payload, Serve, Target
+from pipeline.lock import PIN_BY_HAND, Lock, Payload, Serve, Target
 
 LABEL_PREFIX = "io.github.lockpipe"
 SOURCE_ARCHIVE = "source.tar.gz"
@@ -71,7 +71,7 @@ def _source(lock: Lock, target: Target) -> SourceFetch | None:
     if missing:
         raise LockError(
             f"targets.{target.name}.source: sources.{src.name} has no {', '.join(missing)}; "
-            f"{REFRESH} or add them from a published release"
+            f"{PIN_BY_HAND}"
         )
     assert src.url and src.sha256  # for mypy: missing() was empty
     return SourceFetch(src.name, src.url, src.sha256, src.commit, src.root)

@@ -59,7 +59,7 @@ def fetch_into(
             problems.append(problem + "; retrying from scratch without the resumed bytes")
     kind = type(last) if isinstance(last, IntegrityError | HTTPFatal) else PayloadError
     fix = (
-        "\nthe lock may pin the wrong file: check it, or relock with nox -s refresh-digests"
+        "\nthe lock may pin the wrong file: check its entry against the publisher's page"
         if kind is IntegrityError
         else ""
     )

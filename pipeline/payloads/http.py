@@ -49,7 +49,7 @@ def _fix(status: int, cand: Candidate, url: str, sent_token: bool) -> str:
     if status in (404, 410):
         return (
             "no such file at this revision: check the repository, revision and filename "
-            "in the lock (run nox -s refresh-digests)"
+            "in the lock against the repository's file page"
         )
     return "the server refused the request; check the URL"
 

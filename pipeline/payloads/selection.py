@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeline.errors import LockError, UsageError
-from pipeline.lock import REFRESH, Lock, Payload
+from pipeline.lock import PIN_BY_HAND, Lock, Payload
 
 
 def select(lock: Lock, names: Sequence[str]) -> tuple[list[Payload], list[str]]:
@@ -37,4 +37,4 @@ def check_pinned(payloads: Sequence[Payload]) -> None:
         also = (
             f", or name only pinned ones: nox -s payloads -- {' '.join(pinned)}" if pinned else ""
         )
-        raise LockError("\n  ".join(["unpinned payloads:", *lines]) + f"\n{REFRESH}{also}")
+        raise LockError("\n  ".join(["unpinned payloads:", *lines]) + f"\n{PIN_BY_HAND}{also}")

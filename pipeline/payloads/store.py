@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
 from pipeline.errors import LockError
-from pipeline.lock import REFRESH, Payload
+from pipeline.lock import PIN_BY_HAND, Payload
 from pipeline.payloads.errors import DiskSpaceError
 
 STATE = ".lockpipe"
@@ -57,7 +57,7 @@ def repo_dir(store: Path, payload: Payload) -> Path:
 
 def blob_path(store: Path, payload: Payload) -> Path:
     if payload.sha256 is None:
-        raise LockError(f"payloads.{payload.name}: no sha256 pinned; {REFRESH}")
+        raise LockError(f"payloads.{payload.name}: no sha256 pinned; {PIN_BY_HAND}")
     return repo_dir(store, payload) / "blobs" / payload.sha256
 
 
@@ -67,7 +67,7 @@ def payload_path(store: Path, payload: Payload) -> Path:
     It exists only once the file is verified; mount it (or the store) read-only.
     """
     if payload.revision is None:
-        raise LockError(f"payloads.{payload.name}: no revision pinned; {REFRESH}")
+        raise LockError(f"payloads.{payload.name}: no revision pinned; {PIN_BY_HAND}")
     return repo_dir(store, payload) / "snapshots" / payload.revision / _checked_filename(payload)
 
 

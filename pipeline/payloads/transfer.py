@@ -119,7 +119,7 @@ class Transfer:
             raise IntegrityError(
                 f"{self.label}: {opened.url} serves {opened.total:,} bytes, the lock pins "
                 f"{size:,}; the file changed upstream or the revision is wrong: fix the mirror, "
-                "or relock with nox -s refresh-digests"
+                "or re-pin the entry from the repository's file page"
             )
 
     def _worker(self) -> None:

@@ -185,7 +185,9 @@ def test_not_enough_space_fails_before_any_request(fault: FaultServer, tmp_path:
 def test_unpinned_payloads_are_refused(tmp_path: Path) -> None:
     unpinned = {k: v for k, v in entry(DATA).items() if k not in ("size", "sha256")}
     lock = make_lock(tmp_path, {"pinned": entry(DATA), "loose": unpinned})
-    with pytest.raises(LockError, match=r"(?s)payloads\.loose: no size, sha256 .*refresh-digests"):
+    with pytest.raises(
+        LockError, match=r"(?s)payloads\.loose: no size, sha256 .*pin it from the publisher"
+    ):
         run_payloads(lock, [], options(tmp_path, "http://127.0.0.1:9"))
 
 

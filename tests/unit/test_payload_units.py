@@ -76,7 +76,7 @@ def test_selection_of_the_real_lock() -> None:
     with pytest.raises(LockError) as err:
         check_pinned(select(lock, [])[0])
     assert "payloads.gemma-4-12b-qat-w4a16" in str(err.value)
-    assert "run nox -s refresh-digests" in str(err.value)
+    assert "pin it from the publisher's release or file page" in str(err.value)
     check_pinned(select(lock, ["llama-cuda-mtp"])[0])  # all pinned: no error
 
 
