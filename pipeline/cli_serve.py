@@ -1,22 +1,24 @@
-"""The verbs that feed and run built images: ``payloads`` and ``smoke``."""
+"""The verbs that feed and run built images: ``payloads`` and ``smoke``.
+
+The payload and smoke packages are imported when these verbs run, not when the
+parser is built: every other verb (a no-op build above all) starts faster.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline import lock
-from pipeline.engines import get_engine
 from pipeline.errors import UsageError
-from pipeline.log import console, echo
-from pipeline.payloads import Options, default_store, run_payloads
-from pipeline.payloads.store import payload_path
-from pipeline.records import read_record
-from pipeline.smoke.config import DEFAULT_SMOKE, load_smoke
-from pipeline.smoke.gpu import MODES
-from pipeline.smoke.report import SmokeReport, render, write_json, write_junit
-from pipeline.smoke.runner import SmokeOptions, needs_gpu, smoke_target
+
+if TYPE_CHECKING:
+    from pipeline.payloads import Options
+
+GPU_MODES = ("docker-gpus", "cdi", "manual")  # pipeline.smoke.gpu.MODES, checked by a test
+DEFAULT_SMOKE = Path("locks/smoke.json")
 
 
 def add_payload_options(p: argparse.ArgumentParser) -> None:
@@ -35,7 +37,7 @@ def add_smoke_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", action="store_true", help="GPU targets too, on their own ports")
     p.add_argument(
         "--gpu-mode",
-        choices=MODES,
+        choices=GPU_MODES,
         default=os.environ.get("PIPELINE_GPU_MODE", "cdi"),
         help="how the GPU reaches the container (PIPELINE_GPU_MODE; default cdi)",
     )
@@ -62,6 +64,8 @@ def add_smoke_options(p: argparse.ArgumentParser) -> None:
 
 
 def _payload_options(args: argparse.Namespace) -> Options:
+    from pipeline.payloads import Options, default_store
+
     env = dict(os.environ)
     store = args.store or Path(env.get("PIPELINE_STORE") or default_store(env))
     output = "quiet" if args.quiet else "jsonl" if args.jsonl else "rich"
@@ -71,11 +75,22 @@ def _payload_options(args: argparse.Namespace) -> Options:
 
 
 def do_payloads(args: argparse.Namespace) -> int:
+    from pipeline.payloads import run_payloads
+
     run_payloads(lock.load_lock(args.lock), args.targets, _payload_options(args))
     return 0
 
 
 def do_smoke(args: argparse.Namespace) -> int:
+    from pipeline.engines import get_engine
+    from pipeline.log import console, echo
+    from pipeline.payloads import run_payloads
+    from pipeline.payloads.store import payload_path
+    from pipeline.records import read_record
+    from pipeline.smoke.config import load_smoke
+    from pipeline.smoke.report import SmokeReport, render, write_json, write_junit
+    from pipeline.smoke.runner import SmokeOptions, needs_gpu, smoke_target
+
     loaded = lock.load_lock(args.lock)
     engine = get_engine(args.engine)
     state = args.state.expanduser()

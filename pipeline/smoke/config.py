@@ -18,8 +18,6 @@ from typing import Any
 from pipeline.errors import PipelineError
 from pipeline.smoke.metrics import Probe, load_baselines
 
-DEFAULT_SMOKE = Path("locks/smoke.json")
-
 
 class SmokeConfigError(PipelineError):
     return_code = 15

@@ -86,3 +86,10 @@ def test_malformed_expectations_name_file_and_key(
     path.write_text(json.dumps({"version": 1, "targets": {"x": target}}))
     with pytest.raises(SmokeConfigError, match=message):
         load_smoke(path)
+
+
+def test_the_cli_offers_every_gpu_mode() -> None:
+    from pipeline.cli_serve import GPU_MODES
+    from pipeline.smoke.gpu import MODES
+
+    assert GPU_MODES == MODES
