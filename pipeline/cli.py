@@ -16,7 +16,8 @@ from pipeline.errors import DriftError, LintError, UsageError
 from pipeline.fingerprint import check_drift, relock
 from pipeline.log import echo
 
-GROUPS = {"llama-cuda": "llama-cuda", "frank-small": "frank-small", "llama-cpu": "llama-cpu"}
+# build-GROUP builds the target GROUP and its variants GROUP-* (llama-cuda, llama-cuda-mtp).
+GROUPS = ("frank-small", "llama-cuda", "llama-cpu")
 
 
 def _env_path(var: str, default: str) -> Path:
@@ -64,8 +65,8 @@ def _options() -> argparse.ArgumentParser:
 
 def _targets(args: argparse.Namespace, loaded: lock.Lock) -> list[str]:
     names: list[str] = args.targets or sorted(loaded.targets)
-    group = GROUPS.get(args.verb.removeprefix("build-")) if args.verb.startswith("build-") else None
-    if group:
+    group = args.verb.removeprefix("build-")
+    if group in GROUPS:
         members = [t for t in sorted(loaded.targets) if t == group or t.startswith(group + "-")]
         if not members:
             raise UsageError(f"{loaded.path}: no targets named {group} or {group}-*")
