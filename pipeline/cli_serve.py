@@ -25,7 +25,8 @@ def add_payload_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", type=Path, default=None,
                    help="payload store (PIPELINE_STORE; default /var/lib/lockpipe/payloads "
                         "for root, else ~/.cache/lockpipe/store)")  # fmt: skip
-    p.add_argument("--connections", type=int, default=8, help="parallel connections (8)")
+    p.add_argument("--connections", type=int, default=16,
+                   help="parallel connections, shared by the files at once (16)")  # fmt: skip
     p.add_argument("--verify", action="store_true", help="re-hash every file in the store")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", action="store_true", help="no progress display")

@@ -19,7 +19,7 @@ from pipeline.payloads.errors import (
     RetryableHTTP,
 )
 from pipeline.payloads.partial import Partial
-from pipeline.payloads.settings import Context, Tuning
+from pipeline.payloads.settings import DEFAULT_CONNECTIONS, Context, Tuning
 from pipeline.payloads.sources import Candidate, candidates
 from pipeline.payloads.store import place, store_lock
 from pipeline.payloads.transfer import Transfer
@@ -77,7 +77,7 @@ def download_url(
     *,
     mirror: str | None = None,
     size: int | None = None,
-    connections: int = 8,
+    connections: int = DEFAULT_CONNECTIONS,
     say: Callable[[str], None] = lambda text: None,
 ) -> Path:
     """Make ``dest`` hold the bytes of ``url`` whose sha256 is ``sha256``; return ``dest``.

@@ -26,7 +26,7 @@ from pipeline.payloads.errors import FormatError, HTTPFatal, IntegrityError, Pay
 from pipeline.payloads.partial import Partial
 from pipeline.payloads.progress import Reporter, reporter
 from pipeline.payloads.selection import check_pinned, select
-from pipeline.payloads.settings import Context, Tuning
+from pipeline.payloads.settings import DEFAULT_CONNECTIONS, Context, Tuning
 from pipeline.payloads.sources import payload_candidates
 
 
@@ -34,7 +34,7 @@ from pipeline.payloads.sources import payload_candidates
 class Options:
     store: Path
     mirror: str | None = None
-    connections: int = 8  # across all files at once
+    connections: int = DEFAULT_CONNECTIONS  # across all files at once
     verify: bool = False  # re-hash files the verification cache vouches for
     output: str = "rich"  # rich | quiet | jsonl
     files_at_once: int = 3

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 import requests
 
 MiB = 1 << 20
+# CDNs cap each connection (the Hub's too); 16 reached 92 % of this machine's ceiling
+# in the benchmark (docs/payloads.md) where 8 reached 82 % of 8 x cap.
+DEFAULT_CONNECTIONS = 16
 
 
 class Stopped(Exception):
@@ -17,7 +20,7 @@ class Stopped(Exception):
 
 @dataclass(frozen=True)
 class Tuning:
-    connections: int = 8
+    connections: int = DEFAULT_CONNECTIONS
     piece: int = 32 * MiB  # upper bound; small files get smaller pieces
     chunk: int = 1 * MiB
     attempts: int = 6  # consecutive failures without progress, per piece

@@ -93,3 +93,14 @@ def test_the_cli_offers_every_gpu_mode() -> None:
     from pipeline.smoke.gpu import MODES
 
     assert GPU_MODES == MODES
+
+
+def test_the_cli_default_connections_is_the_downloaders() -> None:
+    import argparse
+
+    from pipeline.cli_serve import add_payload_options
+    from pipeline.payloads.settings import DEFAULT_CONNECTIONS
+
+    parser = argparse.ArgumentParser()
+    add_payload_options(parser)
+    assert parser.parse_args([]).connections == DEFAULT_CONNECTIONS
