@@ -90,13 +90,14 @@ def llama_cpu_lock(root: Path, bases: dict[str, tuple[str, str]], serve: list[st
     return path
 
 
-def smoke_file(path: Path, generation: list[dict[str, Any]] = GENERATION) -> Path:
+def smoke_file(
+    path: Path,
+    generation: list[dict[str, Any]] = GENERATION,
+    probes: dict[str, dict[str, Any]] | None = None,
+) -> Path:
     """A smoke expectations file for llama-cpu."""
-    doc = {
-        "version": 1,
-        "targets": {"llama-cpu": {"ready_seconds": 120, "generation": generation, "probes": {}}},
-    }
-    path.write_text(dump_lock(doc))
+    target = {"ready_seconds": 120, "generation": generation, "probes": probes or {}}
+    path.write_text(dump_lock({"version": 1, "targets": {"llama-cpu": target}}))
     return path
 
 

@@ -139,3 +139,42 @@ def test_a_server_without_metrics_fails_that_check_and_still_answers(
     assert checks["generation[0]"]["status"] == "PASS"
     assert "metrics counters" not in checks
     assert leftover_containers() == []
+
+
+def test_spec_decode_acceptance_and_throughput_probes_come_from_the_counters(
+    llama_cpu: BuiltLlama, mirror: Mirror, store: Path, tmp_path: Path
+) -> None:
+    """The model drafts for itself, so every draft token is accepted: acceptance is real
+    and high. The probe floors are low on purpose: this checks that the probes measure
+    (on the CPU), not how fast; the GPU baselines live in locks/smoke.json."""
+    serve = [*SERVE, "--model-draft", "{payload:gemma-3-270m}", "--spec-type", "draft-simple",
+             "--parallel", "1"]  # fmt: skip
+    lock = llama_cpu_lock(tmp_path / "repo", _bases(llama_cpu), serve)
+    probes = {
+        "accept": {"value": 2.0, "unit": "tokens/step", "tolerance": 0.25},
+        "pp@256": {"value": 1.0, "unit": "t/s", "tolerance": 0.0},
+        "tg@32": {"value": 1.0, "unit": "t/s", "tolerance": 0.0},
+    }
+    expect = smoke_file(tmp_path / "expect.json", probes=probes)
+    result = smoke(llama_cpu, mirror, store, tmp_path / "out", lock=lock, expect=expect)
+    assert result.returncode == 0, result.stderr[-3000:]
+    checks = checks_of(tmp_path / "out")
+    accept = checks["spec-decode acceptance"]
+    assert accept["status"] == "PASS" and accept["measured"]["accept"] > 2.0  # type: ignore[index]
+    measured = checks["throughput probes"]["measured"]
+    assert measured["pp@256"] > 1.0 and measured["tg@32"] > 1.0  # type: ignore[index]
+    assert leftover_containers() == []
+
+
+def test_an_acceptance_below_its_floor_fails(
+    llama_cpu: BuiltLlama, mirror: Mirror, store: Path, tmp_path: Path
+) -> None:
+    """Without a drafter nothing is drafted: the seeds' broken w4a16 assistant, in effect."""
+    probes = {"accept": {"value": 2.8, "unit": "tokens/step", "tolerance": 0.1}}
+    expect = smoke_file(tmp_path / "expect.json", probes=probes)
+    result = smoke(llama_cpu, mirror, store, tmp_path / "out", expect=expect)
+    assert result.returncode == 1
+    accept = checks_of(tmp_path / "out")["spec-decode acceptance"]
+    assert accept["status"] == "FAIL"
+    assert "accept: not measured (baseline 2.8)" in str(accept["detail"])
+    assert leftover_containers() == []
