@@ -21,6 +21,7 @@ from pipeline.engines.base import (
     env_dict,
     normalize_id,
 )
+from pipeline.engines.buildkit import Progress
 from pipeline.errors import BuildError, EngineError, EngineMissing
 
 # BuildKit honours SOURCE_DATE_EPOCH from v0.11, first shipped in docker 23.
@@ -73,6 +74,7 @@ class DockerEngine:
         }
         api = self.client.api
         image = None
+        progress = Progress()
         with context_tar(req.context, req.timestamp) as body:
             resp = api._post(  # the SDK's public build() cannot request BuildKit
                 api._url("/build"), params=params, data=body,
@@ -86,6 +88,9 @@ class DockerEngine:
                     raise BuildError(f"docker build of {req.tag} failed: {item['error'].strip()}")
                 if item.get("id") == "moby.image.id":
                     image = item["aux"]["ID"]
+                elif item.get("id") == "moby.buildkit.trace":
+                    for line in progress.lines(item.get("aux", "")):
+                        log(line)
                 elif "stream" in item:
                     log(item["stream"].rstrip("\n"))
         if image is None:
