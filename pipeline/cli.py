@@ -46,8 +46,9 @@ def _options() -> argparse.ArgumentParser:
     common.add_argument(
         "--state",
         type=Path,
-        default=_env_path("PIPELINE_STATE", ".pipeline"),
-        help="where build records live (PIPELINE_STATE; default .pipeline)",
+        default=Path(os.environ["PIPELINE_STATE"]) if os.environ.get("PIPELINE_STATE") else None,
+        help="where build records live (PIPELINE_STATE; default .pipeline beside the lock's "
+        "checkout)",
     )
     common.add_argument(
         "--cache",
@@ -61,6 +62,11 @@ def _options() -> argparse.ArgumentParser:
         "--force", action="store_true", help="rebuild even when the record is current"
     )
     return common
+
+
+def state_dir(args: argparse.Namespace, loaded: lock.Lock) -> Path:
+    """--state, else ``.pipeline`` in the checkout the lock belongs to (not the cwd)."""
+    return Path(args.state).expanduser() if args.state else loaded.root / ".pipeline"
 
 
 def _targets(args: argparse.Namespace, loaded: lock.Lock) -> list[str]:
@@ -94,7 +100,7 @@ def do_build(args: argparse.Namespace) -> int:
     names = _targets(args, loaded)
     engine = get_engine(args.engine)
     settings = build.Settings(
-        args.state.expanduser(), args.cache.expanduser(), args.mirror, args.force
+        state_dir(args, loaded), args.cache.expanduser(), args.mirror, args.force
     )
     for n in names:
         build.build_target(loaded, n, engine, settings)

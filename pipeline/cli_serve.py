@@ -83,6 +83,7 @@ def do_payloads(args: argparse.Namespace) -> int:
 
 
 def do_smoke(args: argparse.Namespace) -> int:
+    from pipeline.cli import state_dir
     from pipeline.engines import get_engine
     from pipeline.log import console, echo
     from pipeline.payloads import run_payloads
@@ -94,7 +95,7 @@ def do_smoke(args: argparse.Namespace) -> int:
 
     loaded = lock.load_lock(args.lock)
     engine = get_engine(args.engine)
-    state = args.state.expanduser()
+    state = state_dir(args, loaded)
     names = args.targets or sorted(loaded.targets)
     for n in names:
         loaded.target(n)
