@@ -38,14 +38,19 @@ def context_files(lock: Lock, target: Target) -> dict[str, str]:
     }
 
 
+def _pins(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry without its ``origin``: where a value was found is not a build input."""
+    return {k: v for k, v in entry.items() if k != "origin"}
+
+
 def _entries(lock: Lock, target: Target) -> dict[str, Any]:
     doc = lock.document
     used: dict[str, Any] = {
-        "bases": {b: doc["bases"][b] for b in target.bases.values()},
-        "pip": {p: doc["pip"][p] for p in target.pip},
+        "bases": {b: _pins(doc["bases"][b]) for b in target.bases.values()},
+        "pip": {p: _pins(doc["pip"][p]) for p in target.pip},
     }
     if target.source:
-        used["sources"] = {target.source: doc["sources"][target.source]}
+        used["sources"] = {target.source: _pins(doc["sources"][target.source])}
     return used
 
 

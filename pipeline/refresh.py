@@ -62,10 +62,12 @@ def refresh_bases(
             digest = resolve(base.ref, insecure(base.ref))
         except RegistryError as exc:
             raise RegistryError(f"bases.{name}: {exc}; nothing was written") from None
-        entry = doc["bases"][name]
-        entry["origin"] = {"source": f"registry {registry}: HEAD of the tag's manifest",
-                           "seen": today or date.today().isoformat()}  # fmt: skip
         if digest != base.digest:
+            # Only a moved digest gets a new origin: an unchanged entry keeps its
+            # provenance and notes, so a refresh with no change writes nothing.
+            entry = doc["bases"][name]
             entry["digest"] = digest
+            entry["origin"] = {"source": f"registry {registry}: HEAD of the tag's manifest",
+                               "seen": today or date.today().isoformat()}  # fmt: skip
             changes.append(Change(name, base.ref, base.digest, digest))
     return relock(parse_lock(doc, lock.path, lock.root)), changes

@@ -63,3 +63,20 @@ def test_a_dead_registry_names_the_ref_and_writes_nothing(tmp_path: Path) -> Non
     assert "nothing was written" in result.stderr
     assert "Traceback" not in result.stderr
     assert lock.read_text() == before
+
+
+def test_a_refresh_with_nothing_moved_writes_nothing(
+    busybox_base: tuple[str, str], tmp_path: Path
+) -> None:
+    ref, digest = busybox_base
+    document = doc()
+    document["bases"]["busybox"] = {
+        "ref": ref, "digest": digest,
+        "origin": {"source": "pushed by the test", "seen": "2026-01-01", "note": "keep me"},
+    }  # fmt: skip
+    lock = make_repo(tmp_path, document)
+    before = lock.read_text()
+    result = refresh(lock)
+    assert result.returncode == 0, result.stderr
+    assert "every base digest is current; nothing written" in result.stderr
+    assert lock.read_text() == before

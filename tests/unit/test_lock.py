@@ -165,3 +165,12 @@ def test_editing_how_a_target_is_served_is_not_drift(tmp_path: Path) -> None:
     lock = reparse(path, lambda d: d["targets"]["app"]["serve"].update(command=["other"], port=9))
     check_drift(lock, lock.target("app"))
     assert plan_target(lock, "app").identity() == before
+
+
+def test_provenance_is_not_a_build_input(tmp_path: Path) -> None:
+    path = make_repo(tmp_path)
+    before = plan_target(load_lock(path), "app").identity()
+    lock = reparse(path, lambda d: d["bases"]["busybox"].update(
+        origin={"source": "somewhere else", "seen": "2026-11-29"}))  # fmt: skip
+    check_drift(lock, lock.target("app"))
+    assert plan_target(lock, "app").identity() == before
