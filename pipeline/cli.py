@@ -9,6 +9,7 @@ import argparse
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from pipeline import build, cli_serve, lint, lock, plan, refresh
 from pipeline.engines import ENGINES, get_engine
@@ -24,8 +25,16 @@ def _env_path(var: str, default: str) -> Path:
     return Path(os.environ.get(var) or default)
 
 
-def _options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage; here 2 means an invalid lock, so usage exits 64."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage()
+        self.exit(UsageError.return_code, f"{self.prog}: error: {message}\n")
+
+
+def _options() -> _Parser:
+    common = _Parser(add_help=False)
     common.add_argument(
         "--lock",
         type=Path,
@@ -116,6 +125,11 @@ def do_lint(args: argparse.Namespace) -> int:
             path.read_text(), pinned_args=set(t.bases), allow_copy=t.allow_copy
         )
         problems += [f.render(f"{t.context}/{t.dockerfile}") for f in found]
+        problems += [
+            f"targets.{t.name}.build_args.{k}: apt packages without APT_SNAPSHOT install "
+            "whatever is current; add APT_SNAPSHOT (a date like 20261101T000000Z)"
+            for k in lint.unpinned_apt(t.build_args)
+        ]
     if problems:
         raise LintError("Dockerfile pinning rules broken:\n  " + "\n  ".join(problems))
     echo("lint: every Dockerfile is pinned")
@@ -178,8 +192,8 @@ EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m pipeline", description=__doc__)
-    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    parser = _Parser(prog="python -m pipeline", description=__doc__)
+    sub = parser.add_subparsers(dest="verb", required=True, metavar="VERB", parser_class=_Parser)
     common = _options()
     for verb, (_, help_text) in VERBS.items():
         p = sub.add_parser(verb, parents=[common], help=help_text, description=help_text)

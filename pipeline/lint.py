@@ -4,13 +4,15 @@
   an ARG the pipeline fills with a digest from the lock;
 - no ``latest`` anywhere an image is named;
 - targets that forbid it (frank-small) have no COPY or ADD;
-- no download in a RUN step without a checksum check.
+- no download in a RUN step without a checksum check, and no ``# syntax=``
+  frontend that is not pinned by digest;
+- apt packages (``*_APT_PACKAGES`` build args) come from a dated snapshot.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Set
+from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass
 
 from pipeline.refs import DIGEST_RE
@@ -22,6 +24,20 @@ _DOWNLOAD = re.compile(
 _CHECKED = re.compile(
     r"sha256sum\s+(-c|--check)|--require-hashes|--hash=sha256:|\bsha256sum\b.*\bgrep\b"
 )
+_PIPE_TO_SHELL = re.compile(r"\|\s*(sudo\s+)?(ba|da|z)?sh\b")
+_SYNTAX = re.compile(r"^#\s*syntax\s*=\s*(\S+)", re.IGNORECASE)
+
+
+def _syntax_directive(text: str) -> Finding | None:
+    """A ``# syntax=`` frontend is an image docker pulls: it must be pinned like a FROM."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.startswith("#"):
+            return None  # parser directives only come first
+        m = _SYNTAX.match(line)
+        if m and not DIGEST_RE.match(m.group(1).partition("@")[2]):
+            return Finding(number, "pin", f"# syntax={m.group(1)}: the frontend is pulled "
+                           "at build time; pin it by digest or drop the line")  # fmt: skip
+    return None
 
 
 @dataclass(frozen=True)
@@ -99,9 +115,17 @@ def _check_from(ins: Instruction, stages: set[str], pinned_args: Set[str]) -> li
     return out
 
 
+def unpinned_apt(build_args: Mapping[str, str]) -> list[str]:
+    """Build args that install apt packages without a dated snapshot (whatever is current)."""
+    if build_args.get("APT_SNAPSHOT"):
+        return []
+    return [k for k, v in sorted(build_args.items()) if k.endswith("APT_PACKAGES") and v.strip()]
+
+
 def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True) -> list[Finding]:
     """Every rule broken by ``text``; an empty list when it is clean."""
-    findings: list[Finding] = []
+    syntax = _syntax_directive(text)
+    findings: list[Finding] = [syntax] if syntax else []
     stages: set[str] = set()
     for ins in instructions(text):
         if re.search(r"(^|[:/\s=])latest(\s|$|@)", ins.args) and ins.keyword in ("FROM", "ARG"):
@@ -131,6 +155,11 @@ def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True
                     "ADD from a URL skips the checksum; fetch the file through the lock instead",
                 )
             )
+        elif (
+            ins.keyword == "RUN" and _DOWNLOAD.search(ins.args) and _PIPE_TO_SHELL.search(ins.args)
+        ):
+            why = "RUN pipes a download into a shell, which no checksum can vet; use the lock"
+            findings.append(Finding(ins.line, "download", why))
         elif ins.keyword == "RUN" and _DOWNLOAD.search(ins.args) and not _CHECKED.search(ins.args):
             tool = _DOWNLOAD.search(ins.args)
             findings.append(

@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonschema
 
-from pipeline.errors import LockError
+from pipeline.errors import LockError, UsageError
 from pipeline.lock_schema import LOCK_SCHEMA
 from pipeline.refs import ReferenceError, parse_ref
 
@@ -131,7 +131,7 @@ class Lock:
     def target(self, name: str) -> Target:
         if name not in self.targets:
             known = ", ".join(sorted(self.targets)) or "none"
-            raise LockError(f"{self.path}: no target {name!r} (targets: {known})")
+            raise UsageError(f"{self.path}: no target {name!r} (targets: {known})")
         return self.targets[name]
 
 
@@ -170,7 +170,10 @@ def _cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
     tables = {"bases": "bases", "source": "sources", "pip": "pip", "payloads": "payloads"}
     for tname, target in doc["targets"].items():
         if not (root / target["context"] / target.get("dockerfile", "Dockerfile")).is_file():
-            out.append(f"targets.{tname}.context: no Dockerfile in {target['context']}")
+            out.append(
+                f"targets.{tname}.context: no Dockerfile in {root / target['context']} (paths "
+                "are relative to the nearest folder above the lock that holds images/)"
+            )
         for key, table in tables.items():
             value = target.get(key)
             used = value.values() if isinstance(value, dict) else value
@@ -183,9 +186,19 @@ def _cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
     return out
 
 
+def checkout_root(lock_path: Path) -> Path:
+    """The nearest folder above the lock that holds ``images/`` (for ``locks/digests.json``:
+    the checkout); the lock's grandparent when none does."""
+    here = lock_path.resolve().parent
+    for folder in (here, *here.parents):
+        if (folder / "images").is_dir():
+            return folder
+    return here.parent
+
+
 def parse_lock(doc: Any, path: Path, root: Path | None = None) -> Lock:
     """Validate a decoded lock document and return it as dataclasses."""
-    root = root or path.resolve().parent.parent
+    root = root or checkout_root(path)
     errors = _schema_errors(doc)
     if not errors:
         errors = _cross_errors(doc, root)

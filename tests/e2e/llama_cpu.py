@@ -85,9 +85,8 @@ def llama_cpu_lock(root: Path, bases: dict[str, tuple[str, str]], serve: list[st
         },
     }
     dockerfile = (REPO / "images/llama-cuda/Dockerfile").read_text()
-    path = make_repo(root, document, dockerfile)
-    shutil.copy(REPO / "images/llama-cuda/Dockerfile", root / "images/llama-cuda/Dockerfile")
-    return path
+    shutil.copytree(REPO / "images/llama-cuda", root / "images/llama-cuda")  # the whole recipe
+    return make_repo(root, document, dockerfile)
 
 
 def smoke_file(

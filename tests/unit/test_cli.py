@@ -46,7 +46,7 @@ def test_lock_env_var_is_the_default(tmp_path: Path) -> None:
 
 def test_unknown_target_lists_the_known_ones() -> None:
     out = pipeline("plan", "nope")
-    assert out.returncode == 2
+    assert out.returncode == 64
     assert (
         "no target 'nope' (targets: frank-small, llama-cpu, llama-cuda, llama-cuda-mtp)"
         in out.stderr

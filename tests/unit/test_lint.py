@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.lint import instructions, lint_dockerfile
+from pipeline.lint import instructions, lint_dockerfile, unpinned_apt
 
 REPO = Path(__file__).resolve().parents[2]
 D = "sha256:" + "0" * 64
@@ -33,6 +33,7 @@ def test_continuations_join_and_keep_the_first_line_number() -> None:
         "FROM scratch\nCOPY busybox /bin/busybox\n",
         "ARG BASE\nFROM $BASE\nRUN curl -fsSLo f https://x/f && echo 'abc  f' | sha256sum -c -\n",
         "ARG BASE\nFROM $BASE\nRUN pip install --require-hashes -r r.txt\n",
+        f"# syntax=docker/dockerfile:1@{D}\nFROM x@{D}\n",
     ],
 )
 def test_clean(text: str) -> None:
@@ -52,10 +53,19 @@ def test_clean(text: str) -> None:
         (f"FROM x@{D}\nRUN pip install librosa\n", ["download"]),
         (f"FROM x@{D}\nRUN git clone https://e/r\n", ["download"]),
         (f"FROM x@{D}\nADD https://e/x.tgz /x.tgz\n", ["download"]),
+        (f"FROM x@{D}\nRUN curl -fsSL https://e/i.sh | sh; echo sha256sum -c\n", ["download"]),
+        (f"# syntax=docker/dockerfile:1\nFROM x@{D}\n", ["pin"]),
     ],
 )
 def test_broken(text: str, expected: list[str]) -> None:
     assert rules(text, pinned={"BASE"}) == expected
+
+
+def test_apt_packages_need_a_snapshot() -> None:
+    assert unpinned_apt({"BUILD_APT_PACKAGES": "cmake", "RUNTIME_APT_PACKAGES": " "}) == [
+        "BUILD_APT_PACKAGES"
+    ]
+    assert unpinned_apt({"BUILD_APT_PACKAGES": "cmake", "APT_SNAPSHOT": "20261101T000000Z"}) == []
 
 
 def test_no_copy_targets_reject_copy_and_add() -> None:

@@ -61,7 +61,7 @@ def _error(tmp_path: Path, mutate: Any) -> str:
         ),
         (
             lambda d: d["targets"]["app"].update(context="images/gone"),
-            "no Dockerfile in images/gone",
+            "images/gone (paths are relative to the nearest folder above the lock",
         ),
         (lambda d: d["targets"]["app"].update(colour="red"), "check the spelling"),
         (
@@ -174,3 +174,13 @@ def test_provenance_is_not_a_build_input(tmp_path: Path) -> None:
         origin={"source": "somewhere else", "seen": "2026-11-29"}))  # fmt: skip
     check_drift(lock, lock.target("app"))
     assert plan_target(lock, "app").identity() == before
+
+
+def test_the_checkout_root_is_the_folder_that_holds_images(tmp_path: Path) -> None:
+    from pipeline.lock import checkout_root
+
+    (tmp_path / "repo/images").mkdir(parents=True)
+    (tmp_path / "repo/locks/test").mkdir(parents=True)
+    assert checkout_root(tmp_path / "repo/locks/test/x.json") == (tmp_path / "repo").resolve()
+    assert checkout_root(tmp_path / "repo/x.json") == (tmp_path / "repo").resolve()
+    assert checkout_root(tmp_path / "elsewhere/x.json") == tmp_path.resolve()
