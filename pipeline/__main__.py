@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 
 from pipeline.cli import run
@@ -9,7 +10,14 @@ from pipeline.errors import PipelineError
 from pipeline.log import console
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    # A CI cancel or `kill` sends SIGTERM: treat it as Ctrl-C, so smoke containers are
+    # removed, download journals flushed and builds stopped by the same cleanup.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return run(sys.argv[1:] if argv is None else argv)
     except PipelineError as exc:

@@ -119,14 +119,15 @@ def do_smoke(args: argparse.Namespace) -> int:
         port_timeout=args.port_timeout, port=args.port,
     )  # fmt: skip
     reports: list[SmokeReport] = []
-    for n in names:
+    for n in names:  # every expectation is checked before any container starts
         if n not in specs:
             raise UsageError(f"{args.expect}: no expectations for target {n}; add targets.{n}")
-        t = loaded.target(n)
         for check, modality in ((specs[n].image, "vision"), (specs[n].audio, "audio")):
-            if check is not None and modality not in t.serve.modalities:
+            if check is not None and modality not in loaded.target(n).serve.modalities:
                 raise UsageError(f"{args.expect}: targets.{n} checks {modality}, but "
                                  f"targets.{n}.serve.modalities in the lock lacks it")  # fmt: skip
+    for n in names:
+        t = loaded.target(n)
         run_payloads(loaded, [n], options)
         paths = {p: payload_path(options.store, loaded.payloads[p]) for p in t.payloads}
         reports.append(smoke_target(loaded, n, specs[n], engine, paths, smoke))

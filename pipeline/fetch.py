@@ -31,8 +31,15 @@ def mirror_url(mirror: str, url: str) -> str:
 def fetch_verified(url: str, sha256: str, cache: Path, mirror: str | None = None) -> Path:
     """A local path whose bytes have ``sha256``, fetched from the mirror or ``url`` if needed."""
     from pipeline.payloads.download import download_url  # the payload package imports us
+    from pipeline.payloads.store import hash_file
 
     dest = cache / "sha256" / sha256[:2] / sha256
-    if not dest.is_file():
-        echo(f"fetching {url}" + (f" (mirror {mirror} first)" if mirror else ""))
+    if dest.is_file():
+        # Archives are small next to models: re-hash rather than trust the cache, so a
+        # damaged file is fetched again here instead of failing inside the build.
+        if hash_file(dest) == sha256:
+            return dest
+        echo(f"warning: {dest} no longer has its sha256; fetching it again", style="yellow")
+        dest.unlink()
+    echo(f"fetching {url}" + (f" (mirror {mirror} first)" if mirror else ""))
     return download_url(url, sha256, dest, mirror=mirror, say=echo)

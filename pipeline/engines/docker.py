@@ -83,6 +83,8 @@ class DockerEngine:
             if resp.status_code != 200:
                 raise BuildError(f"docker build of {req.tag}: {resp.status_code} {resp.text[:500]}")
             for raw in resp.iter_lines():
+                if not raw.strip():
+                    continue  # keep-alive
                 item = json.loads(raw)
                 if "error" in item:
                     raise BuildError(f"docker build of {req.tag} failed: {item['error'].strip()}")

@@ -80,8 +80,12 @@ class PodmanEngine:
                 "/build", params=params, data=body,
                 headers={"Content-Type": "application/x-tar"}, stream=True,
             )  # fmt: skip
+            if resp.status_code != 200:
+                raise BuildError(f"podman build of {req.tag}: {resp.status_code} {resp.text[:500]}")
             image = None
             for raw in resp.iter_lines():
+                if not raw.strip():
+                    continue  # keep-alive
                 item = json.loads(raw)
                 if "error" in item:
                     raise BuildError(f"podman build of {req.tag} failed: {item['error'].strip()}")
@@ -90,10 +94,8 @@ class PodmanEngine:
                 stripped = text.strip()
                 if len(stripped) == 64 and all(c in "0123456789abcdef" for c in stripped):
                     image = stripped
-        if resp.status_code != 200 or image is None:
-            raise BuildError(
-                f"podman build of {req.tag} ended without an image ({resp.status_code})"
-            )
+        if image is None:
+            raise BuildError(f"podman build of {req.tag} ended without an image ID")
         return normalize_id(image)
 
     def image_id(self, ref: str) -> str | None:

@@ -75,11 +75,14 @@ def open_range(
     if start or end is not None:
         headers["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
     url = cand.url
+    first_scheme = urlsplit(url).scheme
     sent_token = False
     for _ in range(MAX_REDIRECTS + 1):
         hop = dict(headers)
         # The token goes to the host it was issued for, never to a redirect target.
-        if cand.token and urlsplit(url).netloc == cand.host:
+        # Nor over a redirect that downgrades https to http on the same host.
+        parts = urlsplit(url)
+        if cand.token and parts.netloc == cand.host and parts.scheme == first_scheme:
             hop["Authorization"] = f"Bearer {cand.token}"
             sent_token = True
         try:

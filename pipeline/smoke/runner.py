@@ -231,8 +231,10 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
         _run_checks(c, spec, engine, container, record.image_id)
     finally:
         log = _safe_logs(engine, container)
-        log_path.write_text(log)
-        engine.stop(container)
+        try:
+            engine.stop(container)  # first: a failed log write must not leak a GPU container
+        finally:
+            log_path.write_text(log)
     c.run("log scan", lambda: _scan(log))
     return SmokeReport(name, record.tag, record.image_id, engine.name, tuple(c.results), log_path)
 
