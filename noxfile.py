@@ -25,6 +25,7 @@ VERBS = [
     "build-llama-cpu",
     "lock",
     "refresh-digests",
+    "reproduce",
     "payloads",
     "smoke",
 ]

@@ -54,7 +54,10 @@ def _up_to_date(engine: Engine, plan: BuildPlan, key: str, s: Settings) -> Build
     return record
 
 
-def _run_build(engine: Engine, plan: BuildPlan, key: str, s: Settings) -> BuildRecord:
+def run_build(
+    engine: Engine, plan: BuildPlan, key: str, s: Settings, *, no_cache: bool = False
+) -> BuildRecord:
+    """Build ``plan`` (its source archive fetched and checked first); the record, not yet kept."""
     started = time.monotonic()
     labels = {**dict(plan.labels), f"{LABEL_PREFIX}.build-key": key}
     with tempfile.TemporaryDirectory(prefix=f"lockpipe-{plan.target}-") as tmp:
@@ -64,8 +67,9 @@ def _run_build(engine: Engine, plan: BuildPlan, key: str, s: Settings) -> BuildR
             extra[src.filename] = fetch_verified(src.url, src.sha256, s.cache, s.mirror)
         context = stage(plan.context, plan.dockerfile, labels, extra, Path(tmp) / "context")
         req = BuildRequest(
-            context, plan.dockerfile, plan.tag, dict(plan.build_args), plan.timestamp, plan.platform
-        )
+            context, plan.dockerfile, plan.tag, dict(plan.build_args), plan.timestamp,
+            plan.platform, no_cache,
+        )  # fmt: skip
         try:
             image_id = engine.build(req, lambda line: echo(line, style="dim"))
         except BuildError as exc:
@@ -130,7 +134,7 @@ def build_target(lock: Lock, name: str, engine: Engine, s: Settings) -> Outcome:
         echo(f"{name}: up to date ({current.image_id[:19]}, key {key[:12]}); --force rebuilds")
         return Outcome(name, False, current)
     with step(f"build {name} with {engine.name} {engine.version()}"):
-        record = _run_build(engine, plan, key, s)
+        record = run_build(engine, plan, key, s)
         path = write_record(s.state, record)
     how = "reproducible" if record.reproducible else "NOT reproducible"
     echo(f"{name}: built {record.image_id} in {record.seconds:.1f}s; record {path}")

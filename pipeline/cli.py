@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from pipeline import build, cli_serve, lint, lock, plan, refresh
+from pipeline import build, cli_serve, lint, lock, plan, refresh, reproduce
 from pipeline.engines import ENGINES, get_engine
 from pipeline.errors import DriftError, LintError, UsageError
 from pipeline.fingerprint import check_drift, relock
@@ -116,6 +116,20 @@ def do_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def do_reproduce(args: argparse.Namespace) -> int:
+    loaded = lock.load_lock(args.lock)
+    engine = get_engine(args.engine)
+    settings = build.Settings(
+        state_dir(args, loaded), args.cache.expanduser(), args.mirror, force=True
+    )
+    results = [
+        reproduce.reproduce_target(loaded, n, engine, settings) for n in _targets(args, loaded)
+    ]
+    for r in results:
+        echo(str(r), style=None if r.same else "yellow")
+    return 0 if all(r.same for r in results) else 1
+
+
 def do_lint(args: argparse.Namespace) -> int:
     loaded = lock.load_lock(args.lock)
     problems = []
@@ -179,6 +193,7 @@ VERBS: dict[str, tuple[Verb, str]] = {
     "build-frank-small": (do_build, "build the vLLM frank-small image"),
     "build-llama-cuda": (do_build, "build the llama.cpp CUDA variants (all, or those named)"),
     "build-llama-cpu": (do_build, "build llama.cpp without CUDA"),
+    "reproduce": (do_reproduce, "build each target twice without cache and compare the images"),
     "lint": (do_lint, "check every Dockerfile against the pinning rules"),
     "lock": (do_lock, "bring pip hashes and drift fingerprints up to date (after review)"),
     "refresh-digests": (do_refresh, "re-resolve base image digests from their registries"),

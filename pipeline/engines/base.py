@@ -24,6 +24,7 @@ class BuildRequest:
     build_args: Mapping[str, str]
     timestamp: int
     platform: str
+    no_cache: bool = False  # every step runs again: what proving reproducibility needs
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,9 @@ class Engine(Protocol):
 
     def image_id(self, ref: str) -> str | None:
         """The local image ID of ``ref``, or None when it is absent."""
+
+    def layers(self, ref: str) -> list[str]:
+        """The image's layer diff IDs, base first."""
 
     def image_env(self, ref: str) -> dict[str, str]:
         """The image's configured environment (its ENV lines and its bases')."""

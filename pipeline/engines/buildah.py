@@ -45,7 +45,7 @@ class BuildahEngine:
                 "buildah", "bud", "--isolation", "chroot", "--layers",
                 "--timestamp", str(req.timestamp), "--platform", req.platform,
                 "--iidfile", str(iidfile), "-f", str(req.context / req.dockerfile),
-                "-t", req.tag,
+                "-t", req.tag, *(["--no-cache"] if req.no_cache else []),
             ]  # fmt: skip
             for k, v in sorted(req.build_args.items()):
                 args += ["--build-arg", f"{k}={v}"]
@@ -61,6 +61,10 @@ class BuildahEngine:
         except EngineError:
             return None
         return normalize_id(out.strip())
+
+    def layers(self, ref: str) -> list[str]:
+        out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True)
+        return list(json.loads(out)["OCIv1"]["rootfs"]["diff_ids"])
 
     def image_env(self, ref: str) -> dict[str, str]:
         out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True)

@@ -71,6 +71,7 @@ class DockerEngine:
             "buildargs": json.dumps(dict(req.build_args)),
             "platform": req.platform,
             "rm": "1",
+            **({"nocache": "1"} if req.no_cache else {}),
         }
         api = self.client.api
         image = None
@@ -106,6 +107,9 @@ class DockerEngine:
             return normalize_id(self.client.images.get(ref).id)
         except ImageNotFound:
             return None
+
+    def layers(self, ref: str) -> list[str]:
+        return list(self.client.images.get(ref).attrs["RootFS"]["Layers"])
 
     def image_env(self, ref: str) -> dict[str, str]:
         return env_dict(self.client.images.get(ref).attrs.get("Config", {}).get("Env"))

@@ -74,6 +74,7 @@ class PodmanEngine:
             "timestamp": str(req.timestamp),
             "platform": req.platform,
             "layers": "true",
+            **({"nocache": "true"} if req.no_cache else {}),
         }
         with context_tar(req.context, req.timestamp) as body:
             resp = self.client.api.post(
@@ -105,6 +106,9 @@ class PodmanEngine:
             return normalize_id(self.client.images.get(ref).id)
         except ImageNotFound:
             return None
+
+    def layers(self, ref: str) -> list[str]:
+        return list(self.client.images.get(ref).attrs["RootFS"]["Layers"])
 
     def image_env(self, ref: str) -> dict[str, str]:
         return env_dict(self.client.images.get(ref).attrs.get("Config", {}).get("Env"))

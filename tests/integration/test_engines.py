@@ -158,3 +158,23 @@ def test_bind_mount_reads_the_context_without_copy(
         lock, "app", engine, Settings(tmp_path / "s", tmp_path / "c", force=True)
     )
     assert outcome.built and engine.image_id(lock.target("app").tag) == outcome.record.image_id
+
+
+def test_reproduce_builds_twice_without_cache_and_says_why_when_they_differ(
+    engine: Engine, busybox_base: tuple[str, str], tmp_path: Path
+) -> None:
+    from pipeline.reproduce import reproduce_target
+
+    lock = load_lock(_lock(tmp_path, busybox_base, engine.name))
+    spy = CountingEngine(engine)
+    result = reproduce_target(lock, "app", spy, Settings(tmp_path / "s", tmp_path / "c"))  # type: ignore[arg-type]
+    assert len(spy.builds) == 2
+    if engine.name in ("buildah", "podman"):
+        assert result.same, result.why
+    else:
+        # dockerd 20.10: the layers match but the config's times differ, and the pipeline says so.
+        assert not result.same
+        assert "differs" in result.why and "SOURCE_DATE_EPOCH" in result.why
+    # The second build is kept: a plain build afterwards is a no-op.
+    again = build_target(lock, "app", spy, Settings(tmp_path / "s", tmp_path / "c"))  # type: ignore[arg-type]
+    assert not again.built and again.record.image_id == result.second

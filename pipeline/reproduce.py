@@ -1,0 +1,73 @@
+"""Prove reproducibility: build a target twice without cache and compare the images.
+
+When the two image IDs differ, say why: the first layer whose bytes differ
+(a step that writes timestamps, random names or build paths), or, with every
+layer equal, the image config (creation times, history).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pipeline.build import Settings, build_key, run_build
+from pipeline.engines.base import Engine
+from pipeline.fingerprint import check_drift
+from pipeline.lock import Lock
+from pipeline.log import step
+from pipeline.plan import plan_target
+from pipeline.records import write_record
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    target: str
+    engine: str
+    first: str
+    second: str
+    why: str  # empty when both builds gave the same image
+
+    @property
+    def same(self) -> bool:
+        return self.first == self.second
+
+    def __str__(self) -> str:
+        if self.same:
+            return f"{self.target}: reproducible with {self.engine}: both builds {self.first}"
+        return (
+            f"{self.target}: NOT reproducible with {self.engine}: {self.first} then "
+            f"{self.second}; {self.why}"
+        )
+
+
+def layer_difference(first: Sequence[str], second: Sequence[str]) -> str:
+    """Where two images' layers first differ, in words."""
+    if len(first) != len(second):
+        return f"the builds made {len(first)} and {len(second)} layers"
+    for number, (a, b) in enumerate(zip(first, second, strict=True), 1):
+        if a != b:
+            return (
+                f"layer {number} of {len(first)} differs ({a[:19]} vs {b[:19]}): the step "
+                "that made it writes different bytes each time (file times, random names, "
+                "build paths)"
+            )
+    return "every layer is identical: the image config differs (creation times or history)"
+
+
+def reproduce_target(lock: Lock, name: str, engine: Engine, s: Settings) -> Reproduction:
+    """Two no-cache builds of ``name``; the second is kept, with its record."""
+    check_drift(lock, lock.target(name))
+    plan = plan_target(lock, name)
+    key = build_key(plan, engine.name, engine.version())
+    records = []
+    for attempt in (1, 2):
+        with step(f"reproduce {name} with {engine.name}: build {attempt} of 2, no cache"):
+            records.append(run_build(engine, plan, key, s, no_cache=True))
+    first, second = records
+    write_record(s.state, second)
+    why = ""
+    if first.image_id != second.image_id:
+        why = layer_difference(engine.layers(first.image_id), engine.layers(second.image_id))
+        if not second.reproducible:
+            why += f"; the engine says so: {second.reproducible_how}"
+    return Reproduction(name, engine.name, first.image_id, second.image_id, why)

@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from pipeline.reproduce import Reproduction, layer_difference
+
+A, B, C = "sha256:" + "a" * 64, "sha256:" + "b" * 64, "sha256:" + "c" * 64
+
+
+def test_the_first_differing_layer_is_named() -> None:
+    assert layer_difference([A, B], [A, C]).startswith("layer 2 of 2 differs (sha256:bbbbbbbbbbbb")
+    assert layer_difference([A], [A, B]) == "the builds made 1 and 2 layers"
+    assert "image config differs" in layer_difference([A, B], [A, B])
+
+
+def test_a_reproduction_reads_as_a_verdict() -> None:
+    same = Reproduction("t", "buildah", A, A, "")
+    assert same.same and str(same) == f"t: reproducible with buildah: both builds {A}"
+    differ = Reproduction("t", "docker", A, B, "layer 2 of 2 differs")
+    assert not differ.same
+    assert str(differ) == f"t: NOT reproducible with docker: {A} then {B}; layer 2 of 2 differs"
