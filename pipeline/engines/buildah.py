@@ -100,7 +100,7 @@ class BuildahEngine:
         return ContainerState(running, code, normalize_id(info["Image"]))
 
     def stop(self, container: str) -> None:
-        cmd.call(["podman", "rm", "--force", "--ignore", container], quiet=True)
+        cmd.call(["podman", "rm", "--force", "--ignore", "--time", "0", container], quiet=True)
 
 
 def run_argv(spec: RunSpec) -> list[str]:

@@ -14,21 +14,20 @@ import json
 from pipeline.context import context_tar
 from pipeline.engines.base import (
     BuildRequest,
-    ContainerState,
     Log,
     Reproducibility,
     RunSpec,
-    env_dict,
     normalize_id,
 )
 from pipeline.engines.buildkit import Progress
+from pipeline.engines.sdk import SdkEngine
 from pipeline.errors import BuildError, EngineError, EngineMissing
 
 # BuildKit honours SOURCE_DATE_EPOCH from v0.11, first shipped in docker 23.
 SOURCE_DATE_EPOCH_SINCE = 23
 
 
-class DockerEngine:
+class DockerEngine(SdkEngine):
     name = "docker"
 
     def __init__(self) -> None:
@@ -108,17 +107,6 @@ class DockerEngine:
         except ImageNotFound:
             return None
 
-    def layers(self, ref: str) -> list[str]:
-        return list(self.client.images.get(ref).attrs["RootFS"]["Layers"])
-
-    def image_env(self, ref: str) -> dict[str, str]:
-        return env_dict(self.client.images.get(ref).attrs.get("Config", {}).get("Env"))
-
-    def tag(self, ref: str, new: str) -> None:
-        repo, _, tag = new.rpartition(":")
-        if not self.client.images.get(ref).tag(repo, tag):
-            raise EngineError(f"docker could not tag {ref} as {new}")
-
     def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
         # dockerd decides TLS itself: loopback registries are insecure by default.
         del tls_verify
@@ -156,13 +144,6 @@ class DockerEngine:
 
     def logs(self, container: str) -> str:
         return bytes(self.client.containers.get(container).logs()).decode(errors="replace")
-
-    def state(self, container: str) -> ContainerState:
-        c = self.client.containers.get(container)
-        c.reload()
-        running = c.attrs["State"]["Running"]
-        code = None if running else int(c.attrs["State"]["ExitCode"])
-        return ContainerState(bool(running), code, normalize_id(c.attrs["Image"]))
 
     def stop(self, container: str) -> None:
         from docker.errors import NotFound

@@ -15,13 +15,12 @@ from typing import Any, cast
 from pipeline.context import context_tar
 from pipeline.engines.base import (
     BuildRequest,
-    ContainerState,
     Log,
     Reproducibility,
     RunSpec,
-    env_dict,
     normalize_id,
 )
+from pipeline.engines.sdk import SdkEngine
 from pipeline.errors import BuildError, EngineError, EngineMissing
 
 ROOT_SOCKET = "unix:///run/podman/podman.sock"
@@ -38,7 +37,7 @@ def service_url() -> str:
     return ROOT_SOCKET
 
 
-class PodmanEngine:
+class PodmanEngine(SdkEngine):
     name = "podman"
 
     def __init__(self, url: str | None = None) -> None:
@@ -107,17 +106,6 @@ class PodmanEngine:
         except ImageNotFound:
             return None
 
-    def layers(self, ref: str) -> list[str]:
-        return list(self.client.images.get(ref).attrs["RootFS"]["Layers"])
-
-    def image_env(self, ref: str) -> dict[str, str]:
-        return env_dict(self.client.images.get(ref).attrs.get("Config", {}).get("Env"))
-
-    def tag(self, ref: str, new: str) -> None:
-        repo, _, tag = new.rpartition(":")
-        if not self.client.images.get(ref).tag(repo, tag):
-            raise EngineError(f"podman could not tag {ref} as {new}")
-
     def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
         from pipeline.registry import manifest_digest
 
@@ -154,15 +142,13 @@ class PodmanEngine:
         out = self.client.containers.get(container).logs(stdout=True, stderr=True)
         return b"".join(out).decode(errors="replace")
 
-    def state(self, container: str) -> ContainerState:
-        c = self.client.containers.get(container)
-        c.reload()
-        running = c.attrs["State"]["Running"]
-        code = None if running else int(c.attrs["State"]["ExitCode"])
-        return ContainerState(bool(running), code, normalize_id(c.attrs["Image"]))
-
     def stop(self, container: str) -> None:
-        from podman.errors import NotFound
+        from podman.errors import APIError, NotFound
 
         with contextlib.suppress(NotFound):
-            self.client.containers.get(container).remove(force=True)
+            c = self.client.containers.get(container)
+            # Kill at once: a server as PID 1 ignores SIGTERM, and a forced remove
+            # would wait its 10 s grace first.
+            with contextlib.suppress(APIError):
+                c.stop(timeout=0)
+            c.remove(force=True)

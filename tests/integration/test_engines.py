@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,3 +180,32 @@ def test_reproduce_builds_twice_without_cache_and_says_why_when_they_differ(
     # The second build is kept: a plain build afterwards is a no-op.
     again = build_target(lock, "app", spy, Settings(tmp_path / "s", tmp_path / "c"))  # type: ignore[arg-type]
     assert not again.built and again.record.image_id == result.second
+
+
+def test_run_state_logs_and_stop(engine: Engine, busybox_base: tuple[str, str]) -> None:
+    """The run half of the interface, which smoke drives, on every engine."""
+    from pipeline.engines.base import RunSpec
+
+    ref, _ = busybox_base
+    image = engine.image_id(ref) or ""
+    if not image:  # buildah shares podman's storage; the SDK engines pull it here
+        subprocess.run(["podman", "pull", "--tls-verify=false", ref], check=True,
+                       capture_output=True)  # fmt: skip
+        if engine.name == "docker":
+            engine.client.images.pull(ref)  # type: ignore[attr-defined]
+        image = engine.image_id(ref) or ""
+    spec = RunSpec(image=ref, entrypoint=("/bin/sh", "-c"), command=("echo up; sleep 30",),
+                   name=f"lockpipe-test-run-{engine.name}")  # fmt: skip
+    container = engine.run(spec)
+    try:
+        state = engine.state(container)
+        assert state.running and state.exit_code is None
+        assert state.image_id == image
+        for _ in range(50):
+            if "up" in engine.logs(container):
+                break
+            time.sleep(0.1)
+        assert "up" in engine.logs(container)
+    finally:
+        engine.stop(container)
+    engine.stop(container)  # a second stop of a gone container is not an error
