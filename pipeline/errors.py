@@ -1,44 +1,46 @@
-"""The error hierarchy. Every message names the input at fault and the fix.
+"""Every error a user can see, and its exit code: one table, defined here and nowhere else.
 
-``__main__`` catches :class:`PipelineError` once and exits with its
-``return_code``; nothing below it prints a traceback for bad input.
+``pipeline.cli.main`` catches :class:`PipelineError` once and exits with its
+``return_code``; nothing below it prints a traceback. Modules elsewhere may
+subclass these to carry more detail, but never set a code of their own
+(a unit test holds them to it, and another checks the README's table).
 """
 
 from __future__ import annotations
 
 
 class PipelineError(Exception):
-    """Root of every error the pipeline reports to a user."""
+    """An unexpected failure the pipeline still reports in one line."""
 
     return_code = 1
 
 
 class LockError(PipelineError):
-    """The lock file is missing, malformed, inconsistent or stale."""
+    """The lock file is missing, malformed, inconsistent or incomplete."""
 
     return_code = 2
 
 
 class DriftError(LockError):
-    """A build input changed without a relock."""
+    """A build input changed without a relock, or a pin moved (``--check``)."""
 
     return_code = 3
 
 
 class LintError(PipelineError):
-    """A Dockerfile breaks a pinning rule."""
+    """A Dockerfile or requirements file breaks a pinning rule."""
 
     return_code = 4
 
 
 class EngineError(PipelineError):
-    """A container engine is missing, or one of its operations failed."""
+    """A container engine operation failed."""
 
     return_code = 5
 
 
 class EngineMissing(EngineError):
-    """No usable engine, or the requested one is not installed."""
+    """No usable engine, or the requested one is not installed or not running."""
 
     return_code = 6
 
@@ -49,7 +51,87 @@ class BuildError(EngineError):
     return_code = 7
 
 
+class FetchError(PipelineError):
+    """A file could not be fetched (network, HTTP status, mirror)."""
+
+    return_code = 8
+
+
+class IntegrityError(FetchError):
+    """The bytes do not match the size or sha256 the lock pins."""
+
+    return_code = 9
+
+
+class FormatError(FetchError):
+    """A file matches its checksum, but its contents break the lock's expectations."""
+
+    return_code = 10
+
+
+class DiskSpaceError(FetchError):
+    """The store's file system has too little room for what is still to fetch."""
+
+    return_code = 11
+
+
+class GpuAttachError(PipelineError):
+    """The GPU cannot be attached in the requested mode on this engine or host."""
+
+    return_code = 12
+
+
+class PortError(PipelineError):
+    """A port stayed in use past the wait."""
+
+    return_code = 13
+
+
+class MetricsError(PipelineError):
+    """A /metrics text, a baselines file or a counter pair cannot be used."""
+
+    return_code = 14
+
+
+class SmokeConfigError(PipelineError):
+    """The smoke expectations file is invalid."""
+
+    return_code = 15
+
+
+class CheckFailed(PipelineError):
+    """A smoke check got an answer other than the one it needs."""
+
+    return_code = 16
+
+
+class SmokeError(PipelineError):
+    """A smoke run could not be set up (payloads, stale image, container start)."""
+
+    return_code = 17
+
+
+class RegistryError(PipelineError):
+    """A registry could not be reached, or did not know the reference."""
+
+    return_code = 18
+
+
 class UsageError(PipelineError):
     """A command-line option or argument is wrong."""
 
     return_code = 64
+
+
+INTERRUPTED = 130  # Ctrl-C or SIGTERM; work in progress was cleaned up or kept to resume
+CHECK_FAILED_RUN = 1  # smoke ran and a check failed; not an error of the run itself
+
+
+def table() -> list[tuple[int, str, str]]:
+    """(code, class name, meaning) for every error class here, in code order."""
+    rows = [
+        (cls.return_code, cls.__name__, (cls.__doc__ or "").strip())
+        for cls in globals().values()
+        if isinstance(cls, type) and issubclass(cls, PipelineError)
+    ]
+    return sorted(rows)

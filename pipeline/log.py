@@ -1,7 +1,8 @@
 """Output: one rich console, grouped steps, and CI log groups.
 
 On GitHub Actions (``GITHUB_ACTIONS=true``) each step opens a collapsible
-``::group::``; elsewhere it prints a rule. ``PIPELINE_QUIET=1`` silences echo.
+``::group::``; elsewhere it prints a rule. :func:`set_quiet` (the command line's
+``PIPELINE_QUIET=1``) silences echo.
 """
 
 from __future__ import annotations
@@ -13,10 +14,16 @@ from contextlib import contextmanager
 from rich.console import Console
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
+_quiet = False
+
+
+def set_quiet(quiet: bool) -> None:
+    global _quiet
+    _quiet = quiet
 
 
 def echo(text: str, *, style: str | None = None) -> None:
-    if os.environ.get("PIPELINE_QUIET") != "1":
+    if not _quiet:
         console.print(text, style=style, markup=False)
 
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Literal, Protocol, get_args
 
-if TYPE_CHECKING:  # gpu.py imports this module at run time
-    from pipeline.smoke.gpu import GpuAttach
+from pipeline.errors import GpuAttachError
+
+EngineName = Literal["buildah", "podman", "docker"]
+GpuMode = Literal["docker-gpus", "cdi", "manual"]
+GPU_MODES: tuple[GpuMode, ...] = get_args(GpuMode)
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,16 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class DeviceRequest:
+    """docker's HostConfig.DeviceRequests entry (Engine API >= 1.40)."""
+
+    driver: str = ""
+    count: int = 0
+    device_ids: tuple[str, ...] = ()
+    capabilities: tuple[tuple[str, ...], ...] = ()
+
+
+@dataclass(frozen=True)
 class RunSpec:
     image: str
     command: tuple[str, ...] = ()
@@ -51,7 +64,8 @@ class RunSpec:
     mounts: tuple[Mount, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     entrypoint: tuple[str, ...] | None = None
-    gpu: GpuAttach | None = None  # devices and requests; its mounts and env are already merged
+    devices: tuple[str, ...] = ()  # host device paths, or CDI names (nvidia.com/gpu=all)
+    device_requests: tuple[DeviceRequest, ...] = ()  # docker only
 
 
 @dataclass(frozen=True)
@@ -106,6 +120,15 @@ class Engine(Protocol):
 def env_dict(pairs: list[str] | None) -> dict[str, str]:
     """``["K=V", …]`` as a dict."""
     return dict(p.split("=", 1) for p in pairs or [] if "=" in p)
+
+
+def no_device_requests(spec: RunSpec, engine: str) -> None:
+    """Refuse docker device requests on an engine that has none (podman, buildah)."""
+    if spec.device_requests:
+        raise GpuAttachError(
+            f"the {engine} engine cannot send docker device requests (--gpus); "
+            "use --gpu-mode cdi or manual"
+        )
 
 
 def normalize_id(image_id: str) -> str:

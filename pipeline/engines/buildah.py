@@ -20,6 +20,7 @@ from pipeline.engines.base import (
     Reproducibility,
     RunSpec,
     env_dict,
+    no_device_requests,
     normalize_id,
 )
 from pipeline.errors import BuildError, EngineError
@@ -117,8 +118,7 @@ def run_argv(spec: RunSpec) -> list[str]:
         argv += ["--env", f"{k}={v}"]
     if spec.entrypoint is not None:
         argv += ["--entrypoint", json.dumps(list(spec.entrypoint))]
-    if spec.gpu is not None:
-        from pipeline.smoke.gpu import podman_cli_args
-
-        argv += podman_cli_args(spec.gpu)
+    no_device_requests(spec, "buildah")
+    for d in spec.devices:
+        argv += ["--device", d]
     return [*argv, spec.image, *spec.command]

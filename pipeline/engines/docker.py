@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 
-from pipeline.context import context_tar
 from pipeline.engines.base import (
     BuildRequest,
     Log,
@@ -20,6 +19,7 @@ from pipeline.engines.base import (
     normalize_id,
 )
 from pipeline.engines.buildkit import Progress
+from pipeline.engines.context import context_tar
 from pipeline.engines.sdk import SdkEngine
 from pipeline.errors import BuildError, EngineError, EngineMissing
 
@@ -128,8 +128,6 @@ class DockerEngine(SdkEngine):
     def run(self, spec: RunSpec) -> str:
         from docker.types import Mount
 
-        from pipeline.smoke.gpu import docker_run_kwargs
-
         mounts = [
             Mount(m.target, str(m.source), "bind", read_only=m.read_only) for m in spec.mounts
         ]
@@ -138,7 +136,7 @@ class DockerEngine(SdkEngine):
             ports={f"{i}/tcp": ("127.0.0.1", o) for i, o in spec.ports.items()},
             mounts=mounts, environment=dict(spec.env),
             entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
-            **(docker_run_kwargs(spec.gpu) if spec.gpu else {}),
+            **run_devices(spec),
         )  # fmt: skip
         return str(container.id)
 
@@ -150,3 +148,23 @@ class DockerEngine(SdkEngine):
 
         with contextlib.suppress(NotFound):
             self.client.containers.get(container).remove(force=True)
+
+
+def run_devices(spec: RunSpec) -> dict[str, object]:
+    """The docker SDK's ``containers.run`` keywords for the spec's devices and requests."""
+    out: dict[str, object] = {}
+    if spec.devices:
+        # A bare path means the same path inside, with "rwm" cgroup permissions.
+        out["devices"] = list(spec.devices)
+    if spec.device_requests:
+        # The SDK turns each dict into docker.types.DeviceRequest(**dict).
+        out["device_requests"] = [
+            {
+                "driver": r.driver,
+                "count": r.count,
+                "device_ids": list(r.device_ids),
+                "capabilities": [list(c) for c in r.capabilities],
+            }
+            for r in spec.device_requests
+        ]
+    return out

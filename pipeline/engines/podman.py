@@ -12,14 +12,15 @@ import json
 import os
 from typing import Any, cast
 
-from pipeline.context import context_tar
 from pipeline.engines.base import (
     BuildRequest,
     Log,
     Reproducibility,
     RunSpec,
+    no_device_requests,
     normalize_id,
 )
+from pipeline.engines.context import context_tar
 from pipeline.engines.sdk import SdkEngine
 from pipeline.errors import BuildError, EngineError, EngineMissing
 
@@ -107,7 +108,7 @@ class PodmanEngine(SdkEngine):
             return None
 
     def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
-        from pipeline.registry import manifest_digest
+        from pipeline.registry.client import manifest_digest
 
         if ref != dest:
             self.tag(ref, dest)
@@ -123,8 +124,6 @@ class PodmanEngine(SdkEngine):
         self.client.images.remove(ref, force=True)
 
     def run(self, spec: RunSpec) -> str:
-        from pipeline.smoke.gpu import podman_run_kwargs
-
         mounts = [
             {"type": "bind", "source": str(m.source), "target": m.target, "read_only": m.read_only}
             for m in spec.mounts
@@ -134,7 +133,7 @@ class PodmanEngine(SdkEngine):
             ports={f"{i}/tcp": ("127.0.0.1", o) for i, o in spec.ports.items()},
             mounts=mounts, environment=dict(spec.env),
             entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
-            **(podman_run_kwargs(spec.gpu) if spec.gpu else {}),
+            **run_devices(spec),
         )  # fmt: skip
         return str(container.id)
 
@@ -152,3 +151,9 @@ class PodmanEngine(SdkEngine):
             with contextlib.suppress(APIError):
                 c.stop(timeout=0)
             c.remove(force=True)
+
+
+def run_devices(spec: RunSpec) -> dict[str, object]:
+    """podman-py's ``containers.run`` keywords for the spec's devices (CDI names or paths)."""
+    no_device_requests(spec, "podman")
+    return {"devices": list(spec.devices)} if spec.devices else {}

@@ -1,17 +1,8 @@
 """Payloads: fast, verified, resumable downloads of model files into a store.
 
-Public entry points:
+Entry points, each in its own module (this package imports nothing eagerly):
 
-- :func:`run_payloads` (with :class:`Options`): what the ``payloads`` verb calls.
-- :func:`payload_path`: where a verified payload lives (what a smoke run mounts).
-- :func:`download_url`: the same downloader for any URL and sha256 (source archives).
-- :func:`default_store`: the store used without ``--store`` / ``PIPELINE_STORE``.
+- :func:`pipeline.payloads.run.run_payloads`: what the ``payloads`` verb calls.
+- :func:`pipeline.payloads.store.payload_path`: where a verified payload lives.
+- :func:`pipeline.payloads.cache.fetch_verified`: any URL by sha256 (source archives).
 """
-
-from __future__ import annotations
-
-from pipeline.payloads.download import download_url
-from pipeline.payloads.run import Options, Result, run_payloads
-from pipeline.payloads.store import default_store, payload_path
-
-__all__ = ["Options", "Result", "default_store", "download_url", "payload_path", "run_payloads"]

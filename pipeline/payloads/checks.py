@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.lock import Lock, Payload
+from pipeline.lock.model import Lock, Payload
 from pipeline.payloads import gguf, safetensors
 
 EXPECT_KEYS = {

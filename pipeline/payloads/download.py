@@ -11,13 +11,8 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from pipeline.payloads.errors import (
-    HTTPFatal,
-    IntegrityError,
-    PayloadError,
-    RangeIgnored,
-    RetryableHTTP,
-)
+from pipeline.errors import FetchError, IntegrityError
+from pipeline.payloads.errors import HTTPFatal, RangeIgnored, RetryableHTTP
 from pipeline.payloads.partial import Partial
 from pipeline.payloads.settings import DEFAULT_CONNECTIONS, Context, Tuning
 from pipeline.payloads.sources import Candidate, candidates
@@ -35,7 +30,7 @@ def fetch_into(
     because the resumed bytes may be the wrong ones.
     """
     problems: list[str] = []
-    last: PayloadError | None = None
+    last: FetchError | None = None
     for cand in cands:
         for _ in range(2):
             resumed = partial.done.total() > 0
@@ -57,7 +52,7 @@ def fetch_into(
                 problems.append(problem)
                 break
             problems.append(problem + "; retrying from scratch without the resumed bytes")
-    kind = type(last) if isinstance(last, IntegrityError | HTTPFatal) else PayloadError
+    kind = type(last) if isinstance(last, IntegrityError | HTTPFatal) else FetchError
     fix = (
         "\nthe lock may pin the wrong file: check its entry against the publisher's page"
         if kind is IntegrityError

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from pipeline.payloads.errors import FormatError
+from pipeline.errors import FormatError
 
 MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32

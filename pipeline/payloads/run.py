@@ -16,13 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import UsageError
-from pipeline.lock import Lock, Payload
+from pipeline.errors import FetchError, FormatError, IntegrityError, UsageError
+from pipeline.fs import sha256_file
+from pipeline.lock.model import Lock, Payload
 from pipeline.log import echo
 from pipeline.payloads import store as st
 from pipeline.payloads.checks import Facts, check_file, check_index, check_targets
 from pipeline.payloads.download import fetch_into
-from pipeline.payloads.errors import FormatError, HTTPFatal, IntegrityError, PayloadError
+from pipeline.payloads.errors import HTTPFatal
 from pipeline.payloads.partial import Partial
 from pipeline.payloads.progress import Reporter, reporter
 from pipeline.payloads.selection import check_pinned, select
@@ -80,7 +81,7 @@ class _Run:
         )
         self.cache = st.VerifyCache(store)
         self.errors: dict[str, str] = {}  # key -> message
-        self.raised: list[PayloadError] = []
+        self.raised: list[FetchError] = []
         self.facts: dict[str, Facts] = {}
         self.results: dict[str, Result] = {}
         self.out: Reporter = reporter(o.output, sum(p.size or 0 for p in payloads))
@@ -113,17 +114,17 @@ class _Run:
             raise self._combined()
         return [self.results[p.name] for p in self.payloads]
 
-    def _combined(self) -> PayloadError:
+    def _combined(self) -> FetchError:
         """One error for the run; it keeps the class (and exit code) when all failures agree."""
         message = "\n".join(self.errors[n] for n in sorted(self.errors))
         first, kinds = self.raised[0], {type(e) for e in self.raised}
         if len(kinds) > 1:
-            return PayloadError(message)
+            return FetchError(message)
         if isinstance(first, HTTPFatal):
             return HTTPFatal(message, first.status)
         return type(first)(message)
 
-    def _fail(self, p: Payload, exc: PayloadError) -> None:
+    def _fail(self, p: Payload, exc: FetchError) -> None:
         self.raised.append(exc)
         self.errors[p.name] = (
             str(exc) if str(exc).startswith("payloads.") else f"payloads.{p.name}: {exc}"
@@ -144,7 +145,7 @@ class _Run:
         status = "cached"
         if self.o.verify or self.cache.lookup(blob, stat) != p.sha256:
             status = "re-hashed"
-            got = st.hash_file(blob) if stat.st_size == p.size else f"{stat.st_size:,} bytes"
+            got = sha256_file(blob) if stat.st_size == p.size else f"{stat.st_size:,} bytes"
             if got != p.sha256:
                 self.out.note(
                     f"payloads.{p.name}: {blob} changed on disk (the lock pins "
@@ -250,7 +251,7 @@ class _Run:
             fetch_into(f"payloads.{p.name}", cands, partial, p.sha256, ctx)
             st.place(partial.path, partial.fd, blob)
             partial.journal.unlink(missing_ok=True)
-        except PayloadError as exc:
+        except FetchError as exc:
             partial.close()
             if isinstance(exc, IntegrityError):
                 partial.discard()  # nothing in it is worth resuming from

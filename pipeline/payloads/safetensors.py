@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.payloads.errors import FormatError
+from pipeline.errors import FormatError
 
 MAX_HEADER = 100_000_000  # the reference implementation's own limit
 # dtype -> bits per element

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pipeline.errors import LockError, UsageError
-from pipeline.lock import PIN_BY_HAND, Lock, Payload
+from pipeline.lock.model import PIN_BY_HAND, Lock, Payload
 
 
 def select(lock: Lock, names: Sequence[str]) -> tuple[list[Payload], list[str]]:

@@ -14,10 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from pipeline.fetch import mirror_url
-from pipeline.lock import Payload
+from pipeline.fs import cache_home
+from pipeline.lock.model import Payload
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def mirror_url(mirror: str, url: str) -> str:
+    """Where ``url`` lives on ``mirror``: ``{mirror}/{host}/{path}``."""
+    parts = urlsplit(url)
+    return f"{mirror.rstrip('/')}/{parts.netloc}{parts.path}"
 
 
 @dataclass(frozen=True)
@@ -54,8 +60,7 @@ def hf_token(env: Mapping[str, str]) -> str | None:
         return token
     path = env.get("HF_TOKEN_PATH")
     if not path:
-        cache = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME", "~"), ".cache")
-        path = os.path.join(env.get("HF_HOME") or os.path.join(cache, "huggingface"), "token")
+        path = os.path.join(env.get("HF_HOME") or cache_home(env) / "huggingface", "token")
     try:
         return Path(path).expanduser().read_text(encoding="utf-8").strip() or None
     except OSError:

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 
-from pipeline.errors import LockError
-from pipeline.lock import PIN_BY_HAND, Payload
-from pipeline.payloads.errors import DiskSpaceError
+from pipeline.errors import DiskSpaceError, LockError
+from pipeline.fs import cache_home, fsync_dir
+from pipeline.lock.model import PIN_BY_HAND, Payload
 
 STATE = ".lockpipe"
 
@@ -37,8 +36,7 @@ def default_store(env: Mapping[str, str]) -> Path:
     """
     if os.geteuid() == 0:
         return Path("/var/lib/lockpipe/payloads")
-    cache = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME", "~"), ".cache")
-    return Path(cache, "lockpipe", "store").expanduser()
+    return cache_home(env) / "lockpipe" / "store"
 
 
 def _checked_filename(payload: Payload) -> PurePosixPath:
@@ -69,14 +67,6 @@ def payload_path(store: Path, payload: Payload) -> Path:
     if payload.revision is None:
         raise LockError(f"payloads.{payload.name}: no revision pinned; {PIN_BY_HAND}")
     return repo_dir(store, payload) / "snapshots" / payload.revision / _checked_filename(payload)
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -122,17 +112,6 @@ def unlink(path: Path) -> None:
     if path.is_symlink() or path.exists():
         path.unlink()
         fsync_dir(path.parent)
-
-
-def hash_file(path: Path, block: int = 8 << 20) -> str:
-    """The sha256 of a whole file (used only when the verification cache cannot vouch)."""
-    sha = hashlib.sha256()
-    with path.open("rb", buffering=0) as fh:
-        buf = bytearray(block)
-        view = memoryview(buf)
-        while n := fh.readinto(buf):
-            sha.update(view[:n])
-    return sha.hexdigest()
 
 
 class VerifyCache:

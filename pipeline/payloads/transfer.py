@@ -12,7 +12,8 @@ import os
 import random
 import threading
 
-from pipeline.payloads.errors import IntegrityError, RangeIgnored, RetryableHTTP
+from pipeline.errors import IntegrityError
+from pipeline.payloads.errors import RangeIgnored, RetryableHTTP
 from pipeline.payloads.hasher import OrderedHasher
 from pipeline.payloads.http import Opened, body, open_range
 from pipeline.payloads.partial import Partial

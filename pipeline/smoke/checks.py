@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import requests
 
-from pipeline.errors import PipelineError
+from pipeline.errors import CheckFailed
 
 # Lines a healthy boot never prints (the seeds' failures: crash loops, wrong backend).
 BAD_LOG_LINES = re.compile(
@@ -23,12 +23,6 @@ BAD_LOG_LINES = re.compile(
     r"fall back to|NotImplementedError|out of memory",
     re.IGNORECASE,
 )
-
-
-class CheckFailed(PipelineError):
-    """A smoke check got an answer other than the one it needs."""
-
-    return_code = 16
 
 
 @dataclass(frozen=True)

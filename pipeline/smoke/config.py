@@ -15,12 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import PipelineError
+from pipeline.errors import SmokeConfigError
 from pipeline.smoke.metrics import Probe, load_baselines
-
-
-class SmokeConfigError(PipelineError):
-    return_code = 15
 
 
 @dataclass(frozen=True)

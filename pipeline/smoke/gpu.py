@@ -11,7 +11,7 @@ Three modes (``--gpu-mode``):
   libnvidia-container mounts (its ``utility_libs`` and ``compute_libs``).
 
 :func:`discover_host` reads the host; :func:`plan_gpu` turns mode, engine and host into a
-:class:`GpuAttach`; the ``*_run_kwargs``/``podman_cli_args`` functions translate it.
+:class:`GpuAttach`; :func:`with_gpu` puts it on a RunSpec, which each engine translates.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pipeline.engines.base import Mount, RunSpec
-from pipeline.errors import PipelineError
+from pipeline.engines.base import GPU_MODES, DeviceRequest, GpuMode, Mount, RunSpec
+from pipeline.errors import GpuAttachError
 
-MODES = ("docker-gpus", "cdi", "manual")
 CDI_ALL = "nvidia.com/gpu=all"
 # nvidia/cuda images (and so vllm/vllm-openai) already list this dir in LD_LIBRARY_PATH:
 # it is where the toolkit's legacy mode put the driver, so mounting there needs no env edit.
@@ -50,22 +49,6 @@ _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)\s*$")
 _GPU_NODE = re.compile(r"^nvidia(\d+)$")
 
 
-class GpuAttachError(PipelineError):
-    """The GPU cannot be attached in the requested mode on this engine or host."""
-
-    return_code = 12
-
-
-@dataclass(frozen=True)
-class DeviceRequest:
-    """docker's HostConfig.DeviceRequests entry (Engine API ≥ 1.40)."""
-
-    driver: str = ""
-    count: int = 0
-    device_ids: tuple[str, ...] = ()
-    capabilities: tuple[tuple[str, ...], ...] = ()
-
-
 @dataclass(frozen=True)
 class HostGpu:
     """What discovery found: device nodes and driver files, as host paths."""
@@ -79,7 +62,7 @@ class HostGpu:
 
 @dataclass(frozen=True)
 class GpuAttach:
-    mode: str
+    mode: GpuMode
     devices: tuple[str, ...] = ()  # CDI names, or host device paths
     device_requests: tuple[DeviceRequest, ...] = ()
     mounts: tuple[Mount, ...] = ()
@@ -167,7 +150,7 @@ def _join_path(dir_: str, current: str | None) -> str | None:
 
 
 def plan_gpu(
-    mode: str, *, engine: str, host: HostGpu | None = None, image_ld_path: str | None = None
+    mode: GpuMode, *, engine: str, host: HostGpu | None = None, image_ld_path: str | None = None
 ) -> GpuAttach:
     """The attach for ``mode`` on ``engine`` (docker, podman, buildah); GpuAttachError if none.
 
@@ -176,8 +159,8 @@ def plan_gpu(
     plan sets LD_LIBRARY_PATH only when the image's does not list the library dir, and then
     keeps the image's entries after it.
     """
-    if mode not in MODES:
-        raise GpuAttachError(f"--gpu-mode {mode!r} is not one of {', '.join(MODES)}")
+    if mode not in GPU_MODES:
+        raise GpuAttachError(f"--gpu-mode {mode!r} is not one of {', '.join(GPU_MODES)}")
     if engine not in ("docker", "podman", "buildah"):
         raise GpuAttachError(f"no GPU attach for engine {engine!r}; use docker, podman or buildah")
     if mode == "docker-gpus":
@@ -213,45 +196,11 @@ def plan_gpu(
 
 
 def with_gpu(spec: RunSpec, attach: GpuAttach) -> RunSpec:
-    """``spec`` plus the attach's mounts and env (the attach's env wins on a clash)."""
-    return replace(spec, mounts=(*spec.mounts, *attach.mounts), env={**spec.env, **attach.env})
-
-
-def docker_run_kwargs(attach: GpuAttach) -> dict[str, object]:
-    """Extra keyword arguments for docker SDK ``containers.run`` (devices only)."""
-    out: dict[str, object] = {}
-    if attach.devices:
-        # A bare path means the same path inside, with "rwm" cgroup permissions.
-        out["devices"] = list(attach.devices)
-    if attach.device_requests:
-        # The SDK turns each dict into docker.types.DeviceRequest(**dict).
-        out["device_requests"] = [
-            {
-                "driver": r.driver,
-                "count": r.count,
-                "device_ids": list(r.device_ids),
-                "capabilities": [list(c) for c in r.capabilities],
-            }
-            for r in attach.device_requests
-        ]
-    return out
-
-
-def _no_requests(attach: GpuAttach, where: str) -> None:
-    if attach.device_requests:
-        raise GpuAttachError(
-            f"{where} cannot send docker device requests ({attach.mode}); "
-            "use --gpu-mode cdi or manual"
-        )
-
-
-def podman_run_kwargs(attach: GpuAttach) -> dict[str, object]:
-    """Extra keyword arguments for podman-py ``containers.run`` (devices only)."""
-    _no_requests(attach, "podman-py")
-    return {"devices": list(attach.devices)} if attach.devices else {}
-
-
-def podman_cli_args(attach: GpuAttach) -> list[str]:
-    """Extra ``podman run`` arguments (devices only), to go before the image."""
-    _no_requests(attach, "the podman CLI")
-    return [a for d in attach.devices for a in ("--device", d)]
+    """``spec`` plus the attach's devices, mounts and env (the attach's env wins on a clash)."""
+    return replace(
+        spec,
+        devices=(*spec.devices, *attach.devices),
+        device_requests=(*spec.device_requests, *attach.device_requests),
+        mounts=(*spec.mounts, *attach.mounts),
+        env={**spec.env, **attach.env},
+    )

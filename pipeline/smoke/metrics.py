@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import PipelineError
+from pipeline.errors import MetricsError
 
 Key = tuple[str, frozenset[tuple[str, str]]]
 Samples = dict[Key, float]
@@ -59,12 +59,6 @@ NAMES: dict[str, dict[str, str]] = {
         "accepted": "vllm:spec_decode_num_accepted_tokens_total",
     },
 }
-
-
-class MetricsError(PipelineError):
-    """A /metrics text, a baselines file or a counter pair cannot be used."""
-
-    return_code = 14
 
 
 def parse(text: str) -> Samples:

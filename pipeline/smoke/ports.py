@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.errors import PipelineError
+from pipeline.errors import PortError
 
 # include/net/tcp_states.h
 STATES = {
@@ -124,10 +124,8 @@ def format_table(sockets: Iterable[TcpSocket], owners: Mapping[int, str]) -> str
     )
 
 
-class PortBusy(PipelineError):
+class PortBusy(PortError):
     """A port stayed in use past the wait; carries the sockets that held it."""
-
-    return_code = 13
 
     def __init__(self, port: int, waited: float, sockets: list[TcpSocket], table: str) -> None:
         self.port, self.sockets = port, sockets

@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from pipeline.lock import write_atomic
+from pipeline.fs import write_atomic
 
 # XML 1.0 forbids most control characters, and server logs do contain them.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

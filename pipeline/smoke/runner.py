@@ -12,18 +12,18 @@ import os
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import requests
 
-from pipeline.build import build_key
-from pipeline.engines.base import Engine, Mount, RunSpec
-from pipeline.errors import PipelineError
-from pipeline.lock import Lock, Target
+from pipeline.build.plan import plan_target
+from pipeline.build.records import read_record
+from pipeline.build.run import build_key
+from pipeline.engines.base import Engine, GpuMode, Mount, RunSpec
+from pipeline.errors import CheckFailed, PipelineError, SmokeError
+from pipeline.lock.model import Lock, Target
 from pipeline.log import echo
-from pipeline.plan import plan_target
-from pipeline.records import read_record
 from pipeline.smoke import checks, metrics
 from pipeline.smoke.config import Generation, MediaCheck, SmokeSpec
 from pipeline.smoke.gpu import discover_host, plan_gpu, with_gpu
@@ -35,17 +35,13 @@ STORE_IN_CONTAINER = "/store"
 _PLACEHOLDER = re.compile(r"\{payload(-dir)?:([a-z0-9][a-z0-9._-]*)\}")
 
 
-class SmokeError(PipelineError):
-    return_code = 17
-
-
 @dataclass(frozen=True)
 class SmokeOptions:
     store: Path
     state: Path
     out: Path
     gpu: bool = False
-    gpu_mode: str = "cdi"
+    gpu_mode: GpuMode = "cdi"
     port_timeout: float = 90.0
     port: int | None = None  # host port; default: the target's own with --gpu, else a free one
 
@@ -136,7 +132,7 @@ def _generation_checks(c: _Checks, spec: SmokeSpec) -> None:
         tp = metrics.throughput(delta, c.runtime)
         accept["accept"] = metrics.spec_decode_acceptance(delta, c.runtime)
         if not tp.gen_tokens:
-            raise checks.CheckFailed("/metrics counted no generated tokens during the checks")
+            raise CheckFailed("/metrics counted no generated tokens during the checks")
         measured = {k: round(v, 2) for k, v in (("pp t/s", tp.pp), ("tg t/s", tp.tg)) if v}
         if accept["accept"] is not None:
             measured["acceptance"] = round(accept["accept"], 2)
@@ -153,7 +149,7 @@ def _against(
     wanted = {n: spec.probes[n] for n in names}
     bad = metrics.compare(got, wanted, require_all=True)
     if bad:
-        raise checks.CheckFailed("; ".join(map(str, bad)))
+        raise CheckFailed("; ".join(map(str, bad)))
     return "within tolerance of the baselines", got
 
 
@@ -221,7 +217,7 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
         host = discover_host() if o.gpu_mode == "manual" else None
         env = engine.image_env(record.image_id).get("LD_LIBRARY_PATH")
         attach = plan_gpu(o.gpu_mode, engine=engine.name, host=host, image_ld_path=env)
-        spec_run = replace(with_gpu(spec_run, attach), gpu=attach)
+        spec_run = with_gpu(spec_run, attach)
     c = _Checks(f"http://127.0.0.1:{port}", target.serve.model or name, target.serve.runtime)
     o.out.mkdir(parents=True, exist_ok=True)
     log_path = o.out / f"{name}.log"
@@ -250,7 +246,7 @@ def _run_checks(c: _Checks, spec: SmokeSpec, engine: Engine, container: str, ima
     def same_image() -> tuple[str, Mapping[str, float]]:
         running = engine.state(container).image_id
         if running != image:
-            raise checks.CheckFailed(f"running {running}, the build record holds {image}")
+            raise CheckFailed(f"running {running}, the build record holds {image}")
         return running, {}
 
     c.run("image digest", same_image)
@@ -267,14 +263,14 @@ def _run_checks(c: _Checks, spec: SmokeSpec, engine: Engine, container: str, ima
 def _models(c: _Checks) -> tuple[str, Mapping[str, float]]:
     ids = checks.model_ids(c.base)
     if c.model not in ids:
-        raise checks.CheckFailed(f"/v1/models lists {ids}, not {c.model!r}")
+        raise CheckFailed(f"/v1/models lists {ids}, not {c.model!r}")
     return ", ".join(ids), {}
 
 
 def _scan(log: str) -> tuple[str, Mapping[str, float]]:
     bad = checks.bad_log_lines(log)
     if bad:
-        raise checks.CheckFailed("known-bad lines in the log:\n" + "\n".join(bad[:10]))
+        raise CheckFailed("known-bad lines in the log:\n" + "\n".join(bad[:10]))
     return f"{len(log.splitlines())} lines, none known-bad", {}
 
 

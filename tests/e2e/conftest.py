@@ -22,10 +22,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pipeline.build import Outcome, Settings, build_target
+from pipeline.build.run import Outcome, Settings, build_target
 from pipeline.engines import get_engine
-from pipeline.fetch import fetch_verified
-from pipeline.lock import load_lock
+from pipeline.lock.model import load_lock
+from pipeline.payloads.cache import fetch_verified
 from tests.bases import push_scratch_image
 from tests.e2e.llama_cpu import LLAMA_SDIST_SHA256, LLAMA_SDIST_URL, llama_cpu_lock
 from tests.policy import unavailable

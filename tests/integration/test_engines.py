@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from pipeline.build import Settings, build_target
+from pipeline.build.plan import LABEL_PREFIX
+from pipeline.build.run import Settings, build_target
 from pipeline.engines.base import BuildRequest, Engine, Log
 from pipeline.errors import BuildError
-from pipeline.lock import load_lock
-from pipeline.plan import LABEL_PREFIX
+from pipeline.lock.model import load_lock
 from tests.lockfactory import doc, make_repo
 
 pytestmark = pytest.mark.integration
@@ -165,7 +165,7 @@ def test_bind_mount_reads_the_context_without_copy(
 def test_reproduce_builds_twice_without_cache_and_says_why_when_they_differ(
     engine: Engine, busybox_base: tuple[str, str], tmp_path: Path
 ) -> None:
-    from pipeline.reproduce import reproduce_target
+    from pipeline.build.reproduce import reproduce_target
 
     lock = load_lock(_lock(tmp_path, busybox_base, engine.name))
     spy = CountingEngine(engine)

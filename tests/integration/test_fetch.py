@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.fetch import fetch_verified
+from pipeline.payloads.cache import fetch_verified
 
 pytestmark = pytest.mark.integration
 

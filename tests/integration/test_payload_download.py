@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import LockError, PipelineError
-from pipeline.payloads import Options, download_url, payload_path, run_payloads
-from pipeline.payloads.errors import DiskSpaceError, HTTPFatal, IntegrityError
+from pipeline.errors import DiskSpaceError, IntegrityError, LockError, PipelineError
+from pipeline.payloads.download import download_url
+from pipeline.payloads.errors import HTTPFatal
+from pipeline.payloads.run import Options, run_payloads
 from pipeline.payloads.settings import MiB, Tuning
+from pipeline.payloads.store import payload_path
 from tests.integration.payload_servers import (
     TOKEN,
     FaultServer,
@@ -206,7 +208,8 @@ def test_cli_reports_errors_without_a_traceback(fault: FaultServer, tmp_path: Pa
     cmd = [
         sys.executable,
         "-m",
-        "pipeline.payloads",
+        "pipeline",
+        "payloads",
         "--quiet",
         "--lock",
         str(lock.path),

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from pipeline.build.plan import plan_target
 from pipeline.errors import DriftError, LockError
-from pipeline.fingerprint import check_drift
-from pipeline.lock import dump_lock, load_lock, write_lock
-from pipeline.plan import plan_target
+from pipeline.lock.fingerprint import check_drift
+from pipeline.lock.model import dump_lock, load_lock, write_lock
 from tests.lockfactory import DOC, doc, make_repo, reparse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,7 +177,7 @@ def test_provenance_is_not_a_build_input(tmp_path: Path) -> None:
 
 
 def test_the_checkout_root_is_the_folder_that_holds_images(tmp_path: Path) -> None:
-    from pipeline.lock import checkout_root
+    from pipeline.lock.model import checkout_root
 
     (tmp_path / "repo/images").mkdir(parents=True)
     (tmp_path / "repo/locks/test").mkdir(parents=True)

@@ -12,11 +12,11 @@ import pytest
 from gguf import GGUFReader, GGUFWriter
 from gguf.constants import GGML_QUANT_SIZES
 
-from pipeline.lock import Payload, load_lock, parse_lock
+from pipeline.errors import FormatError
+from pipeline.lock.model import Payload, load_lock, parse_lock
 from pipeline.payloads import gguf as g
 from pipeline.payloads import safetensors as s
 from pipeline.payloads.checks import check_file, check_index, check_targets
-from pipeline.payloads.errors import FormatError
 from tests.fixtures_gemma import GemmaFile, gemma3_270m_gguf  # noqa: F401
 
 LOCK = Path(__file__).parents[2] / "locks" / "digests.json"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import LockError, UsageError
-from pipeline.lock import Payload, load_lock
+from pipeline.lock.model import Payload, load_lock
 from pipeline.payloads.hasher import OrderedHasher
 from pipeline.payloads.ranges import RangeSet, split
 from pipeline.payloads.schedule import Scheduler

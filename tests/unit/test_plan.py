@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build import build_key
+from pipeline.build.plan import LABEL_PREFIX, plan_target, render
+from pipeline.build.run import build_key
 from pipeline.errors import LockError
-from pipeline.lock import load_lock
-from pipeline.plan import LABEL_PREFIX, plan_target, render
+from pipeline.lock.model import load_lock
 from tests.lockfactory import DIGEST, doc, make_repo
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pipeline.reproduce import Reproduction, layer_difference
+from pipeline.build.reproduce import Reproduction, layer_difference
 
 A, B, C = "sha256:" + "a" * 64, "sha256:" + "b" * 64, "sha256:" + "c" * 64
 

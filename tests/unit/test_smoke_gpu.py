@@ -6,21 +6,34 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.engines.base import Mount, RunSpec
+from pipeline.engines import buildah, docker, podman
+from pipeline.engines.base import DeviceRequest, Mount, RunSpec
+from pipeline.errors import GpuAttachError
 from pipeline.smoke.gpu import (
     CDI_ALL,
     CONTAINER_LIB_DIR,
-    DeviceRequest,
-    GpuAttachError,
+    GpuAttach,
     HostGpu,
     discover_host,
-    docker_run_kwargs,
     parse_ldconfig,
     plan_gpu,
-    podman_cli_args,
-    podman_run_kwargs,
     with_gpu,
 )
+
+
+def docker_run_kwargs(attach: GpuAttach) -> dict[str, object]:
+    return docker.run_devices(with_gpu(RunSpec("img"), attach))
+
+
+def podman_run_kwargs(attach: GpuAttach) -> dict[str, object]:
+    return podman.run_devices(with_gpu(RunSpec("img"), attach))
+
+
+def podman_cli_args(attach: GpuAttach) -> list[str]:
+    """The buildah engine runs containers with the podman CLI: what comes before the image."""
+    argv = buildah.run_argv(with_gpu(RunSpec("img"), attach))
+    return [a for i, a in enumerate(argv) if "--device" in argv[max(i - 1, 0) : i + 1]]
+
 
 DRIVER = "610.57.04"
 LIBDIR = "usr/lib/x86_64-linux-gnu"

@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 
 from pipeline.engines.base import Mount
-from pipeline.lock import load_lock
-from pipeline.smoke.config import SmokeConfigError, load_smoke
-from pipeline.smoke.runner import SmokeError, container_command, needs_gpu, run_spec
+from pipeline.errors import SmokeConfigError, SmokeError
+from pipeline.lock.model import load_lock
+from pipeline.smoke.config import load_smoke
+from pipeline.smoke.runner import container_command, needs_gpu, run_spec
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = load_lock(REPO / "locks" / "digests.json")
@@ -88,17 +89,17 @@ def test_malformed_expectations_name_file_and_key(
         load_smoke(path)
 
 
-def test_the_cli_offers_every_gpu_mode() -> None:
-    from pipeline.cli_serve import GPU_MODES
-    from pipeline.smoke.gpu import MODES
+def test_the_cli_offers_every_engine() -> None:
+    from pipeline.cli.options import ENGINE_NAMES
+    from pipeline.engines import ENGINES
 
-    assert GPU_MODES == MODES
+    assert tuple(ENGINES) == ENGINE_NAMES
 
 
 def test_the_cli_default_connections_is_the_downloaders() -> None:
     import argparse
 
-    from pipeline.cli_serve import add_payload_options
+    from pipeline.cli.options import add_payload_options
     from pipeline.payloads.settings import DEFAULT_CONNECTIONS
 
     parser = argparse.ArgumentParser()

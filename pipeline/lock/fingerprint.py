@@ -10,22 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
 
 from pipeline.errors import DriftError, LockError
-from pipeline.lock import Lock, Target, parse_lock
+from pipeline.fs import sha256_file
+from pipeline.lock.model import Lock, Target, parse_lock
 
 RELOCK = "review the change, then run nox -s lock"
 SERVING = ("serve", "payloads")  # target keys that say how to run the image, not build it
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def context_files(lock: Lock, target: Target) -> dict[str, str]:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass
 
-from pipeline.refs import DIGEST_RE
+from pipeline.lock.refs import DIGEST_RE
 
 _ARG_REF = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
 _DOWNLOAD = re.compile(

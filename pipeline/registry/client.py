@@ -10,8 +10,8 @@ import re
 
 import requests
 
-from pipeline.errors import PipelineError
-from pipeline.refs import parse_ref
+from pipeline.errors import RegistryError
+from pipeline.lock.refs import parse_ref
 
 ACCEPT = ", ".join([
     "application/vnd.oci.image.index.v1+json",
@@ -20,10 +20,6 @@ ACCEPT = ", ".join([
     "application/vnd.docker.distribution.manifest.v2+json",
 ])  # fmt: skip
 HUB_API = "registry-1.docker.io"
-
-
-class RegistryError(PipelineError):
-    """A registry could not be reached or did not know the reference."""
 
 
 def _token(challenge: str, timeout: float) -> str | None:

@@ -8,8 +8,6 @@ trailing newline) and atomic, so a refresh produces a small, reviewable diff.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +16,9 @@ from typing import Any
 import jsonschema
 
 from pipeline.errors import LockError, UsageError
-from pipeline.lock_schema import LOCK_SCHEMA
-from pipeline.refs import ReferenceError, parse_ref
+from pipeline.fs import write_atomic
+from pipeline.lock.refs import ReferenceError, parse_ref
+from pipeline.lock.schema import LOCK_SCHEMA
 
 DEFAULT_LOCK = Path("locks/digests.json")
 DEFAULT_PLATFORM = "linux/amd64"
@@ -291,36 +290,6 @@ def load_lock(path: Path = DEFAULT_LOCK) -> Lock:
 def dump_lock(doc: Mapping[str, Any]) -> str:
     """The canonical text of a lock document."""
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def _mode_for(path: Path) -> int:
-    try:
-        return path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so readers see the old or the new file, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, _mode_for(path))  # mkstemp's 0600 would lock other users out
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dirfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dirfd)
-    finally:
-        os.close(dirfd)
 
 
 def write_lock(path: Path, doc: Mapping[str, Any]) -> None:

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pipeline.context import stage
+from pipeline.build.context import stage
 from pipeline.engines.base import BuildRequest, Engine
 from pipeline.errors import BuildError
-from pipeline.fetch import fetch_verified
-from pipeline.fingerprint import check_drift
-from pipeline.lock import Lock
+from pipeline.payloads.cache import fetch_verified
+from pipeline.lock.fingerprint import check_drift
+from pipeline.lock.model import Lock
 from pipeline.log import echo, step
-from pipeline.plan import LABEL_PREFIX, BuildPlan, plan_target
-from pipeline.records import BuildRecord, read_record, write_record
+from pipeline.build.plan import LABEL_PREFIX, BuildPlan, plan_target
+from pipeline.build.records import BuildRecord, read_record, write_record
 
 
 @dataclass(frozen=True)

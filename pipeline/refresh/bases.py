@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from pipeline.errors import UsageError
-from pipeline.fingerprint import relock
-from pipeline.lock import Lock, parse_lock
-from pipeline.refs import parse_ref
-from pipeline.registry import RegistryError, manifest_digest
+from pipeline.errors import RegistryError, UsageError
+from pipeline.lock.fingerprint import relock
+from pipeline.lock.model import Lock, parse_lock
+from pipeline.lock.refs import parse_ref
+from pipeline.registry.client import manifest_digest
 
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
 

@@ -1,4 +1,4 @@
-"""Fetch one file by URL and sha256 into a content-addressed cache.
+"""Fetch one file by URL and sha256 into a content-addressed cache (source archives).
 
 The mirror (``--mirror`` / PIPELINE_MIRROR) is tried first, at
 ``{mirror}/{host}/{path}`` of the upstream URL, then upstream. The bytes come
@@ -10,34 +10,19 @@ holds a wrong file.
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from pipeline.errors import PipelineError
+from pipeline.fs import sha256_file
 from pipeline.log import echo
-
-
-class FetchError(PipelineError):
-    """A file could not be fetched, or its bytes did not match the lock."""
-
-    return_code = 8
-
-
-def mirror_url(mirror: str, url: str) -> str:
-    """Where ``url`` lives on ``mirror``: ``{mirror}/{host}/{path}``."""
-    parts = urlsplit(url)
-    return f"{mirror.rstrip('/')}/{parts.netloc}{parts.path}"
+from pipeline.payloads.download import download_url
 
 
 def fetch_verified(url: str, sha256: str, cache: Path, mirror: str | None = None) -> Path:
     """A local path whose bytes have ``sha256``, fetched from the mirror or ``url`` if needed."""
-    from pipeline.payloads.download import download_url  # the payload package imports us
-    from pipeline.payloads.store import hash_file
-
     dest = cache / "sha256" / sha256[:2] / sha256
     if dest.is_file():
         # Archives are small next to models: re-hash rather than trust the cache, so a
         # damaged file is fetched again here instead of failing inside the build.
-        if hash_file(dest) == sha256:
+        if sha256_file(dest) == sha256:
             return dest
         echo(f"warning: {dest} no longer has its sha256; fetching it again", style="yellow")
         dest.unlink()

@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pipeline.lock import write_atomic
+from pipeline.fs import write_atomic
 from pipeline.log import echo
 
 

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.errors import LockError
-from pipeline.fingerprint import context_files, fingerprint
-from pipeline.lock import PIN_BY_HAND, Lock, Payload, Serve, Target
+from pipeline.lock.fingerprint import context_files, fingerprint
+from pipeline.lock.model import PIN_BY_HAND, Lock, Payload, Serve, Target
 
 LABEL_PREFIX = "io.github.lockpipe"
 SOURCE_ARCHIVE = "source.tar.gz"

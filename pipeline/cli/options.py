@@ -1,0 +1,123 @@
+"""Options shared by the verbs, and the environment variables behind them.
+
+The pipeline's own variables (``PIPELINE_*``) are read here and nowhere else.
+Below the command line only the engines' conventions (``DOCKER_HOST``,
+``CONTAINER_HOST``, ``XDG_RUNTIME_DIR``), ``GITHUB_ACTIONS`` (log groups) and
+the credentials in the environment handed to the payload stage are read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+from pipeline.engines.base import GPU_MODES
+from pipeline.errors import UsageError
+from pipeline.fs import cache_home
+
+if TYPE_CHECKING:
+    from pipeline.lock.model import Lock
+
+DEFAULT_LOCK = Path("locks/digests.json")
+DEFAULT_SMOKE = Path("locks/smoke.json")
+ENGINE_NAMES = ("buildah", "podman", "docker")  # pipeline.engines.ENGINES, checked by a test
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage; here 2 means an invalid lock, so usage exits 64."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage()
+        self.exit(UsageError.return_code, f"{self.prog}: error: {message}\n")
+
+
+def _env(var: str) -> str | None:
+    return os.environ.get(var) or None
+
+
+def common() -> Parser:
+    p = Parser(add_help=False)
+    p.add_argument("--lock", type=Path, default=Path(_env("PIPELINE_LOCK") or DEFAULT_LOCK),
+                   help="the lock file (PIPELINE_LOCK; default locks/digests.json)")  # fmt: skip
+    p.add_argument("--engine", choices=ENGINE_NAMES, default=_env("PIPELINE_ENGINE"),
+                   help="buildah, podman or docker (PIPELINE_ENGINE; default: the first "
+                   "that works)")  # fmt: skip
+    p.add_argument("--mirror", default=_env("PIPELINE_MIRROR"),
+                   help="base URL tried before upstream for every fetched file "
+                   "(PIPELINE_MIRROR)")  # fmt: skip
+    state = _env("PIPELINE_STATE")
+    p.add_argument("--state", type=Path, default=Path(state) if state else None,
+                   help="where build records live (PIPELINE_STATE; default .pipeline in the "
+                   "lock's checkout)")  # fmt: skip
+    p.add_argument("--cache", type=Path,
+                   default=Path(_env("PIPELINE_CACHE") or cache_home(os.environ) / "lockpipe"),
+                   help="verified downloads by sha256 (PIPELINE_CACHE; default "
+                   "~/.cache/lockpipe)")  # fmt: skip
+    p.add_argument("--force", action="store_true", help="rebuild even when the record is current")
+    return p
+
+
+def add_payload_options(p: argparse.ArgumentParser) -> None:
+    store = _env("PIPELINE_STORE")
+    p.add_argument("--store", type=Path, default=Path(store) if store else None,
+                   help="payload store (PIPELINE_STORE; default /var/lib/lockpipe/payloads "
+                        "for root, else ~/.cache/lockpipe/store)")  # fmt: skip
+    p.add_argument("--connections", type=int, default=16,
+                   help="parallel connections, shared by the files at once (16)")  # fmt: skip
+    p.add_argument("--verify", action="store_true", help="re-hash every file in the store")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--quiet", action="store_true", help="no progress display")
+    out.add_argument("--jsonl", action="store_true", help="progress as JSON lines, for CI")
+
+
+def add_smoke_options(p: argparse.ArgumentParser) -> None:
+    add_payload_options(p)
+    p.add_argument("--gpu", action="store_true", help="GPU targets too, on their own ports")
+    p.add_argument("--gpu-mode", choices=GPU_MODES, default=_env("PIPELINE_GPU_MODE") or "cdi",
+                   help="how the GPU reaches the container (PIPELINE_GPU_MODE; default "
+                   "cdi)")  # fmt: skip
+    p.add_argument("--expect", type=Path, default=Path(_env("PIPELINE_SMOKE") or DEFAULT_SMOKE),
+                   help="what each target must answer (PIPELINE_SMOKE; default "
+                   "locks/smoke.json)")  # fmt: skip
+    p.add_argument("--port", type=int, default=None,
+                   help="host port (default: the target's own with --gpu, else a free "
+                   "one)")  # fmt: skip
+    p.add_argument("--port-timeout", type=float, default=90.0,
+                   help="seconds to wait for a held port to clear (90)")  # fmt: skip
+    p.add_argument("--out", type=Path, default=None,
+                   help="logs, smoke.json and smoke.junit.xml (default STATE/smoke)")  # fmt: skip
+
+
+def quiet() -> bool:
+    """PIPELINE_QUIET=1 silences progress lines (errors still print)."""
+    return os.environ.get("PIPELINE_QUIET") == "1"
+
+
+# build-GROUP builds the target GROUP and its variants GROUP-* (llama-cuda, llama-cuda-mtp).
+GROUPS = ("frank-small", "llama-cuda", "llama-cpu")
+
+
+def state_dir(args: argparse.Namespace, loaded: Lock) -> Path:
+    """--state, else ``.pipeline`` in the checkout the lock belongs to (not the cwd)."""
+    return Path(args.state).expanduser() if args.state else loaded.root / ".pipeline"
+
+
+def targets(args: argparse.Namespace, loaded: Lock) -> list[str]:
+    """The targets named on the command line (or every one), each checked to exist."""
+    names: list[str] = args.targets or sorted(loaded.targets)
+    group = args.verb.removeprefix("build-")
+    if group in GROUPS:
+        members = [t for t in sorted(loaded.targets) if t == group or t.startswith(group + "-")]
+        if not members:
+            raise UsageError(f"{loaded.path}: no targets named {group} or {group}-*")
+        names = args.targets or members
+        wrong = [n for n in names if n not in members]
+        if wrong:
+            raise UsageError(
+                f"{', '.join(wrong)}: not a {group} variant; choose from {', '.join(members)}"
+            )
+    for n in names:
+        loaded.target(n)
+    return names

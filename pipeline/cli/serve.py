@@ -1,0 +1,82 @@
+"""The verbs that feed and run built images: ``payloads`` and ``smoke``.
+
+Their options live in :mod:`pipeline.cli.options`, so building the parser
+imports neither the payload nor the smoke package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from pipeline.build.records import read_record
+from pipeline.cli.options import state_dir
+from pipeline.engines import get_engine
+from pipeline.errors import UsageError
+from pipeline.lock.model import load_lock
+from pipeline.log import console, echo
+from pipeline.payloads.run import Options, run_payloads
+from pipeline.payloads.store import default_store, payload_path
+from pipeline.smoke.config import load_smoke
+from pipeline.smoke.report import SmokeReport, render, write_json, write_junit
+from pipeline.smoke.runner import SmokeOptions, needs_gpu, smoke_target
+
+
+def _payload_options(args: argparse.Namespace) -> Options:
+    env = dict(os.environ)
+    store = args.store or default_store(env)
+    output = "quiet" if args.quiet else "jsonl" if args.jsonl else "rich"
+    # Resolved once: the smoke runner maps store paths into the container relative to it.
+    store = store.expanduser().resolve()
+    return Options(store, args.mirror, args.connections, args.verify, output, env=env)
+
+
+def do_payloads(args: argparse.Namespace) -> int:
+    run_payloads(load_lock(args.lock), args.targets, _payload_options(args))
+    return 0
+
+
+def do_smoke(args: argparse.Namespace) -> int:
+    loaded = load_lock(args.lock)
+    engine = get_engine(args.engine)
+    state = state_dir(args, loaded)
+    names = args.targets or sorted(loaded.targets)
+    for n in names:
+        loaded.target(n)
+    if not args.gpu:
+        gpu_only = [n for n in names if needs_gpu(loaded.target(n))]
+        if gpu_only and args.targets:
+            raise UsageError(
+                f"{', '.join(gpu_only)} need a GPU: run smoke with --gpu on a GPU host"
+            )
+        names = [n for n in names if n not in gpu_only]
+    if not args.targets:
+        names = [n for n in names if read_record(state, engine.name, n) is not None]
+        if not names:
+            raise UsageError(f"no target was built with {engine.name} here ({state}); "
+                             "build one first, e.g. nox -s build-llama-cpu")  # fmt: skip
+    specs = load_smoke(args.expect)
+    options = _payload_options(args)
+    out = (args.out or state / "smoke").expanduser()
+    smoke = SmokeOptions(
+        options.store, state, out, gpu=args.gpu, gpu_mode=args.gpu_mode,
+        port_timeout=args.port_timeout, port=args.port,
+    )  # fmt: skip
+    reports: list[SmokeReport] = []
+    for n in names:  # every expectation is checked before any container starts
+        if n not in specs:
+            raise UsageError(f"{args.expect}: no expectations for target {n}; add targets.{n}")
+        for check, modality in ((specs[n].image, "vision"), (specs[n].audio, "audio")):
+            if check is not None and modality not in loaded.target(n).serve.modalities:
+                raise UsageError(f"{args.expect}: targets.{n} checks {modality}, but "
+                                 f"targets.{n}.serve.modalities in the lock lacks it")  # fmt: skip
+    for n in names:
+        t = loaded.target(n)
+        run_payloads(loaded, [n], options)
+        paths = {p: payload_path(options.store, loaded.payloads[p]) for p in t.payloads}
+        reports.append(smoke_target(loaded, n, specs[n], engine, paths, smoke))
+        render(reports[-1], console)
+    write_json(reports, out / "smoke.json")
+    write_junit(reports, out / "smoke.junit.xml")
+    echo(f"reports: {out / 'smoke.json'}, {out / 'smoke.junit.xml'}")
+    return 0 if all(r.ok for r in reports) else 1

@@ -1,0 +1,67 @@
+"""Files, once: sha256 of a file, an atomic write with its folder fsynced, the XDG cache home.
+
+Every module that hashes, replaces or caches a file calls these; none has its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def sha256_file(path: Path, block: int = 8 << 20) -> str:
+    """The sha256 of a whole file, read in ``block``-sized pieces without copies."""
+    sha = hashlib.sha256()
+    with path.open("rb", buffering=0) as fh:
+        buf = bytearray(block)
+        view = memoryview(buf)
+        while n := fh.readinto(buf):
+            sha.update(view[:n])
+    return sha.hexdigest()
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or unlink in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so readers see the old or the new file, never half.
+
+    The new file keeps the old one's mode (mkstemp's 0600 would lock other users out).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, _mode_for(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def cache_home(env: Mapping[str, str]) -> Path:
+    """``$XDG_CACHE_HOME``, else ``~/.cache`` (of ``env``'s HOME), expanded."""
+    home = env.get("HOME") or "~"
+    return Path(env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")).expanduser()
