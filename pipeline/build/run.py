@@ -16,14 +16,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.build.context import stage
+from pipeline.build.plan import LABEL_PREFIX, BuildPlan, plan_target
+from pipeline.build.records import BuildRecord, read_record, write_record
 from pipeline.engines.base import BuildRequest, Engine
 from pipeline.errors import BuildError
-from pipeline.payloads.cache import fetch_verified
 from pipeline.lock.fingerprint import check_drift
 from pipeline.lock.model import Lock
 from pipeline.log import echo, step
-from pipeline.build.plan import LABEL_PREFIX, BuildPlan, plan_target
-from pipeline.build.records import BuildRecord, read_record, write_record
 
 
 @dataclass(frozen=True)
@@ -63,6 +62,9 @@ def run_build(
     with tempfile.TemporaryDirectory(prefix=f"lockpipe-{plan.target}-") as tmp:
         extra = {}
         if plan.source is not None:
+            # Only a build that runs fetches: a no-op build never loads the HTTP stack.
+            from pipeline.payloads.cache import fetch_verified
+
             src = plan.source
             extra[src.filename] = fetch_verified(src.url, src.sha256, s.cache, s.mirror)
         context = stage(plan.context, plan.dockerfile, labels, extra, Path(tmp) / "context")

@@ -1,25 +1,15 @@
-"""The verbs that read the lock and build: plan, build-*, reproduce, lint and lock."""
+"""The verbs that run an engine: build, build-GROUP and reproduce."""
 
 from __future__ import annotations
 
 import argparse
 
-from pipeline.build import lint, plan, reproduce
+from pipeline.build import reproduce
 from pipeline.build.run import Settings, build_target
 from pipeline.cli.options import state_dir, targets
 from pipeline.engines import get_engine
-from pipeline.errors import LintError
-from pipeline.lock.fingerprint import check_drift, relock
-from pipeline.lock.model import load_lock, write_lock
+from pipeline.lock.model import load_lock
 from pipeline.log import echo
-
-
-def do_plan(args: argparse.Namespace) -> int:
-    loaded = load_lock(args.lock)
-    for n in targets(args, loaded):
-        check_drift(loaded, loaded.target(n))
-        print(plan.render(plan.plan_target(loaded, n)), end="\n\n")
-    return 0
 
 
 def do_build(args: argparse.Namespace) -> int:
@@ -42,39 +32,3 @@ def do_reproduce(args: argparse.Namespace) -> int:
     for r in results:
         echo(str(r), style=None if r.same else "yellow")
     return 0 if all(r.same for r in results) else 1
-
-
-def do_lint(args: argparse.Namespace) -> int:
-    loaded = load_lock(args.lock)
-    problems = []
-    for t in (loaded.target(n) for n in targets(args, loaded)):
-        path = loaded.root / t.context / t.dockerfile
-        found = lint.lint_dockerfile(
-            path.read_text(), pinned_args=set(t.bases), allow_copy=t.allow_copy
-        )
-        problems += [f.render(f"{t.context}/{t.dockerfile}") for f in found]
-        problems += [
-            f"targets.{t.name}.build_args.{k}: apt packages without APT_SNAPSHOT install "
-            "whatever is current; add APT_SNAPSHOT (a date like 20261101T000000Z)"
-            for k in lint.unpinned_apt(t.build_args)
-        ]
-    if problems:
-        raise LintError("Dockerfile pinning rules broken:\n  " + "\n  ".join(problems))
-    echo("lint: every Dockerfile is pinned")
-    return 0
-
-
-def do_lock(args: argparse.Namespace) -> int:
-    loaded = load_lock(args.lock)
-    if args.check:
-        for t in loaded.targets.values():
-            check_drift(loaded, t)
-        echo(f"{args.lock}: no drift")
-        return 0
-    doc = relock(loaded)
-    if doc == loaded.document:
-        echo(f"{args.lock}: already current")
-        return 0
-    write_lock(args.lock, doc)
-    echo(f"{args.lock}: fingerprints updated; review with git diff {args.lock}")
-    return 0

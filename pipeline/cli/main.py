@@ -18,14 +18,14 @@ from pipeline.log import console, set_quiet
 
 # verb: ("module:function", help)
 VERBS: dict[str, tuple[str, str]] = {
-    "plan": ("build:do_plan", "print the fully resolved build plan of each target"),
+    "plan": ("check:do_plan", "print the fully resolved build plan of each target"),
     "build": ("build:do_build", "build every target (or those named)"),
     "build-frank-small": ("build:do_build", "build the vLLM frank-small image"),
     "build-llama-cuda": ("build:do_build", "build the llama.cpp CUDA variants (or those named)"),
     "build-llama-cpu": ("build:do_build", "build llama.cpp without CUDA"),
     "reproduce": ("build:do_reproduce", "build each target twice without cache and compare"),
-    "lint": ("build:do_lint", "check every Dockerfile against the pinning rules"),
-    "lock": ("build:do_lock", "bring pip hashes and drift fingerprints up to date (after review)"),
+    "lint": ("check:do_lint", "check every Dockerfile against the pinning rules"),
+    "lock": ("check:do_lock", "bring pip hashes and drift fingerprints up to date (after review)"),
     "refresh-digests": ("refresh:do_refresh", "re-resolve base image digests at their registries"),
     "payloads": ("serve:do_payloads", "fetch and verify the payloads of the lock (or NAME…)"),
     "smoke": ("serve:do_smoke", "run each built image with its payloads and check it serves"),

@@ -7,18 +7,17 @@ trailing newline) and atomic, so a refresh produces a small, reviewable diff.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from pipeline.errors import LockError, UsageError
 from pipeline.fs import write_atomic
-from pipeline.lock.refs import ReferenceError, parse_ref
-from pipeline.lock.schema import LOCK_SCHEMA
+from pipeline.lock.refs import parse_ref
+from pipeline.lock.validate import cross_errors, decode, schema_errors, schema_key
 
 DEFAULT_LOCK = Path("locks/digests.json")
 DEFAULT_PLATFORM = "linux/amd64"
@@ -28,11 +27,6 @@ PIN_BY_HAND = (
     "pin it from the publisher's release or file page (nox -s refresh-digests covers "
     "base images only, for now)"
 )
-_PATTERN_HINTS = {
-    "^sha256:[0-9a-f]{64}$": "must be 'sha256:' and 64 lowercase hex digits",
-    "^[0-9a-f]{64}$": "must be 64 lowercase hex digits (a sha256)",
-    "^[0-9a-f]{40}$": "must be a full 40-hex-digit commit",
-}
 
 
 @dataclass(frozen=True)
@@ -134,57 +128,6 @@ class Lock:
         return self.targets[name]
 
 
-def _json_path(parts: Any) -> str:
-    return ".".join(str(p) for p in parts) or "(top level)"
-
-
-def _schema_errors(doc: Any) -> list[str]:
-    validator = jsonschema.Draft202012Validator(LOCK_SCHEMA)
-    out = []
-    for err in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
-        msg = err.message
-        if err.validator == "pattern":
-            msg = f"{err.instance!r} {_PATTERN_HINTS.get(str(err.validator_value), msg)}"
-        elif err.validator == "additionalProperties" and err.path:
-            msg = f"{msg} (check the spelling against README.md's lock fields)"
-        out.append(f"{_json_path(err.absolute_path)}: {msg}")
-    return out
-
-
-def _cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
-    out = []
-    for name, base in doc["bases"].items():
-        try:
-            ref = parse_ref(base["ref"])
-        except ReferenceError as exc:
-            out.append(f"bases.{name}.ref: {exc}")
-            continue
-        if ref.digest:
-            out.append(f"bases.{name}.ref: put the digest in bases.{name}.digest, not in the ref")
-        if ref.tag in (None, "latest"):
-            out.append(f"bases.{name}.ref: {base['ref']!r} needs a tag other than 'latest'")
-    for name, pip in doc.get("pip", {}).items():
-        if not (root / pip["file"]).is_file():
-            out.append(f"pip.{name}.file: {pip['file']} does not exist under {root}")
-    tables = {"bases": "bases", "source": "sources", "pip": "pip", "payloads": "payloads"}
-    for tname, target in doc["targets"].items():
-        if not (root / target["context"] / target.get("dockerfile", "Dockerfile")).is_file():
-            out.append(
-                f"targets.{tname}.context: no Dockerfile in {root / target['context']} (paths "
-                "are relative to the nearest folder above the lock that holds images/)"
-            )
-        for key, table in tables.items():
-            value = target.get(key)
-            used = value.values() if isinstance(value, dict) else value
-            used = [used] if isinstance(used, str) else used or []
-            out += [
-                f"targets.{tname}.{key}: {u!r} is not in {table}; add it or fix the name"
-                for u in used
-                if u not in doc.get(table, {})
-            ]
-    return out
-
-
 def checkout_root(lock_path: Path) -> Path:
     """The nearest folder above the lock that holds ``images/`` (for ``locks/digests.json``:
     the checkout); the lock's grandparent when none does."""
@@ -195,12 +138,15 @@ def checkout_root(lock_path: Path) -> Path:
     return here.parent
 
 
-def parse_lock(doc: Any, path: Path, root: Path | None = None) -> Lock:
-    """Validate a decoded lock document and return it as dataclasses."""
+def parse_lock(doc: Any, path: Path, root: Path | None = None, *, schema_ok: bool = False) -> Lock:
+    """Validate a decoded lock document and return it as dataclasses.
+
+    ``schema_ok``: these exact bytes already passed this schema (see load_lock).
+    """
     root = root or checkout_root(path)
-    errors = _schema_errors(doc)
+    errors = [] if schema_ok else schema_errors(doc)
     if not errors:
-        errors = _cross_errors(doc, root)
+        errors = cross_errors(doc, root)
     if errors:
         shown = "\n  ".join(errors[:12])
         more = f"\n  … and {len(errors) - 12} more" if len(errors) > 12 else ""
@@ -277,14 +223,16 @@ def load_lock(path: Path = DEFAULT_LOCK) -> Lock:
         ) from None
     except OSError as exc:
         raise LockError(f"{path}: cannot read the lock ({exc.strerror})") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise LockError(
-            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
-            "fix it by hand or restore it with git checkout"
-        ) from None
-    return parse_lock(doc, path)
+    doc = decode(text, path)
+    root = checkout_root(path)
+    # jsonschema costs a tenth of a second to import: a lock whose exact bytes passed
+    # this exact schema before is not validated again (the cross-checks always run).
+    marker = root / ".pipeline" / "valid-locks" / schema_key(text)
+    lock = parse_lock(doc, path, root, schema_ok=marker.is_file())
+    with contextlib.suppress(OSError):  # a read-only checkout just validates every time
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    return lock
 
 
 def dump_lock(doc: Mapping[str, Any]) -> str:

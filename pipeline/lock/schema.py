@@ -1,7 +1,9 @@
 """The JSON Schema of ``locks/digests.json``, version 1.
 
 Structure only: types, required keys and value shapes. Cross-references
-(a target naming a base that does not exist) are checked in ``lock.py``.
+(a target naming a base that does not exist) are checked in ``validate.py``.
+Every number is bounded, so no value in a valid lock overflows a time_t, a
+file offset or Python's datetime.
 Pinned values (digest, commit, sha256) are optional on purpose: an entry
 that is not yet known stays unpinned, and whatever needs it says so.
 """
@@ -14,6 +16,9 @@ SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
 COMMIT = {"type": "string", "pattern": "^[0-9a-f]{40}$"}
 NAME = "^[a-z0-9][a-z0-9._-]*$"
+MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z: inside time_t, and datetime can show it
+MAX_SIZE = 2**63 - 1  # a file offset (off_t)
+COUNT = {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}
 ORIGIN = {
     "type": "object",
     "required": ["source", "seen"],
@@ -61,7 +66,7 @@ PAYLOAD = _obj(
     repository={"type": "string", "pattern": "^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"},
     revision=COMMIT,
     filename={"type": "string", "minLength": 1},
-    size={"type": "integer", "minimum": 1},
+    size={"type": "integer", "minimum": 1, "maximum": MAX_SIZE},
     sha256=SHA256,
     role={"enum": ["model", "mtp-assistant", "mmproj"]},
     format={"enum": ["gguf", "safetensors", "json"]},
@@ -73,8 +78,8 @@ SERVE = _obj(
     runtime={"enum": ["vllm", "llama.cpp"]},
     command={"type": "array", "items": {"type": "string"}, "minItems": 1},
     port={"type": "integer", "minimum": 1, "maximum": 65535},
-    context={"type": "integer", "minimum": 1},
-    parallel={"type": "integer", "minimum": 1},
+    context=COUNT,
+    parallel=COUNT,
     kv_dtype={"type": "string"},
     model={"type": "string"},
     modalities={
@@ -100,7 +105,7 @@ TARGET = _obj(
 LOCK_SCHEMA: dict[str, Any] = _obj(
     ["version", "source_date_epoch", "bases", "targets"],
     version={"const": 1},
-    source_date_epoch={"type": "integer", "minimum": 0},
+    source_date_epoch={"type": "integer", "minimum": 0, "maximum": MAX_EPOCH},
     bases=_table(BASE),
     pip=_table(PIP),
     sources=_table(SOURCE),

@@ -1,0 +1,56 @@
+"""The verbs that only read: plan, lint and lock (no engine, no network)."""
+
+from __future__ import annotations
+
+import argparse
+
+from pipeline.build import lint, plan
+from pipeline.cli.options import targets
+from pipeline.errors import LintError
+from pipeline.lock.fingerprint import check_drift, relock
+from pipeline.lock.model import load_lock, write_lock
+from pipeline.log import echo
+
+
+def do_plan(args: argparse.Namespace) -> int:
+    loaded = load_lock(args.lock)
+    for n in targets(args, loaded):
+        check_drift(loaded, loaded.target(n))
+        print(plan.render(plan.plan_target(loaded, n)), end="\n\n")
+    return 0
+
+
+def do_lint(args: argparse.Namespace) -> int:
+    loaded = load_lock(args.lock)
+    problems = []
+    for t in (loaded.target(n) for n in targets(args, loaded)):
+        path = loaded.root / t.context / t.dockerfile
+        found = lint.lint_dockerfile(
+            path.read_text(), pinned_args=set(t.bases), allow_copy=t.allow_copy
+        )
+        problems += [f.render(f"{t.context}/{t.dockerfile}") for f in found]
+        problems += [
+            f"targets.{t.name}.build_args.{k}: apt packages without APT_SNAPSHOT install "
+            "whatever is current; add APT_SNAPSHOT (a date like 20261101T000000Z)"
+            for k in lint.unpinned_apt(t.build_args)
+        ]
+    if problems:
+        raise LintError("Dockerfile pinning rules broken:\n  " + "\n  ".join(problems))
+    echo("lint: every Dockerfile is pinned")
+    return 0
+
+
+def do_lock(args: argparse.Namespace) -> int:
+    loaded = load_lock(args.lock)
+    if args.check:
+        for t in loaded.targets.values():
+            check_drift(loaded, t)
+        echo(f"{args.lock}: no drift")
+        return 0
+    doc = relock(loaded)
+    if doc == loaded.document:
+        echo(f"{args.lock}: already current")
+        return 0
+    write_lock(args.lock, doc)
+    echo(f"{args.lock}: fingerprints updated; review with git diff {args.lock}")
+    return 0
