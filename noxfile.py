@@ -1,7 +1,10 @@
 """Nox sessions: the pipeline's interface. Each one installs the package and calls it.
 
-Every verb of ``python -m pipeline`` is a session here with the same name;
-arguments after ``--`` are passed through (``nox -s build-llama-cuda -- llama-cuda-mtp``).
+Every verb of ``lockpipe`` (``python -m pipeline``) is a session here with the
+same name; arguments after ``--`` are passed through
+(``nox -s build-llama-cuda -- llama-cuda-mtp``). Sessions install lockpipe's own
+dependencies from the hash-pinned files in ``constraints/`` (``nox -s constraints``
+re-resolves them).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "tests"]
 
 PYTHON = None  # the interpreter nox runs on; the pipeline needs >= 3.10
+RUNTIME = "constraints/runtime.txt"
+DEV = "constraints/dev.txt"
 
 VERBS = [
     "plan",
@@ -31,33 +36,30 @@ VERBS = [
 ]
 
 
-def _install(session: nox.Session, *args: str) -> None:
-    """pip install into the reused venv, unless pyproject.toml and args are unchanged.
+def _install(session: nox.Session, pins: str) -> None:
+    """The pinned dependencies (hashes required), then lockpipe itself without deps.
 
-    nox's reuse keeps the venv but still runs pip (about 3 s); the marker makes
-    a no-op build as fast through nox as without it.
+    Skipped when pyproject.toml and the pins are unchanged since the last install
+    into this reused venv: nox's reuse keeps the venv but still runs pip (about 3 s).
     """
-    key = hashlib.sha256(Path("pyproject.toml").read_bytes() + repr(args).encode()).hexdigest()
+    key = hashlib.sha256(Path("pyproject.toml").read_bytes() + Path(pins).read_bytes()).hexdigest()
     location = getattr(session.virtualenv, "location", None)
     marker = Path(location) / ".lockpipe-installed" if location else None
     if marker and marker.is_file() and marker.read_text() == key:
         return
-    session.install(*args)
+    session.install("--require-hashes", "-r", pins)
+    session.install("--no-deps", "-e", ".")
     if marker:
         marker.write_text(key)
-
-
-def _pipeline(session: nox.Session, verb: str) -> None:
-    _install(session, "-e", ".")
-    session.run("python", "-m", "pipeline", verb, *session.posargs)
 
 
 def _verb_session(verb: str) -> None:
     @nox.session(name=verb, python=PYTHON)
     def _session(session: nox.Session) -> None:
-        _pipeline(session, verb)
+        _install(session, RUNTIME)
+        session.run("lockpipe", verb, *session.posargs)
 
-    _session.__doc__ = f"python -m pipeline {verb} [-- ARGS]"
+    _session.__doc__ = f"lockpipe {verb} [-- ARGS]"
 
 
 for _verb in VERBS:
@@ -66,17 +68,36 @@ for _verb in VERBS:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff, mypy and the Dockerfile pinning rules."""
-    _install(session, "-e", ".[dev]")
-    session.run("ruff", "check", "pipeline", "tests", "noxfile.py", "benchmarks")
-    session.run("ruff", "format", "--check", "pipeline", "tests", "noxfile.py", "benchmarks")
+    """ruff, mypy, the import layers, the Dockerfile pinning rules and the lock's drift."""
+    _install(session, DEV)
+    paths = ["pipeline", "tests", "noxfile.py", "benchmarks"]
+    session.run("ruff", "check", *paths)
+    session.run("ruff", "format", "--check", *paths)
     session.run("mypy")
-    session.run("python", "-m", "pipeline", "lint")
-    session.run("python", "-m", "pipeline", "lock", "--check")
+    session.run("lint-imports")
+    session.run("lockpipe", "lint")
+    session.run("lockpipe", "lock", "--check")
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Unit, integration and end-to-end tests (pytest args after --)."""
-    _install(session, "-e", ".[dev]")
+    _install(session, DEV)
     session.run("pytest", *(session.posargs or ["tests"]))
+
+
+@nox.session(python=PYTHON)
+def unit(session: nox.Session) -> None:
+    """The unit tests alone: no network, no engine, seconds."""
+    _install(session, DEV)
+    session.run("pytest", "tests/unit", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def constraints(session: nox.Session) -> None:
+    """Re-resolve constraints/*.txt from pyproject.toml, with hashes, for Python 3.10+."""
+    _install(session, DEV)
+    common = ["uv", "pip", "compile", "pyproject.toml", "--generate-hashes", "--universal",
+              "--python-version", "3.10", "--no-header", "--quiet"]  # fmt: skip
+    session.run(*common, "-o", RUNTIME)
+    session.run(*common, "--extra", "dev", "-o", DEV)

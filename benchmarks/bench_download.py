@@ -154,7 +154,7 @@ def main() -> int:
                     (label, "curl + sha256sum", rows[-1][2] + timed(["sha256sum", str(out)]))
                 )
                 out.unlink()
-                aria = [
+                aria_cmd = [
                     "aria2c",
                     "-q",
                     "-x8",
@@ -169,7 +169,7 @@ def main() -> int:
                     "aria.bin",
                     url,
                 ]
-                rows.append((label, "aria2c -x8 -s8 --checksum", timed(aria)))
+                rows.append((label, "aria2c -x8 -s8 --checksum", timed(aria_cmd)))
                 (tmp / "aria.bin").unlink()
                 hf = (
                     "from huggingface_hub import hf_hub_download as d; import sys; "

@@ -1,4 +1,7 @@
-"""Fixtures every test folder shares: the loopback registry and the real Gemma GGUF."""
+"""Fixtures every test folder shares: the loopback registry and the real Gemma GGUF.
+
+Unit tests use neither: they need no network, no download and no service.
+"""
 
 from __future__ import annotations
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pipeline.build.plan import plan_target
+from pipeline.build.records import write_record
 from pipeline.build.run import Settings, build_key, run_build
 from pipeline.engines.base import Engine
 from pipeline.lock.fingerprint import check_drift
 from pipeline.lock.model import Lock
 from pipeline.log import step
-from pipeline.build.plan import plan_target
-from pipeline.build.records import write_record
 
 
 @dataclass(frozen=True)

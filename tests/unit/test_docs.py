@@ -43,7 +43,8 @@ def test_every_session_the_docs_name_exists() -> None:
 
 def test_every_verb_is_a_session_and_back() -> None:
     assert set(VERBS) <= _sessions()
-    assert _sessions() - set(VERBS) == {"tests"}  # lint is both; tests runs pytest
+    # lint is both; tests and unit run pytest; constraints re-pins lockpipe's own deps
+    assert _sessions() - set(VERBS) == {"tests", "unit", "constraints"}
 
 
 def test_gpu_workflow_runs_on_the_gpu_label_and_names_real_sessions() -> None:

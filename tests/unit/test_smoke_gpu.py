@@ -201,7 +201,7 @@ def test_manual_without_libcuda_names_the_search(tmp_path: Path) -> None:
 
 def test_unknown_mode_and_engine() -> None:
     with pytest.raises(GpuAttachError, match="docker-gpus, cdi, manual"):
-        plan_gpu("nvidia", engine="docker")
+        plan_gpu("nvidia", engine="docker")  # type: ignore[arg-type]
     with pytest.raises(GpuAttachError, match="'lxc'"):
         plan_gpu("cdi", engine="lxc")
 
