@@ -12,14 +12,18 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pipeline.errors import LockError, UsageError
 from pipeline.fs import write_atomic
 from pipeline.lock.refs import parse_ref
 from pipeline.lock.validate import cross_errors, decode, schema_errors, schema_key
 
-DEFAULT_LOCK = Path("locks/digests.json")
+Role = Literal["model", "mtp-assistant", "mmproj"]
+Format = Literal["gguf", "safetensors", "json"]
+Runtime = Literal["vllm", "llama.cpp"]
+Modality = Literal["text", "vision", "audio"]
+
 DEFAULT_PLATFORM = "linux/amd64"
 REFRESH = "run nox -s refresh-digests"
 # refresh-digests re-resolves base images; sources and payloads are pinned by hand for now.
@@ -73,8 +77,8 @@ class Payload:
     filename: str
     size: int | None
     sha256: str | None
-    role: str
-    format: str
+    role: Role
+    format: Format
     expect: Mapping[str, Any] = field(default_factory=dict)
 
     def missing(self) -> list[str]:
@@ -83,14 +87,14 @@ class Payload:
 
 @dataclass(frozen=True)
 class Serve:
-    runtime: str
+    runtime: Runtime
     command: tuple[str, ...]
     port: int
     context: int | None = None
     parallel: int | None = None
     kv_dtype: str | None = None
     model: str | None = None
-    modalities: tuple[str, ...] = ("text",)  # what it serves; vision/audio need an mmproj
+    modalities: tuple[Modality, ...] = ("text",)  # what it serves; vision/audio need an mmproj
 
 
 @dataclass(frozen=True)
@@ -213,7 +217,7 @@ def parse_lock(doc: Any, path: Path, root: Path | None = None, *, schema_ok: boo
     )
 
 
-def load_lock(path: Path = DEFAULT_LOCK) -> Lock:
+def load_lock(path: Path) -> Lock:
     """Read and validate the lock at ``path``."""
     try:
         text = path.read_text(encoding="utf-8")

@@ -13,7 +13,7 @@ from gguf import GGUFWriter
 from gguf.constants import GGML_QUANT_SIZES
 
 from pipeline.errors import FormatError
-from pipeline.lock.model import Payload, load_lock, parse_lock
+from pipeline.lock.model import Format, Payload, Role, load_lock, parse_lock
 from pipeline.payloads import gguf as g
 from pipeline.payloads import safetensors as s
 from pipeline.payloads.checks import check_file, check_index, check_targets
@@ -21,8 +21,11 @@ from pipeline.payloads.checks import check_file, check_index, check_targets
 LOCK = Path(__file__).parents[2] / "locks" / "digests.json"
 
 
-def payload(filename: str, fmt: str, role: str = "model", **expect: Any) -> Payload:
-    return Payload("p", "o/n", "a" * 40, filename, 1, "b" * 64, role, fmt, expect)
+def payload(filename: str, fmt: Format, role: Role = "model", **expect: Any) -> Payload:
+    return Payload(
+        name="p", repository="o/n", revision="a" * 40, filename=filename, size=1,
+        sha256="b" * 64, role=role, format=fmt, expect=expect,
+    )  # fmt: skip
 
 
 def write_gguf(
