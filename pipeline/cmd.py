@@ -3,13 +3,23 @@
 Each call prints ``+ cmd`` shell-quoted, finds the tool with ``shutil.which``
 (a missing tool is an EngineMissing naming the package), and turns a failure
 into an error carrying the command's last lines of output.
+
+Each child runs in its own process group (session). When anything interrupts
+the call while the child runs (Ctrl-C, SIGTERM turned into KeyboardInterrupt by
+the CLI, or any exception), the whole group gets SIGINT, then SIGTERM, then
+SIGKILL, with short waits between: a cancelled pipeline leaves no ``buildah``
+(or its helpers) running.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shlex
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -22,6 +32,12 @@ PACKAGES = {
     "docker": "docker.io",
     "skopeo": "skopeo",
 }
+# Seconds the child's group gets after each signal before the next, stronger one.
+SHUTDOWN_STEPS: tuple[tuple[signal.Signals, float], ...] = (
+    (signal.SIGINT, 0.5),
+    (signal.SIGTERM, 0.5),
+    (signal.SIGKILL, 2.0),
+)
 
 
 def which(tool: str) -> str:
@@ -58,16 +74,59 @@ def call(
         errors="replace",
         env=None if env is None else dict(env),
         cwd=cwd,
+        start_new_session=True,  # its own process group: it and its children end together
     )
+    try:
+        lines = _read_lines(proc, on_line)
+        rc = proc.wait()
+    except BaseException:
+        kill_group(proc)
+        raise
+    out = "".join(lines)
+    if rc != 0:
+        tail = "".join(lines[-15:]).rstrip()
+        raise error(f"`{shlex.join(args)}` exited with {rc}:\n{tail}")
+    return out
+
+
+def _read_lines(proc: subprocess.Popen[str], on_line: Callable[[str], None] | None) -> list[str]:
     lines: list[str] = []
     assert proc.stdout is not None
     for line in proc.stdout:
         lines.append(line)
         if on_line is not None:
             on_line(line.rstrip("\n"))
-    rc = proc.wait()
-    out = "".join(lines)
-    if rc != 0:
-        tail = "".join(lines[-15:]).rstrip()
-        raise error(f"`{shlex.join(args)}` exited with {rc}:\n{tail}")
-    return out
+    return lines
+
+
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    """End ``proc``'s process group: SIGINT, then SIGTERM, then SIGKILL, each with a short wait.
+
+    ``proc`` leads its group (``start_new_session``), so the group ID is its PID;
+    the group outlives it while a grandchild still runs.
+    """
+    for sig, wait in SHUTDOWN_STEPS:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break  # nothing of the group is left
+        if _group_gone(proc, wait):
+            break
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=1)  # reap the child; a stuck one is the kernel's now
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def _group_gone(proc: subprocess.Popen[str], seconds: float) -> bool:
+    """Whether every process of ``proc``'s group ended within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        proc.poll()  # reap the leader, or it stays in the group as a zombie
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)

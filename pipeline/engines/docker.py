@@ -4,12 +4,19 @@ docker-py's ``images.build`` only reaches the classic builder, which has no
 ``RUN --mount``; the daemon's /build endpoint runs BuildKit when asked with
 ``version=2`` and an uploaded context tar, so the build is posted through
 the SDK's API client. Everything else uses the SDK's high-level calls.
+
+That post goes through the SDK's private ``APIClient._post``/``_url`` (its public
+``build()`` cannot ask for BuildKit); they are checked before use, and the SDK
+range they are known in is SUPPORTED_SDK.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+from collections.abc import Callable
+from typing import Any
 
 from pipeline.engines.base import (
     BuildRequest,
@@ -20,30 +27,41 @@ from pipeline.engines.base import (
 )
 from pipeline.engines.buildkit import Progress
 from pipeline.engines.context import context_tar
-from pipeline.engines.sdk import SdkEngine
+from pipeline.engines.sdk import BUILD_HINT, PUSH_HINT, RUN_HINT, SdkEngine, sdk_call
 from pipeline.errors import BuildError, EngineError, EngineMissing
 
 # BuildKit honours SOURCE_DATE_EPOCH from v0.11, first shipped in docker 23.
 SOURCE_DATE_EPOCH_SINCE = 23
+DEFAULT_HOST = "unix:///var/run/docker.sock"
+# The docker SDK versions whose private APIClient._post/_url the build was tested with.
+SUPPORTED_SDK = ">=7.1,<8"
 
 
 class DockerEngine(SdkEngine):
     name = "docker"
 
-    def __init__(self) -> None:
-        import os
-
+    def __init__(self, url: str | None = None) -> None:
         import docker
 
-        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        self.url = url or os.environ.get("DOCKER_HOST") or DEFAULT_HOST
         try:
-            self.client = docker.from_env()
+            self.client = docker.DockerClient(base_url=url) if url else docker.from_env()
             self._version = str(self.client.version()["Version"])
         except Exception as exc:
             raise EngineMissing(
-                f"dockerd does not answer at {where} ({type(exc).__name__}); "
-                "install docker.io (apt-get install docker.io) and start dockerd"
+                f"dockerd does not answer at {self.url} ({type(exc).__name__}); {self.start_hint()}"
             ) from None
+
+    def start_hint(self) -> str:
+        return (
+            "install docker.io (apt-get install docker.io) and start dockerd, "
+            "or point DOCKER_HOST at a running one"
+        )
+
+    def sdk_errors(self) -> tuple[type[BaseException], ...]:
+        from docker.errors import DockerException, StreamParseError
+
+        return (*super().sdk_errors(), DockerException, StreamParseError)
 
     def version(self) -> str:
         return self._version
@@ -62,6 +80,7 @@ class DockerEngine(SdkEngine):
             "mtimes are only rewritten by exporters the /build API cannot select; unverified",
         )
 
+    @sdk_call("build", error=BuildError, hint=BUILD_HINT)
     def build(self, req: BuildRequest, log: Log) -> str:
         params = {
             "version": "2",
@@ -72,12 +91,12 @@ class DockerEngine(SdkEngine):
             "rm": "1",
             **({"nocache": "1"} if req.no_cache else {}),
         }
-        api = self.client.api
+        post, url = private_post(self.client.api)
         image = None
         progress = Progress()
         with context_tar(req.context, req.timestamp) as body:
-            resp = api._post(  # the SDK's public build() cannot request BuildKit
-                api._url("/build"), params=params, data=body,
+            resp = post(  # the SDK's public build() cannot request BuildKit
+                url("/build"), params=params, data=body,
                 headers={"Content-Type": "application/x-tar"}, stream=True, timeout=None,
             )  # fmt: skip
             if resp.status_code != 200:
@@ -99,6 +118,7 @@ class DockerEngine(SdkEngine):
             raise BuildError(f"docker build of {req.tag} ended without an image ID")
         return normalize_id(image)
 
+    @sdk_call("inspect image")
     def image_id(self, ref: str) -> str | None:
         from docker.errors import ImageNotFound
 
@@ -107,6 +127,7 @@ class DockerEngine(SdkEngine):
         except ImageNotFound:
             return None
 
+    @sdk_call("push", hint=PUSH_HINT)
     def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
         # dockerd decides TLS itself: loopback registries are insecure by default.
         del tls_verify
@@ -122,9 +143,11 @@ class DockerEngine(SdkEngine):
             raise EngineError(f"docker push {dest} reported no digest")
         return str(digest)
 
+    @sdk_call("remove image")
     def remove(self, ref: str) -> None:
         self.client.images.remove(ref, force=True)
 
+    @sdk_call("run", hint=RUN_HINT)
     def run(self, spec: RunSpec) -> str:
         from docker.types import Mount
 
@@ -140,14 +163,29 @@ class DockerEngine(SdkEngine):
         )  # fmt: skip
         return str(container.id)
 
+    @sdk_call("logs of container")
     def logs(self, container: str) -> str:
         return bytes(self.client.containers.get(container).logs()).decode(errors="replace")
 
+    @sdk_call("stop container")
     def stop(self, container: str) -> None:
         from docker.errors import NotFound
 
         with contextlib.suppress(NotFound):
             self.client.containers.get(container).remove(force=True)
+
+
+def private_post(api: Any) -> tuple[Callable[..., Any], Callable[..., str]]:
+    """The SDK's private ``APIClient._post`` and ``_url``, or EngineError naming the range."""
+    post, url = getattr(api, "_post", None), getattr(api, "_url", None)
+    if callable(post) and callable(url):
+        return post, url
+    import docker
+
+    raise EngineError(
+        f"docker SDK {docker.__version__} has no APIClient._post/_url, which the BuildKit "
+        f"build posts through; install a supported version: pip install 'docker{SUPPORTED_SDK}'"
+    )
 
 
 def run_devices(spec: RunSpec) -> dict[str, object]:

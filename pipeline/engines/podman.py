@@ -21,7 +21,7 @@ from pipeline.engines.base import (
     normalize_id,
 )
 from pipeline.engines.context import context_tar
-from pipeline.engines.sdk import SdkEngine
+from pipeline.engines.sdk import BUILD_HINT, PUSH_HINT, RUN_HINT, SdkEngine, sdk_call
 from pipeline.errors import BuildError, EngineError, EngineMissing
 
 ROOT_SOCKET = "unix:///run/podman/podman.sock"
@@ -54,9 +54,19 @@ class PodmanEngine(SdkEngine):
         except Exception as exc:
             raise EngineMissing(
                 f"podman's API service does not answer at {self.url} ({type(exc).__name__}); "
-                f"install podman (apt-get install podman) and start it: "
-                f"podman system service --time=0 {self.url} &"
+                f"{self.start_hint()}"
             ) from None
+
+    def start_hint(self) -> str:
+        return (
+            "install podman (apt-get install podman) and start its API service: "
+            f"podman system service --time=0 {self.url} &"
+        )
+
+    def sdk_errors(self) -> tuple[type[BaseException], ...]:
+        from podman.errors import DockerException, StreamParseError
+
+        return (*super().sdk_errors(), DockerException, StreamParseError)
 
     def version(self) -> str:
         return self._version
@@ -66,6 +76,7 @@ class PodmanEngine(SdkEngine):
             True, "libpod /build with timestamp= (file and config times clamped)"
         )
 
+    @sdk_call("build", error=BuildError, hint=BUILD_HINT)
     def build(self, req: BuildRequest, log: Log) -> str:
         params = {
             "t": req.tag,
@@ -99,6 +110,7 @@ class PodmanEngine(SdkEngine):
             raise BuildError(f"podman build of {req.tag} ended without an image ID")
         return normalize_id(image)
 
+    @sdk_call("inspect image")
     def image_id(self, ref: str) -> str | None:
         from podman.errors import ImageNotFound
 
@@ -107,6 +119,7 @@ class PodmanEngine(SdkEngine):
         except ImageNotFound:
             return None
 
+    @sdk_call("push", hint=PUSH_HINT)
     def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
         from pipeline.registry.client import manifest_digest
 
@@ -120,9 +133,11 @@ class PodmanEngine(SdkEngine):
                 raise EngineError(f"podman push {dest} failed: {item['error']}")
         return manifest_digest(dest, insecure=not tls_verify)
 
+    @sdk_call("remove image")
     def remove(self, ref: str) -> None:
         self.client.images.remove(ref, force=True)
 
+    @sdk_call("run", hint=RUN_HINT)
     def run(self, spec: RunSpec) -> str:
         mounts = [
             {"type": "bind", "source": str(m.source), "target": m.target, "read_only": m.read_only}
@@ -137,10 +152,12 @@ class PodmanEngine(SdkEngine):
         )  # fmt: skip
         return str(container.id)
 
+    @sdk_call("logs of container")
     def logs(self, container: str) -> str:
         out = self.client.containers.get(container).logs(stdout=True, stderr=True)
         return b"".join(out).decode(errors="replace")
 
+    @sdk_call("stop container")
     def stop(self, container: str) -> None:
         from podman.errors import APIError, NotFound
 

@@ -226,11 +226,7 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
     try:
         _run_checks(c, spec, engine, container, record.image_id)
     finally:
-        log = _safe_logs(engine, container)
-        try:
-            engine.stop(container)  # first: a failed log write must not leak a GPU container
-        finally:
-            log_path.write_text(log)
+        log = _stop_keeping_log(engine, container, log_path)
     c.run("log scan", lambda: _scan(log))
     return SmokeReport(name, record.tag, record.image_id, engine.name, tuple(c.results), log_path)
 
@@ -274,8 +270,23 @@ def _scan(log: str) -> tuple[str, Mapping[str, float]]:
     return f"{len(log.splitlines())} lines, none known-bad", {}
 
 
+def _stop_keeping_log(engine: Engine, container: str, log_path: Path) -> str:
+    """Fetch the log, stop the container, write the log; the stop runs whatever else raises."""
+    log = "(no log: fetching it was interrupted)"
+    try:
+        log = _safe_logs(engine, container)
+    finally:
+        try:
+            engine.stop(container)  # before the write: a failed write must not leak a GPU
+        finally:
+            log_path.write_text(log)
+    return log
+
+
 def _safe_logs(engine: Engine, container: str) -> str:
+    """The container's log, or a line saying why there is none: an SDK's own exceptions
+    included, so that a failed log fetch never skips the stop after it."""
     try:
         return engine.logs(container)
-    except PipelineError as exc:
-        return f"(no log: {exc})"
+    except Exception as exc:
+        return f"(no log: {type(exc).__name__}: {exc})"

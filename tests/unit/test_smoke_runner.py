@@ -5,11 +5,27 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.engines.base import Mount
+from pipeline.build.plan import plan_target
+from pipeline.build.records import BuildRecord, write_record
+from pipeline.build.run import build_key
+from pipeline.engines.base import (
+    BuildRequest,
+    ContainerState,
+    Log,
+    Mount,
+    Reproducibility,
+    RunSpec,
+)
 from pipeline.errors import SmokeConfigError, SmokeError
 from pipeline.lock.model import load_lock
 from pipeline.smoke.config import load_smoke
-from pipeline.smoke.runner import container_command, needs_gpu, run_spec
+from pipeline.smoke.runner import (
+    SmokeOptions,
+    container_command,
+    needs_gpu,
+    run_spec,
+    smoke_target,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = load_lock(REPO / "locks" / "digests.json")
@@ -105,3 +121,77 @@ def test_the_cli_default_connections_is_the_downloaders() -> None:
     parser = argparse.ArgumentParser()
     add_payload_options(parser)
     assert parser.parse_args([]).connections == DEFAULT_CONNECTIONS
+
+
+class SdkFault(Exception):
+    """What an SDK raises: no PipelineError, and nothing the runner knows."""
+
+
+class LogsRaiseEngine:
+    """An Engine whose container exits at once and whose logs() raises an SDK fault."""
+
+    name = "fake"
+
+    def __init__(self, image_id: str) -> None:
+        self.image = image_id
+        self.stopped: list[str] = []
+
+    def version(self) -> str:
+        return "1.0"
+
+    def reproducibility(self) -> Reproducibility:
+        return Reproducibility(True, "fake")
+
+    def build(self, req: BuildRequest, log: Log) -> str:
+        raise AssertionError("smoke never builds")
+
+    def image_id(self, ref: str) -> str | None:
+        return self.image
+
+    def layers(self, ref: str) -> list[str]:
+        return []
+
+    def image_env(self, ref: str) -> dict[str, str]:
+        return {}
+
+    def tag(self, ref: str, new: str) -> None:
+        raise AssertionError("smoke never tags")
+
+    def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
+        raise AssertionError("smoke never pushes")
+
+    def remove(self, ref: str) -> None:
+        raise AssertionError("smoke never removes images")
+
+    def run(self, spec: RunSpec) -> str:
+        return "container-1"
+
+    def logs(self, container: str) -> str:
+        raise SdkFault("500 Server Error: the daemon lost the log stream")
+
+    def state(self, container: str) -> ContainerState:
+        return ContainerState(running=False, exit_code=1, image_id=self.image)
+
+    def stop(self, container: str) -> None:
+        self.stopped.append(container)
+
+
+def test_the_container_is_stopped_when_fetching_its_log_raises_anything(tmp_path: Path) -> None:
+    name = "llama-cpu"
+    engine = LogsRaiseEngine("sha256:" + "2" * 64)
+    key = build_key(plan_target(LOCK, name), engine.name, engine.version())
+    write_record(tmp_path / "state", BuildRecord(
+        target=name, tag=LOCK.target(name).tag, key=key, image_id=engine.image,
+        engine=engine.name, engine_version="1.0", reproducible=True, reproducible_how="fake",
+        fingerprint="f", source_date_epoch=0, built_at="now", seconds=0.0,
+    ))  # fmt: skip
+    spec = load_smoke(REPO / "locks" / "smoke.json")[name]
+    options = SmokeOptions(store=STORE, state=tmp_path / "state", out=tmp_path / "out")
+    try:
+        report = smoke_target(LOCK, name, spec, engine, _paths(name), options)
+    finally:
+        assert engine.stopped == ["container-1"], "the container was left running"
+    ready = next(r for r in report.results if r.name == "ready")
+    assert not ready.ok and "exit code 1" in ready.detail
+    assert "no log" in ready.detail and "SdkFault" in ready.detail
+    assert "lost the log stream" in (tmp_path / "out" / f"{name}.log").read_text()

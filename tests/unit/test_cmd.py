@@ -1,0 +1,106 @@
+"""cmd.call with real processes: a cancelled call leaves no process of its tree behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline import cmd
+from pipeline.errors import EngineError
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The shell starts a grandchild, prints both PIDs and becomes a sleep itself: a child
+# and a grandchild, every PID known. Both ignore SIGINT (the trap is inherited), so
+# only the escalation past SIGINT ends them.
+TREE = ["sh", "-c", "trap '' INT; sleep 300 & echo $$ $!; exec sleep 300"]
+
+# A pipeline-like parent: SIGTERM raises KeyboardInterrupt, as pipeline.cli.main does.
+PARENT = """
+import signal, sys
+from pipeline import cmd
+from pipeline.cli.main import _interrupt
+
+signal.signal(signal.SIGTERM, _interrupt)
+try:
+    cmd.call(sys.argv[1:], on_line=lambda line: print(line, flush=True), quiet=True)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _gone_within(pids: list[int], seconds: float) -> list[int]:
+    """The PIDs still alive after up to ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(map(_alive, pids)):
+        time.sleep(0.05)
+    return [p for p in pids if _alive(p)]
+
+
+def _reap(pids: list[int]) -> None:
+    """Kill what a failing test left behind, so one failure does not leak sleeps."""
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_sigterm_to_the_pipeline_kills_the_whole_child_tree() -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, *TREE],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert parent.stdout is not None
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    assert len(pids) == 2, "the shell did not report its PIDs"
+    try:
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=10) == 130
+        survivors = _gone_within(pids, 5)
+        assert survivors == [], f"processes {survivors} of the cancelled call still run"
+    finally:
+        _reap(pids)
+        parent.stdout.close()
+
+
+def test_any_exception_while_the_child_runs_kills_its_tree() -> None:
+    pids: list[int] = []
+
+    def on_line(line: str) -> None:
+        pids.extend(int(p) for p in line.split())
+        raise ValueError("a log handler failed")
+
+    try:
+        with pytest.raises(ValueError, match="a log handler failed"):
+            cmd.call(TREE, on_line=on_line, quiet=True)
+        assert len(pids) == 2
+        survivors = _gone_within(pids, 5)
+        assert survivors == [], f"processes {survivors} outlived the failed call"
+    finally:
+        _reap(pids)
+
+
+def test_a_failing_command_names_its_exit_code_and_output_tail() -> None:
+    with pytest.raises(EngineError, match=r"exited with 3:\nlast words"):
+        cmd.call(["sh", "-c", "echo last words; exit 3"], quiet=True)
+
+
+def test_a_missing_tool_names_the_package() -> None:
+    with pytest.raises(EngineError, match="apt-get install"):
+        cmd.call(["lockpipe-no-such-tool"], quiet=True)
