@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pipeline.errors import LockError
 from pipeline.lock.fingerprint import context_files, fingerprint
-from pipeline.lock.model import PIN_BY_HAND, Lock, Payload, Serve, Target
+from pipeline.lock.model import PIN_BY_HAND, Lock, Payload, PayloadFile, Serve, Target
+from pipeline.payloads.contract import unmet
 
 LABEL_PREFIX = "io.github.lockpipe"
 SOURCE_ARCHIVE = "source.tar.gz"
@@ -141,10 +142,7 @@ def render(plan: BuildPlan) -> str:
     for k, v in plan.labels:
         lines.append(f"  label       {k}={v}")
     for p in plan.payloads:
-        gaps = p.missing()
-        state = f"UNPINNED: no {', '.join(gaps)}" if gaps else f"{p.size} B sha256 {p.sha256}"
-        rev = p.revision or "?"
-        lines.append(f"  payload     {p.name} [{p.role}] {p.repository}@{rev}/{p.filename} {state}")
+        lines += _payload_lines(p, plan.serve)
     serve = plan.serve
     shape = ", ".join(
         f"{k}={v}"
@@ -158,3 +156,26 @@ def render(plan: BuildPlan) -> str:
     lines.append(f"  serve       {serve.runtime} :{serve.port} {shape}")
     lines.append(f"              {' '.join(serve.command)}")
     return "\n".join(lines)
+
+
+def _file_state(f: PayloadFile) -> str:
+    gaps = f.missing()
+    if gaps:
+        return f"UNPINNED: no {', '.join(gaps)}"
+    pins = f"sha256 {f.sha256}" if f.sha256 else f"git blob {f.git_sha1}"
+    return f"{f.size} B {pins}"
+
+
+def _payload_lines(p: Payload, serve: Serve) -> list[str]:
+    """One line per file: pinned, or UNPINNED with what is missing; for a snapshot, also
+    each file the runtime reads that the lock does not list yet."""
+    where = f"{p.name} [{p.role}] {p.repository}@{p.revision or '?'}"
+    if not p.snapshot:
+        return [f"  payload     {where}/{p.filename} {_file_state(p.single)}"]
+    lines = [f"  payload     {where}/ (snapshot, {len(p.files)} files)"]
+    lines += [f"              {f.path} {_file_state(f)}" for f in p.files]
+    for need in unmet(p.role, serve.modalities, {f.path for f in p.files}):
+        names = " or ".join(need.names)
+        lines.append(f"              {names} UNPINNED: {serve.runtime} reads the {need.what}; "
+                     "not in the lock yet")  # fmt: skip
+    return lines

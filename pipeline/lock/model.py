@@ -69,20 +69,90 @@ class Source:
         return [k for k in ("url", "sha256") if getattr(self, k) is None]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class PayloadFile:
+    """One file of a payload, pinned as the Hub's tree lists it."""
+
+    path: str  # inside the repository, forward slashes
+    size: int | None = None
+    sha256: str | None = None  # LFS files: the sha256 of the bytes
+    git_sha1: str | None = None  # files kept in git: sha1(b"blob <size>\0" + bytes)
+
+    def missing(self) -> list[str]:
+        """What is not pinned yet: the size, or any hash."""
+        out = ["size"] if self.size is None else []
+        return out + ([] if self.sha256 or self.git_sha1 else ["sha256 or git_sha1"])
+
+
+@dataclass(frozen=True, kw_only=True)
 class Payload:
+    """Files from one repository at one revision: one file, or a whole snapshot folder.
+
+    A single-file payload (``filename`` in the lock) has one entry in ``files``; a
+    snapshot (``files`` in the lock) has every file a runtime reads from the folder.
+    """
+
     name: str
     repository: str
     revision: str | None
-    filename: str
-    size: int | None
-    sha256: str | None
+    files: tuple[PayloadFile, ...]
+    snapshot: bool
     role: Role
     format: Format
     expect: Mapping[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def one_file(
+        cls, *, filename: str, size: int | None, sha256: str | None, **rest: Any
+    ) -> Payload:
+        """A single-file payload, as the lock's ``filename``/``size``/``sha256`` give it."""
+        f = PayloadFile(path=filename, size=size, sha256=sha256)
+        return cls(files=(f,), snapshot=False, **rest)
+
+    @property
+    def single(self) -> PayloadFile:
+        """The one file of a single-file payload."""
+        if self.snapshot:
+            raise LockError(f"payloads.{self.name} is a snapshot folder, not one file")
+        return self.files[0]
+
+    @property
+    def filename(self) -> str:
+        return self.single.path
+
+    @property
+    def size(self) -> int | None:
+        return self.single.size
+
+    @property
+    def sha256(self) -> str | None:
+        return self.single.sha256
+
     def missing(self) -> list[str]:
-        return [k for k in ("revision", "size", "sha256") if getattr(self, k) is None]
+        """Every value a fetch needs and the lock lacks, as lock keys."""
+        out = ["revision"] if self.revision is None else []
+        if self.snapshot and not self.files:
+            return [*out, "files"]
+        if not self.snapshot:
+            return out + self.single.missing()
+        return out + [f"files.{f.path}.{k}" for f in self.files for k in f.missing()]
+
+
+def _payload(name: str, p: Mapping[str, Any]) -> Payload:
+    if "files" in p:
+        files = tuple(
+            PayloadFile(path=path, size=f.get("size"), sha256=f.get("sha256"),
+                        git_sha1=f.get("git_sha1"))
+            for path, f in sorted(p["files"].items())
+        )  # fmt: skip
+        fmt = p.get("format", "safetensors")
+    else:
+        files = (PayloadFile(path=p["filename"], size=p.get("size"), sha256=p.get("sha256")),)
+        fmt = p.get("format", Path(p["filename"]).suffix.lstrip("."))
+    return Payload(
+        name=name, repository=p["repository"], revision=p.get("revision"), files=files,
+        snapshot="files" in p, role=p["role"], format=fmt, expect=p.get("expect", {}),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -176,20 +246,7 @@ def parse_lock(doc: Any, path: Path, root: Path | None = None, *, schema_ok: boo
             )
             for n, x in doc.get("sources", {}).items()
         },
-        payloads={
-            n: Payload(
-                n,
-                p["repository"],
-                p.get("revision"),
-                p["filename"],
-                p.get("size"),
-                p.get("sha256"),
-                p["role"],
-                p.get("format", Path(p["filename"]).suffix.lstrip(".")),
-                p.get("expect", {}),
-            )
-            for n, p in doc.get("payloads", {}).items()
-        },
+        payloads={n: _payload(n, p) for n, p in doc.get("payloads", {}).items()},
         targets={
             n: Target(
                 name=n,

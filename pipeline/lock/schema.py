@@ -61,18 +61,32 @@ SOURCE = _obj(
     root={"type": "string"},
     origin=ORIGIN,
 )
-PAYLOAD = _obj(
-    ["repository", "filename", "role"],
-    repository={"type": "string", "pattern": "^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"},
-    revision=COMMIT,
-    filename={"type": "string", "minLength": 1},
-    size={"type": "integer", "minimum": 1, "maximum": MAX_SIZE},
-    sha256=SHA256,
-    role={"enum": ["model", "mtp-assistant", "mmproj"]},
-    format={"enum": ["gguf", "safetensors", "json"]},
-    expect={"type": "object"},
-    origin=ORIGIN,
-)
+GIT_SHA1 = {"type": "string", "pattern": "^[0-9a-f]{40}$"}
+PAYLOAD_FILE = _obj(
+    [], size={"type": "integer", "minimum": 0, "maximum": MAX_SIZE}, sha256=SHA256,
+    git_sha1=GIT_SHA1,
+)  # fmt: skip
+PAYLOAD = {
+    **_obj(
+        ["repository", "role"],
+        repository={"type": "string", "pattern": "^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"},
+        revision=COMMIT,
+        filename={"type": "string", "minLength": 1},
+        size={"type": "integer", "minimum": 1, "maximum": MAX_SIZE},
+        sha256=SHA256,
+        files={"type": "object", "additionalProperties": PAYLOAD_FILE},
+        role={"enum": ["model", "mtp-assistant", "mmproj"]},
+        format={"enum": ["gguf", "safetensors", "json"]},
+        expect={"type": "object"},
+        origin=ORIGIN,
+    ),
+    # One file (filename, size, sha256), or a snapshot folder (files: path -> pins).
+    "oneOf": [
+        {"required": ["filename"], "not": {"required": ["files"]}},
+        {"required": ["files"], "not": {"anyOf": [{"required": [k]} for k in
+                                                  ("filename", "size", "sha256")]}},
+    ],
+}  # fmt: skip
 SERVE = _obj(
     ["runtime", "command", "port"],
     runtime={"enum": ["vllm", "llama.cpp"]},

@@ -156,9 +156,11 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
         if not (root / pip["file"]).is_file():
             out.append(f"pip.{name}.file: {pip['file']} does not exist under {root}")
     for name, payload in doc.get("payloads", {}).items():
-        why = _filename_error(payload["filename"])
-        if why:
-            out.append(f"payloads.{name}.filename: {payload['filename']!r} {why}")
+        for path in payload.get("files", {}) or [payload["filename"]]:
+            where = f"payloads.{name}." + (f"files.{path}" if "files" in payload else "filename")
+            why = _filename_error(path)
+            if why:
+                out.append(f"{where}: {path!r} {why}")
     tags: dict[str, str] = {}
     tables = {"bases": "bases", "source": "sources", "pip": "pip", "payloads": "payloads"}
     for tname, target in doc["targets"].items():

@@ -19,7 +19,7 @@ def test_real_gemma_header_matches_gguf_py(gemma3_270m_gguf: GemmaFile) -> None:
     for mine, theirs in zip(header.tensors, reader.tensors, strict=True):
         assert (mine.name, mine.nbytes()) == (theirs.name, int(theirs.n_bytes))
         assert header.data_start + mine.offset == theirs.data_offset
-    p = Payload(
+    p = Payload.one_file(
         name="g",
         repository="o/n",
         revision="a" * 40,

@@ -22,7 +22,7 @@ LOCK = Path(__file__).parents[2] / "locks" / "digests.json"
 
 
 def payload(filename: str, fmt: Format, role: Role = "model", **expect: Any) -> Payload:
-    return Payload(
+    return Payload.one_file(
         name="p", repository="o/n", revision="a" * 40, filename=filename, size=1,
         sha256="b" * 64, role=role, format=fmt, expect=expect,
     )  # fmt: skip

@@ -81,13 +81,22 @@ def test_selection_of_the_real_lock() -> None:
 
 
 def test_payload_path_is_the_hf_cache_layout(tmp_path: Path) -> None:
-    p = Payload("x", "org/name", "b" * 40, "dir/f.gguf", 1, "c" * 64, "model", "gguf")
+    p = Payload.one_file(
+        name="x", repository="org/name", revision="b" * 40, filename="dir/f.gguf", size=1,
+        sha256="c" * 64, role="model", format="gguf",
+    )  # fmt: skip
     assert (
         payload_path(tmp_path, p)
         == tmp_path / "models--org--name/snapshots" / ("b" * 40) / "dir/f.gguf"
     )
     with pytest.raises(LockError, match=r"payloads\.x\.filename"):
-        payload_path(tmp_path, Payload("x", "o/n", "b" * 40, "../etc", 1, None, "model", "gguf"))
+        payload_path(
+            tmp_path,
+            Payload.one_file(
+                name="x", repository="o/n", revision="b" * 40, filename="../etc", size=1,
+                sha256=None, role="model", format="gguf",
+            ),
+        )  # fmt: skip
 
 
 def test_verify_cache_notices_a_changed_file(tmp_path: Path) -> None:
