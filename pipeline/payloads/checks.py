@@ -136,9 +136,15 @@ def check_index(index: Payload, path: Path, shards: Mapping[str, Facts]) -> list
     where = f"payloads.{index.name}"
     try:
         weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
-        assert isinstance(weight_map, dict)
-    except (ValueError, KeyError, TypeError, AssertionError):
-        return [f"{where}: {path} has no weight_map object"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        weight_map = None
+    # An explicit check, not an assert: `python -O` drops asserts, and a list here
+    # would then end in a traceback instead of this message.
+    if not isinstance(weight_map, dict) or not all(isinstance(s, str) for s in weight_map.values()):
+        return [
+            f"{where}: {path} has no weight_map object of tensor name to shard filename; "
+            "the index is not a safetensors index: check its filename and sha256 in the lock"
+        ]
     out = []
     folder = str(Path(index.filename).parent)
     for shard in sorted(set(weight_map.values())):

@@ -59,8 +59,7 @@ def fetch_into(
         else ""
     )
     message = f"{label}: no verified copy:\n  " + "\n  ".join(problems) + fix
-    if kind is HTTPFatal:
-        assert isinstance(last, HTTPFatal)
+    if isinstance(last, HTTPFatal):
         raise HTTPFatal(message, last.status)
     raise kind(message)
 

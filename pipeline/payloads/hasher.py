@@ -14,6 +14,7 @@ import hashlib
 import os
 import threading
 
+from pipeline.errors import FetchError
 from pipeline.payloads.ranges import RangeSet
 
 READ_BLOCK = 4 << 20
@@ -59,8 +60,22 @@ class OrderedHasher:
             self._cond.notify()
 
     def result(self, timeout: float | None = None) -> tuple[int, str]:
-        """Wait for the whole prefix; the number of bytes hashed and the hex digest."""
+        """Wait for the whole prefix; the number of bytes hashed and the hex digest.
+
+        Past ``timeout`` it raises: the digest of the bytes hashed so far would
+        look like an answer, and a caller comparing it would report a mismatch
+        (or worse, trust it) for a file that was never fully hashed.
+        """
         self._thread.join(timeout)
+        if self._thread.is_alive():
+            with self._cond:
+                pos, size = self._pos, self._size
+            total = "?" if size is None else f"{size:,}"
+            raise FetchError(
+                f"the sha256 of the partial file was not finished after {timeout} s "
+                f"({pos:,} of {total} bytes hashed); the disk may be too slow or stuck: "
+                "run again, the written bytes are kept"
+            )
         if self._error is not None:
             raise self._error
         return self._pos, self._sha.hexdigest()

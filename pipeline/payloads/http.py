@@ -3,19 +3,24 @@
 Redirects are followed here rather than by requests so that the token is sent
 to the host it belongs to and never to the CDN a redirect points at. Every
 failure becomes :class:`RetryableHTTP` (5xx, 408, 429, timeouts, dropped
-connections) or :class:`HTTPFatal` (everything retrying cannot fix).
+connections) or :class:`HTTPFatal` (everything retrying cannot fix), with the
+exceptions of requests and urllib3 sorted in :mod:`pipeline.payloads.neterrors`:
+nothing else leaves this module, so no traceback reaches a user.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from urllib.parse import urljoin, urlsplit
 
 import requests
 
 from pipeline.payloads.errors import HTTPFatal, RetryableHTTP
+from pipeline.payloads.neterrors import NET_ERRORS, bad_url, classify
 from pipeline.payloads.sources import Candidate, repo_page
 
 MAX_REDIRECTS = 10
@@ -54,12 +59,24 @@ def _fix(status: int, cand: Candidate, url: str, sent_token: bool) -> str:
     return "the server refused the request; check the URL"
 
 
+def retry_after(value: str, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait: delay-seconds or an HTTP-date."""
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None  # absent or unreadable: the caller's own backoff applies
+    return max(0.0, when - (time.time() if now is None else now))
+
+
 def _status_error(resp: requests.Response, cand: Candidate, sent_token: bool) -> Exception:
     status = resp.status_code
     where = resp.url if resp.url == cand.url else f"{cand.url} (redirected to {resp.url})"
     if status >= 500 or status in (408, 429):
-        after = resp.headers.get("Retry-After", "")
-        return RetryableHTTP(f"{where}: HTTP {status}", float(after) if after.isdigit() else None)
+        after = retry_after(resp.headers.get("Retry-After", ""))
+        return RetryableHTTP(f"{where}: HTTP {status}", after, status)
     return HTTPFatal(f"{where}: HTTP {status}; {_fix(status, cand, cand.url, sent_token)}", status)
 
 
@@ -75,26 +92,29 @@ def open_range(
     if start or end is not None:
         headers["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
     url = cand.url
-    first_scheme = urlsplit(url).scheme
+    try:
+        first_scheme, host = urlsplit(url).scheme, cand.host
+    except ValueError as exc:
+        raise bad_url(url, exc) from None
     sent_token = False
     for _ in range(MAX_REDIRECTS + 1):
         hop = dict(headers)
-        # The token goes to the host it was issued for, never to a redirect target.
-        # Nor over a redirect that downgrades https to http on the same host.
-        parts = urlsplit(url)
-        if cand.token and parts.netloc == cand.host and parts.scheme == first_scheme:
-            hop["Authorization"] = f"Bearer {cand.token}"
-            sent_token = True
         try:
+            # The token goes to the host it was issued for, never to a redirect target.
+            # Nor over a redirect that downgrades https to http on the same host.
+            parts = urlsplit(url)
+            if cand.token and parts.netloc == host and parts.scheme == first_scheme:
+                hop["Authorization"] = f"Bearer {cand.token}"
+                sent_token = True
             resp = session.get(
                 url, headers=hop, stream=True, timeout=timeout, allow_redirects=False
             )
-        except requests.RequestException as exc:
-            raise RetryableHTTP(f"{url}: {type(exc).__name__}") from None
-        if resp.is_redirect and "location" in resp.headers:
-            url = urljoin(url, resp.headers["location"])
-            resp.close()
-            continue
+            if resp.is_redirect and "location" in resp.headers:
+                url = urljoin(url, resp.headers["location"])
+                resp.close()
+                continue
+        except NET_ERRORS as exc:  # requests, urllib3, http.client, urllib.parse
+            raise classify(url, exc, timeout) from None
         if resp.status_code not in (200, 206):
             resp.close()
             raise _status_error(resp, cand, sent_token)

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import FetchError, FormatError, IntegrityError, UsageError
+from pipeline.errors import FetchError, FormatError, IntegrityError, LockError, UsageError
 from pipeline.fs import sha256_file
 from pipeline.lock.model import Lock, Payload
 from pipeline.log import echo
@@ -66,6 +66,13 @@ def run_payloads(lock: Lock, names: Sequence[str], options: Options) -> list[Res
         ) from None
     with st.store_lock(store, echo):
         return _Run(lock, payloads, targets, store, options).go()
+
+
+def _pinned(p: Payload) -> tuple[str, int]:
+    """The sha256 and size of ``p``; check_pinned refused unpinned entries before any work."""
+    if p.sha256 is None or p.size is None:
+        raise LockError(f"payloads.{p.name}: no sha256 or size pinned; pin it before fetching")
+    return p.sha256, p.size
 
 
 class _Run:
@@ -161,10 +168,9 @@ class _Run:
 
     def _finish(self, p: Payload, blob: Path, status: str, fetched: int) -> None:
         """Format checks, then the stable link; a file that fails them is not linked."""
-        assert p.size is not None
         path = st.payload_path(self.store, p)
         try:
-            facts = check_file(p, blob, p.size)
+            facts = check_file(p, blob, _pinned(p)[1])
         except FormatError as exc:
             facts = Facts([f"payloads.{p.name}: {exc}"])
         self.facts[p.name] = facts
@@ -181,7 +187,15 @@ class _Run:
                 ),
             )
             return
-        assert blob.is_file(), f"{blob}: linking a blob that is not there"
+        if not blob.is_file():  # removed behind this run's back (the store lock is advisory)
+            self._fail(
+                p,
+                FetchError(
+                    f"{blob} vanished while the run checked it; something else is deleting "
+                    "files in the store: stop it and run again"
+                ),
+            )
+            return
         st.link(blob, path)
         self.results[p.name] = Result(p.name, path, status, fetched)
         self.out.done(p.name, status, fetched)
@@ -190,7 +204,7 @@ class _Run:
         ctx = Context(
             self.o.tuning or Tuning(connections=self.o.connections),
             advance=lambda label, n: self.out.advance(label.removeprefix("payloads."), n),
-            slots=threading.BoundedSemaphore(self.o.connections),
+            connections=self.o.connections,
         )
         queue = list(reversed(self._unique(todo)))
         lock = threading.Lock()
@@ -240,15 +254,15 @@ class _Run:
         return list(seen.values())
 
     def _fetch(self, p: Payload, ctx: Context) -> None:
-        assert p.sha256 is not None and p.size is not None
+        sha256, size = _pinned(p)
         blob = st.blob_path(self.store, p)
         blob.parent.mkdir(parents=True, exist_ok=True)
-        partial = Partial(self._partial_path(p), p.sha256, p.size, ctx.tuning.journal_every)
+        partial = Partial(self._partial_path(p), sha256, size, ctx.tuning.journal_every)
         already = partial.done.total()
-        self.out.start(p.name, p.size, already)
+        self.out.start(p.name, size, already)
         try:
             cands = payload_candidates(p, self.o.mirror, self.o.env)
-            fetch_into(f"payloads.{p.name}", cands, partial, p.sha256, ctx)
+            fetch_into(f"payloads.{p.name}", cands, partial, sha256, ctx)
             st.place(partial.path, partial.fd, blob)
             partial.journal.unlink(missing_ok=True)
         except FetchError as exc:
@@ -259,8 +273,8 @@ class _Run:
             return
         finally:
             partial.close()
-        self.cache.record(blob, p.sha256)
-        self._finish(p, blob, "downloaded", p.size - already)
+        self.cache.record(blob, sha256)
+        self._finish(p, blob, "downloaded", size - already)
 
     def _cross_checks(self) -> None:
         for p in self.payloads:

@@ -57,18 +57,19 @@ class Scheduler:
         self._lock = threading.Lock()
         self.splits = 0
 
-    def take(self, first: tuple[int, int] | None = None) -> Piece | None:
-        """The next piece for a connection (``first``: this exact range), or None when done."""
+    def take(self) -> Piece | None:
+        """The next piece for a connection, or None when done."""
         with self._lock:
-            piece: Piece | None
-            if first is not None:
-                piece = Piece(*first)
-            elif self._gaps:
-                piece = self._cut()
-            else:
-                piece = self._steal()
+            piece = self._cut() if self._gaps else self._steal()
             if piece is not None:
                 self._active.append(piece)
+            return piece
+
+    def take_exact(self, start: int, end: int) -> Piece:
+        """``[start, end)`` as an active piece (the probe's, cut before the plan was known)."""
+        with self._lock:
+            piece = Piece(start, end)
+            self._active.append(piece)
             return piece
 
     def _cut(self) -> Piece:

@@ -8,14 +8,15 @@ from dataclasses import dataclass, field
 
 import requests
 
+from pipeline.payloads.errors import Stopped
+from pipeline.payloads.gate import Gate
+
+__all__ = ["DEFAULT_CONNECTIONS", "Context", "MiB", "Stopped", "Tuning"]
+
 MiB = 1 << 20
 # CDNs cap each connection (the Hub's too); 16 reached 92 % of this machine's ceiling
 # in the benchmark (docs/payloads.md) where 8 reached 82 % of 8 x cap.
 DEFAULT_CONNECTIONS = 16
-
-
-class Stopped(Exception):
-    """The run is being interrupted; the journal keeps what was written."""
 
 
 @dataclass(frozen=True)
@@ -23,9 +24,14 @@ class Tuning:
     connections: int = DEFAULT_CONNECTIONS
     piece: int = 32 * MiB  # upper bound; small files get smaller pieces
     chunk: int = 1 * MiB
-    attempts: int = 6  # consecutive failures without progress, per piece
-    backoff: float = 0.5
+    # Retries are budgeted per file (pipeline.payloads.retry): ``retries`` plus
+    # ``retries_per_piece`` for each piece; none once no byte came for ``give_up_after`` s.
+    retries: int = 6  # a dead server: given up on after about 30 s (backoff 0.5 s doubling)
+    retries_per_piece: int = 4
+    give_up_after: float = 300.0
+    backoff: float = 0.5  # doubling per failure in a row of one piece, up to backoff_cap
     backoff_cap: float = 20.0
+    retry_after_cap: float = 120.0  # the longest Retry-After honoured
     timeout: tuple[float, float] = (10.0, 30.0)  # connect, read
     memory_cap: int = 256 * MiB
     journal_every: float = 0.5
@@ -38,8 +44,12 @@ class Context:
     tuning: Tuning
     advance: Callable[[str, int], None] = lambda label, n: None
     stop: threading.Event = field(default_factory=threading.Event)
-    slots: threading.Semaphore | None = None  # the run-wide connection budget
+    connections: int = 0  # requests at once across the run's files (0: tuning.connections)
     local: threading.local = field(default_factory=threading.local)
+    gate: Gate = field(init=False)  # the run-wide connection budget, shrunk on 429/503
+
+    def __post_init__(self) -> None:
+        self.gate = Gate(self.connections or self.tuning.connections)
 
     def session(self) -> requests.Session:
         """One keep-alive session per thread (requests sessions are not thread-safe)."""
@@ -47,22 +57,3 @@ class Context:
         if s is None:
             s = self.local.session = requests.Session()
         return s
-
-    def sleep(self, seconds: float) -> None:
-        if self.stop.wait(seconds):
-            raise Stopped
-
-
-class Slot:
-    """A permit of the run-wide connection budget (none when there is no budget)."""
-
-    def __init__(self, sem: threading.Semaphore | None) -> None:
-        self.sem = sem
-
-    def __enter__(self) -> None:
-        if self.sem is not None:
-            self.sem.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.sem is not None:
-            self.sem.release()

@@ -14,15 +14,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
+from pipeline.errors import LockError
 from pipeline.fs import cache_home
 from pipeline.lock.model import Payload
+from pipeline.payloads.neterrors import bad_url
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
 
 def mirror_url(mirror: str, url: str) -> str:
     """Where ``url`` lives on ``mirror``: ``{mirror}/{host}/{path}``."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # an HF_ENDPOINT such as "http://[::1"
+        raise bad_url(url, exc) from None
     return f"{mirror.rstrip('/')}/{parts.netloc}{parts.path}"
 
 
@@ -75,7 +80,8 @@ def candidates(url: str, mirror: str | None, token: str | None = None) -> list[C
 
 def payload_url(payload: Payload, env: Mapping[str, str]) -> str:
     """The upstream URL of a pinned payload."""
-    assert payload.revision is not None, "callers check Payload.missing() first"
+    if payload.revision is None:  # run_payloads refuses unpinned entries before this
+        raise LockError(f"payloads.{payload.name}: no revision pinned; pin it before fetching")
     return hf_url(hf_endpoint(env), payload.repository, payload.revision, payload.filename)
 
 

@@ -3,26 +3,31 @@
 The first piece's request is the probe: a 206 starts the other connections,
 a 200 means the server ignores Range and that one response streams the whole
 file. Bytes are written with pwrite at their offset, journaled for resume and
-handed to the :class:`OrderedHasher`.
+handed to the :class:`OrderedHasher`. Each request holds a permit of the run's
+:class:`Gate` and hands it back while it waits to retry; each failed request
+spends from the file's :class:`Budget` (:mod:`pipeline.payloads.retry`).
 """
 
 from __future__ import annotations
 
 import os
-import random
 import threading
+import time
 
-from pipeline.errors import IntegrityError
-from pipeline.payloads.errors import RangeIgnored, RetryableHTTP
+from pipeline.errors import IntegrityError, PipelineError
+from pipeline.payloads.errors import RangeIgnored, RetryableHTTP, Stopped
+from pipeline.payloads.gate import WAKE, Permit
 from pipeline.payloads.hasher import OrderedHasher
 from pipeline.payloads.http import Opened, body, open_range
 from pipeline.payloads.partial import Partial
 from pipeline.payloads.ranges import RangeSet
+from pipeline.payloads.retry import Budget, Streak, delay
 from pipeline.payloads.schedule import Piece, Scheduler
-from pipeline.payloads.settings import Context, MiB, Slot, Stopped, Tuning
+from pipeline.payloads.settings import Context, MiB, Tuning
 from pipeline.payloads.sources import Candidate
 
 __all__ = ["Stopped", "Transfer", "piece_size"]
+THROTTLED = (429, 503)  # the server asks for fewer requests: the run's gate shrinks
 
 
 def piece_size(size: int, tuning: Tuning) -> int:
@@ -36,7 +41,10 @@ class Transfer:
     def __init__(self, label: str, cand: Candidate, partial: Partial, ctx: Context) -> None:
         self.label, self.cand, self.partial, self.ctx = label, cand, partial, ctx
         self.error: BaseException | None = None
+        self.halt = threading.Event()  # set with error: connections waiting to retry quit
         self.sched = Scheduler((), 1, MiB)
+        self.budget = Budget(ctx.tuning)
+        self.planned = (0, MiB)  # bytes and piece size, budgeted once the probe got an answer
         self.lock = threading.Lock()
         self.hasher = OrderedHasher(
             partial.fd, partial.size, RangeSet(partial.done), ctx.tuning.memory_cap
@@ -57,61 +65,88 @@ class Transfer:
     def _plan(self, size: int) -> tuple[int, int]:
         """Schedule the gaps of ``[0, size)``; the first piece, for the probe."""
         t = self.ctx.tuning
-        self.sched = Scheduler(self.partial.done.missing(size), t.connections, piece_size(size, t))
+        gaps, largest = self.partial.done.missing(size), piece_size(size, t)
+        self.sched = Scheduler(gaps, t.connections, largest)
+        self.planned = (sum(e - s for s, e in gaps), largest)
         first = self.sched.take()
-        assert first is not None
+        if first is None:  # run() downloads only when bytes are missing
+            raise PipelineError(f"{self.label}: no gap to fetch in an incomplete file (a bug)")
         self.sched.done(first)
         return first.pos, first.end
+
+    def _learn_size(self, opened: Opened, end: int) -> tuple[int, int]:
+        """A 206 told the size the caller did not know: plan the rest; the probe's piece."""
+        t, total = self.ctx.tuning, opened.total
+        if total is None:
+            opened.response.close()
+            raise RangeIgnored(f"{opened.url}: a 206 without the file's total size")
+        self.partial.preallocate(total)
+        self.hasher.set_size(total)
+        end, largest = min(end, total), piece_size(total, t)
+        self.sched = Scheduler([(end, total)], t.connections, largest)
+        self.planned = (total, largest)
+        return 0, end
 
     def _download(self) -> None:
         p, t = self.partial, self.ctx.tuning
         first = (0, t.piece) if p.size is None else self._plan(p.size)
-        with Slot(self.ctx.slots):
-            opened = self._probe(*first)
+        with Permit(self.ctx.gate, self.ctx.stop) as permit:
+            opened = self._probe(*first, permit)
             self._check_total(opened)
             if not opened.ranged:
                 self._stream(opened)
                 return
-            if p.size is None:  # learnt from Content-Range: plan the rest now
-                if opened.total is None:
-                    opened.response.close()
-                    raise RangeIgnored(f"{opened.url}: a 206 without the file's total size")
-                p.preallocate(opened.total)
-                self.hasher.set_size(opened.total)
-                first = (0, min(first[1], opened.total))
-                self.sched = Scheduler(
-                    [(first[1], opened.total)], t.connections, piece_size(opened.total, t)
-                )
+            if p.size is None:
+                first = self._learn_size(opened, first[1])
+            self.budget.add_work(*self.planned)  # the server serves this file: budget its work
             workers = [
                 threading.Thread(target=self._worker, daemon=True) for _ in range(t.connections - 1)
             ]
             for w in workers:
                 w.start()
-            piece = self.sched.take(first)
-            assert piece is not None
-            self._guard(piece, opened)
+            self._guard(self.sched.take_exact(*first), opened, permit)
         self._worker()  # the probing thread takes pieces too once its own is done
         for w in workers:
             w.join()
         if self.error is not None:
             raise self.error
 
-    def _probe(self, start: int, end: int) -> Opened:
-        t = self.ctx.tuning
-        for n in range(t.attempts):
+    def _probe(self, start: int, end: int, permit: Permit) -> Opened:
+        streak = Streak(self.budget)
+        while True:
             try:
-                return open_range(self.ctx.session(), self.cand, start, end, t.timeout)
+                return self._open(start, end)
             except RetryableHTTP as exc:
-                if n + 1 == t.attempts:
-                    raise
-                self.ctx.sleep(exc.retry_after or self._backoff(n + 1))
-        raise AssertionError("unreachable")
+                self._retry(exc, permit, streak.failed(False))
 
-    def _backoff(self, failures: int) -> float:
-        t = self.ctx.tuning
-        if failures == 0:  # the connection dropped after some progress: go again at once
-            return 0.05
-        return min(t.backoff_cap, t.backoff * 2.0 ** (failures - 1)) * random.uniform(0.8, 1.2)
+    def _open(self, start: int, end: int) -> Opened:
+        opened = open_range(self.ctx.session(), self.cand, start, end, self.ctx.tuning.timeout)
+        self.ctx.gate.accepted()
+        return opened
+
+    def _retry(self, exc: RetryableHTTP, permit: Permit, failures: int) -> None:
+        """Count ``exc`` against the budget and wait, without holding a connection.
+
+        ``failures``: from :meth:`Streak.failed`; 0 when the failed request still
+        brought bytes (free, and retried almost at once).
+        """
+        if exc.status in THROTTLED:
+            permit.throttled()
+        if failures:
+            self.budget.spend(exc)  # raises once the file has failed too often or too long
+        permit.give()
+        self._sleep(delay(self.ctx.tuning, exc, failures))
+        permit.take()
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait; cut short when the transfer failed, :class:`Stopped` on Ctrl-C."""
+        deadline = time.monotonic() + seconds
+        while not self.halt.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self.ctx.stop.wait(min(left, WAKE)):
+                raise Stopped
 
     def _check_total(self, opened: Opened) -> None:
         size = self.partial.size
@@ -125,35 +160,34 @@ class Transfer:
 
     def _worker(self) -> None:
         while self.error is None:
-            with Slot(self.ctx.slots):
+            with Permit(self.ctx.gate, self.ctx.stop) as permit:
                 piece = self.sched.take()
                 if piece is None:
                     return
-                self._guard(piece, None)
+                self._guard(piece, None, permit)
 
-    def _guard(self, piece: Piece, opened: Opened | None) -> None:
+    def _guard(self, piece: Piece, opened: Opened | None, permit: Permit) -> None:
         try:
-            self._fill(piece, opened)
+            self._fill(piece, opened, permit)
         except BaseException as exc:  # the first error ends the transfer; _download raises it
             with self.lock:
                 self.error = self.error or exc
+            self.halt.set()
             self.sched.clear()
         finally:
             self.sched.done(piece)
 
-    def _fill(self, piece: Piece, opened: Opened | None) -> None:
+    def _fill(self, piece: Piece, opened: Opened | None, permit: Permit) -> None:
         """Write the piece, reopening from where it broke off after a drop.
 
         Its end may move closer while this runs (another connection took the rest).
         """
-        failures = 0
+        streak = Streak(self.budget)
         while piece.pos < piece.end:
             before = piece.pos
             try:
                 if opened is None:
-                    opened = open_range(
-                        self.ctx.session(), self.cand, piece.pos, piece.end, self.ctx.tuning.timeout
-                    )
+                    opened = self._open(piece.pos, piece.end)
                     self._check_total(opened)
                     if not opened.ranged:
                         opened.response.close()
@@ -173,10 +207,7 @@ class Transfer:
                         f"{opened.url}: the body ended {piece.end - piece.pos:,} bytes early"
                     )
             except RetryableHTTP as exc:
-                failures = 0 if piece.pos > before else failures + 1
-                if failures >= self.ctx.tuning.attempts:
-                    raise
-                self.ctx.sleep(exc.retry_after or self._backoff(failures))
+                self._retry(exc, permit, streak.failed(piece.pos > before))
             opened = None
 
     def _write(self, pos: int, data: bytes) -> None:
@@ -186,6 +217,7 @@ class Transfer:
             view, at = view[n:], at + n
         self.hasher.feed(pos, data)
         self.partial.wrote(pos, at)
+        self.budget.progress()
         self.ctx.advance(self.label, len(data))
 
     def _stream(self, opened: Opened) -> None:

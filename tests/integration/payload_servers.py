@@ -9,6 +9,11 @@ a free port, with an optional per-connection ``limit_rate`` under /capped/.
     /norange/…   ignores Range (200 with the whole file)
     /flip/…      one byte of the body is wrong
     /flaky/…     503 for the first ``failures`` requests per file, then serves
+    /alternate/… 503 for every other request per file (the first one fails)
+    /coin/…      503 for a ``fail_rate`` share of requests, at random
+    /throttle/…  429 with ``Retry-After: retry_after`` for the first ``throttles``
+                 requests per file, then serves
+    /down/…      503 for every request
     /auth/…      401 without ``Bearer TOKEN``; with it, a 302 to the CDN host
     /gated/…     403
     /missing/…   404
@@ -16,11 +21,13 @@ a free port, with an optional per-connection ``limit_rate`` under /capped/.
 
 Files are looked up by their last path component in ``files``. The CDN is a
 second FaultServer on 127.0.0.2; it records every Authorization header seen.
+``times`` keeps when each request per (mode, file) came, for tests of waits.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import socket
@@ -60,12 +67,21 @@ class _Handler(BaseHTTPRequestHandler):
             srv.requests[mode] += 1
             srv.auth_seen.append(self.headers.get("Authorization"))
             count = srv.per_file[(mode, name)] = srv.per_file[(mode, name)] + 1
+            srv.times.setdefault((mode, name), []).append(time.monotonic())
+            coin = srv.random.random() < srv.fail_rate
         if mode == "missing" or name not in srv.files:
             return self._status(404)
         if mode == "gated":
             return self._status(403)
-        if mode == "flaky" and count <= srv.failures:
+        if (
+            (mode == "flaky" and count <= srv.failures)
+            or (mode == "alternate" and count % 2 == 1)
+            or (mode == "coin" and coin)
+            or mode == "down"
+        ):
             return self._status(503)
+        if mode == "throttle" and count <= srv.throttles:
+            return self._status(429, {"Retry-After": srv.retry_after})
         if mode in ("auth", "redirect"):
             if mode == "auth" and self.headers.get("Authorization") != f"Bearer {TOKEN}":
                 return self._status(401)
@@ -104,8 +120,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
         return None
 
-    def _status(self, code: int) -> None:
+    def _status(self, code: int, headers: dict[str, str] | None = None) -> None:
         self.send_response(code)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.send_header("Content-Length", "0")
         self.end_headers()
 
@@ -118,6 +136,9 @@ class FaultServer(ThreadingHTTPServer):
         self.files: dict[str, bytes] = {}
         self.cdn = cdn
         self.drops, self.failures = 2, 2
+        self.fail_rate, self.random = 0.5, random.Random(0)
+        self.throttles, self.retry_after = 1, "1"
+        self.times: dict[tuple[str, str], list[float]] = {}
         self.lock = threading.Lock()
         self.requests: Counter[str] = Counter()
         self.per_file: Counter[tuple[str, str]] = Counter()

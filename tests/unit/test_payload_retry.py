@@ -1,0 +1,173 @@
+"""Retry policy without a network: the AIMD gate, the per-file budget, backoff, Retry-After.
+
+The HTTP side of the same behaviour runs against real loopback servers in
+tests/integration/test_payload_faults.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from email.utils import formatdate
+
+import pytest
+import requests
+import urllib3.exceptions
+
+from pipeline.payloads.errors import HTTPFatal, RetryableHTTP, Stopped
+from pipeline.payloads.gate import Gate, Permit
+from pipeline.payloads.http import retry_after
+from pipeline.payloads.neterrors import classify
+from pipeline.payloads.retry import Budget, Streak, delay
+from pipeline.payloads.settings import Tuning
+
+URL = "http://127.0.0.1:1/x"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_gate_halves_once_per_epoch_and_grows_back_by_one() -> None:
+    gate, stop = Gate(16), threading.Event()
+    epochs = [gate.enter(stop) for _ in range(16)]
+    for e in epochs:  # sixteen 503s from requests sent together: one halving, not four
+        gate.throttled(e)
+    assert gate.limit == 8
+    gate.throttled(gate.epoch)  # a request sent after the halving still fails: halve again
+    assert gate.limit == 4
+    for _ in range(20):
+        gate.accepted()
+    assert gate.limit == 16  # never above what was asked for
+    for _ in range(10):
+        gate.throttled(gate.epoch)
+    assert gate.limit == 1  # never below one
+
+
+def test_gate_holds_requests_over_the_limit_and_stops_on_ctrl_c() -> None:
+    gate, stop = Gate(2), threading.Event()
+    with Permit(gate, stop) as a, Permit(gate, stop):
+        got = threading.Event()
+
+        def third() -> None:
+            with Permit(gate, stop):
+                got.set()
+
+        threading.Thread(target=third, daemon=True).start()
+        assert not got.wait(0.3)  # two in flight: the third waits
+        a.give()
+        assert got.wait(2)  # one handed back: it runs
+    assert gate.active == 0
+    with Permit(gate, stop), Permit(gate, stop):
+        stop.set()
+        with pytest.raises(Stopped):
+            gate.enter(stop)
+
+
+def test_budget_is_the_base_until_the_server_answers_then_grows_with_the_work() -> None:
+    clock = Clock()
+    budget = Budget(Tuning(retries=3, retries_per_piece=4), clock)
+    fail = RetryableHTTP(f"{URL}: HTTP 503", status=503)
+    for _ in range(3):
+        budget.spend(fail)
+    with pytest.raises(RetryableHTTP) as err:
+        budget.spend(fail)  # a server that never answered gets the base only
+    message = str(err.value)
+    assert message.startswith(f"{URL}: HTTP 503; gave up after 4 failed requests")
+    assert "retry budget of 3" in message and "try again later" in message
+    assert err.value.status == 503
+    budget = Budget(Tuning(retries=3, retries_per_piece=4), clock)
+    budget.add_work(10 << 20, 1 << 20)  # ten pieces: forty more
+    for _ in range(43):
+        budget.spend(fail)
+    with pytest.raises(RetryableHTTP, match="retry budget of 43"):
+        budget.spend(fail)
+
+
+def test_budget_ends_a_file_that_stood_still_too_long_whatever_is_left() -> None:
+    clock = Clock()
+    budget = Budget(Tuning(give_up_after=60.0), clock)
+    budget.add_work(1 << 40, 1 << 20)  # a huge budget
+    fail = RetryableHTTP(f"{URL}: could not connect (Connection refused)")
+    clock.now += 59
+    budget.spend(fail)
+    budget.progress()  # a byte arrived: the clock starts again
+    clock.now += 59
+    budget.spend(fail)
+    clock.now += 1
+    with pytest.raises(RetryableHTTP, match=r"no byte arrived for 60 s"):
+        budget.spend(fail)
+
+
+def test_backoff_grows_only_while_the_whole_file_stands_still() -> None:
+    clock = Clock()
+    budget = Budget(Tuning(), clock)
+    streak = Streak(budget)
+    assert [streak.failed(False) for _ in range(3)] == [1, 2, 3]
+    clock.now += 1
+    budget.progress()  # another connection brought bytes: the server works
+    assert streak.failed(False) == 1
+    assert streak.failed(True) == 0  # this request brought bytes before it broke: free
+
+
+def test_delay_honours_retry_after_up_to_the_cap_else_backs_off() -> None:
+    t = Tuning(backoff=0.5, backoff_cap=20.0, retry_after_cap=120.0)
+    assert delay(t, RetryableHTTP("x", 7.0), 5) == 7.0
+    assert delay(t, RetryableHTTP("x", 0.0), 5) == 0.0  # "now" is an answer too
+    assert delay(t, RetryableHTTP("x", 3600.0), 1) == 120.0
+    assert 0.4 <= delay(t, RetryableHTTP("x"), 1) <= 0.6
+    assert 16.0 <= delay(t, RetryableHTTP("x"), 40) <= 24.0
+
+
+def test_a_dead_server_is_given_up_on_within_a_minute_by_default() -> None:
+    """The base budget's waits, at their jittered worst, with the default tuning."""
+    t = Tuning()
+    waits = [min(t.backoff_cap, t.backoff * 2.0 ** (k - 1)) * 1.2 for k in range(1, t.retries + 1)]
+    assert sum(waits) < 60, sum(waits)
+
+
+def test_retry_after_reads_seconds_and_http_dates() -> None:
+    now = time.time()
+    assert retry_after("120") == 120.0
+    assert retry_after(" 3 ") == 3.0
+    assert retry_after(formatdate(now + 30, usegmt=True), now) == pytest.approx(30, abs=1)
+    assert retry_after(formatdate(now - 30, usegmt=True), now) == 0.0  # past: at once
+    assert retry_after("") is None and retry_after("soon") is None and retry_after("-5") is None
+
+
+@pytest.mark.parametrize(
+    ("exc", "kind", "words"),
+    [
+        (requests.exceptions.ConnectionError("[Errno 111] Connection refused"), RetryableHTTP,
+         "could not connect (Connection refused)"),
+        (requests.exceptions.ConnectTimeout("x"), RetryableHTTP, "10 s to connect"),
+        (requests.exceptions.ReadTimeout("x"), RetryableHTTP, "30 s to read"),
+        (requests.exceptions.ChunkedEncodingError("x"), RetryableHTTP, "ChunkedEncodingError"),
+        (requests.exceptions.ContentDecodingError("x"), RetryableHTTP, "ContentDecodingError"),
+        (urllib3.exceptions.ProtocolError("x"), RetryableHTTP, "ProtocolError"),
+        (requests.exceptions.SSLError("EOF in violation of protocol"), RetryableHTTP, "TLS"),
+        (requests.exceptions.SSLError("certificate verify failed"), HTTPFatal,
+         "REQUESTS_CA_BUNDLE"),
+        (requests.exceptions.InvalidURL("Failed to parse"), HTTPFatal, "not a URL"),
+        (requests.exceptions.MissingSchema("No scheme"), HTTPFatal, "HF_ENDPOINT"),
+        (requests.exceptions.InvalidSchema("No adapters"), HTTPFatal, "not a URL"),
+        (urllib3.exceptions.LocationParseError("label too long"), HTTPFatal, "not a URL"),
+        (requests.exceptions.TooManyRedirects("x"), HTTPFatal, "too many redirects"),
+        (ValueError("Invalid IPv6 URL"), HTTPFatal, "not a URL"),
+    ],
+)  # fmt: skip
+def test_every_network_exception_becomes_retry_or_fatal_with_the_url(
+    exc: Exception, kind: type[Exception], words: str
+) -> None:
+    err = classify(URL, exc, (10.0, 30.0))
+    assert type(err) is kind and str(err).startswith(URL) and words in str(err)
+
+
+def test_an_invalid_header_never_shows_the_token() -> None:
+    exc = requests.exceptions.InvalidHeader("Invalid return character in header: 'Bearer hf_x\n'")
+    err = classify(URL, exc, (10.0, 30.0))
+    assert isinstance(err, HTTPFatal) and "hf_x" not in str(err) and "HF_TOKEN" in str(err)
