@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass
 
+from pipeline.lock import closure
+from pipeline.lock.model import Lock, Target
 from pipeline.lock.refs import DIGEST_RE
 
 _ARG_REF = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
@@ -172,3 +174,30 @@ def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True
                 )
             )
     return findings
+
+
+def derived_problems(lock: Lock, target: Target) -> list[str]:
+    """The closure check of each derived requirements file the target installs.
+
+    A target built with ``VLLM_VERSION`` installs its pip files with ``--no-deps`` on top
+    of vLLM, so each must be derived (``# derived-for:`` header) and pass the check.
+    """
+    out = []
+    for name in target.pip:
+        file = lock.pip[name].file
+        path = lock.root / file
+        text = path.read_text() if path.is_file() else ""
+        derivation = closure.derived_for(text)
+        if derivation is None and closure.version_arg("vllm") not in target.build_args:
+            continue  # hand-written, for an image without vLLM: nothing to check it against
+        arg = closure.version_arg(derivation.package if derivation else "vllm")
+        facts = closure.closure_path(path)
+        out += closure.problems(
+            text,
+            facts.read_text() if facts.is_file() else None,
+            where=file,
+            closure_where=str(facts.relative_to(lock.root)),
+            expected_version=target.build_args.get(arg),
+            version_from=f"targets.{target.name}.build_args.{arg}",
+        )
+    return out

@@ -1,4 +1,8 @@
-"""The verbs that only read: plan, lint and lock (no engine, no network)."""
+"""The verbs that check and pin: plan, lint and lock (no engine).
+
+plan and lint only read. lock writes the lock; it reaches PyPI only to derive a
+requirements file again whose version (or closure facts) changed, or with --force.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import argparse
 from pipeline.build import lint, plan
 from pipeline.cli.options import targets
 from pipeline.errors import LintError
-from pipeline.lock.fingerprint import check_drift, relock
+from pipeline.lock.fingerprint import check_drift
 from pipeline.lock.model import load_lock, write_lock
 from pipeline.log import echo
 
@@ -34,6 +38,7 @@ def do_lint(args: argparse.Namespace) -> int:
             "whatever is current; add APT_SNAPSHOT (a date like 20261101T000000Z)"
             for k in lint.unpinned_apt(t.build_args)
         ]
+        problems += lint.derived_problems(loaded, t)
     if problems:
         raise LintError("Dockerfile pinning rules broken:\n  " + "\n  ".join(problems))
     echo("lint: every Dockerfile is pinned")
@@ -47,7 +52,11 @@ def do_lock(args: argparse.Namespace) -> int:
             check_drift(loaded, t)
         echo(f"{args.lock}: no drift")
         return 0
-    doc = relock(loaded)
+    from pipeline.refresh.pip import relock_derived  # reaches PyPI: only lock loads it
+
+    doc, derived = relock_derived(loaded, force=args.force)
+    for change in derived:
+        echo(str(change))
     if doc == loaded.document:
         echo(f"{args.lock}: already current")
         return 0
