@@ -22,7 +22,7 @@ LABEL_PREFIX = "io.github.lockpipe"
 SOURCE_ARCHIVE = "source.tar.gz"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SourceFetch:
     """A source archive the pipeline fetches, checks and puts into the build context."""
 
@@ -34,7 +34,7 @@ class SourceFetch:
     filename: str = SOURCE_ARCHIVE
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BuildPlan:
     target: str
     tag: str
@@ -75,7 +75,9 @@ def _source(lock: Lock, target: Target) -> SourceFetch | None:
             f"{PIN_BY_HAND}"
         )
     assert src.url and src.sha256  # for mypy: missing() was empty
-    return SourceFetch(src.name, src.url, src.sha256, src.commit, src.root)
+    return SourceFetch(
+        name=src.name, url=src.url, sha256=src.sha256, commit=src.commit, root=src.root
+    )
 
 
 def plan_target(lock: Lock, name: str) -> BuildPlan:

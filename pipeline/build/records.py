@@ -16,7 +16,7 @@ from pipeline.fs import write_atomic
 from pipeline.log import echo
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BuildRecord:
     target: str
     tag: str

@@ -19,7 +19,7 @@ from pipeline.lock.model import Lock
 from pipeline.log import step
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Reproduction:
     target: str
     engine: str
@@ -70,4 +70,6 @@ def reproduce_target(lock: Lock, name: str, engine: Engine, s: Settings) -> Repr
         why = layer_difference(engine.layers(first.image_id), engine.layers(second.image_id))
         if not second.reproducible:
             why += f"; the engine says so: {second.reproducible_how}"
-    return Reproduction(name, engine.name, first.image_id, second.image_id, why)
+    return Reproduction(
+        target=name, engine=engine.name, first=first.image_id, second=second.image_id, why=why
+    )

@@ -25,7 +25,7 @@ from pipeline.lock.model import Lock
 from pipeline.log import echo, step
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     state: Path
     cache: Path
@@ -69,8 +69,9 @@ def run_build(
             extra[src.filename] = fetch_verified(src.url, src.sha256, s.cache, s.mirror)
         context = stage(plan.context, plan.dockerfile, labels, extra, Path(tmp) / "context")
         req = BuildRequest(
-            context, plan.dockerfile, plan.tag, dict(plan.build_args), plan.timestamp,
-            plan.platform, no_cache,
+            context=context, dockerfile=plan.dockerfile, tag=plan.tag,
+            build_args=dict(plan.build_args), timestamp=plan.timestamp,
+            platform=plan.platform, no_cache=no_cache,
         )  # fmt: skip
         try:
             image_id = engine.build(req, lambda line: echo(line, style="dim"))

@@ -16,7 +16,8 @@ def do_build(args: argparse.Namespace) -> int:
     loaded = load_lock(args.lock)
     names = targets(args, loaded)
     engine = get_engine(args.engine)
-    settings = Settings(state_dir(args, loaded), args.cache.expanduser(), args.mirror, args.force)
+    settings = Settings(state=state_dir(args, loaded), cache=args.cache.expanduser(),
+                        mirror=args.mirror, force=args.force)  # fmt: skip
     for n in names:
         build_target(loaded, n, engine, settings)
     return 0
@@ -25,7 +26,8 @@ def do_build(args: argparse.Namespace) -> int:
 def do_reproduce(args: argparse.Namespace) -> int:
     loaded = load_lock(args.lock)
     engine = get_engine(args.engine)
-    settings = Settings(state_dir(args, loaded), args.cache.expanduser(), args.mirror, force=True)
+    settings = Settings(state=state_dir(args, loaded), cache=args.cache.expanduser(),
+                        mirror=args.mirror, force=True)  # fmt: skip
     results = [
         reproduce.reproduce_target(loaded, n, engine, settings) for n in targets(args, loaded)
     ]

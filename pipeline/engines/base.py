@@ -19,7 +19,7 @@ GpuMode = Literal["docker-gpus", "cdi", "manual"]
 GPU_MODES: tuple[GpuMode, ...] = get_args(GpuMode)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BuildRequest:
     context: Path
     dockerfile: str
@@ -45,7 +45,7 @@ class Mount:
     read_only: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DeviceRequest:
     """docker's HostConfig.DeviceRequests entry (Engine API >= 1.40)."""
 
@@ -55,7 +55,7 @@ class DeviceRequest:
     capabilities: tuple[tuple[str, ...], ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunSpec:
     image: str
     command: tuple[str, ...] = ()

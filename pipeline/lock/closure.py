@@ -165,7 +165,7 @@ def sha256_text(text: str) -> str:
 # -- the closure facts ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Package:
     """One distribution's facts: what the check needs to evaluate its requirements."""
 
@@ -185,7 +185,7 @@ class Package:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Closure:
     """The facts a derivation found, as ``*.closure.json`` stores them."""
 

@@ -33,7 +33,7 @@ PIN_BY_HAND = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Base:
     name: str
     ref: str
@@ -54,7 +54,7 @@ class PipFile:
     sha256: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Source:
     name: str
     repository: str
@@ -155,7 +155,7 @@ def _payload(name: str, p: Mapping[str, Any]) -> Payload:
     )  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Serve:
     runtime: Runtime
     command: tuple[str, ...]
@@ -167,7 +167,7 @@ class Serve:
     modalities: tuple[Modality, ...] = ("text",)  # what it serves; vision/audio need an mmproj
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Target:
     name: str
     context: str
@@ -182,7 +182,7 @@ class Target:
     allow_copy: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Lock:
     path: Path
     root: Path
@@ -231,18 +231,23 @@ def parse_lock(doc: Any, path: Path, root: Path | None = None, *, schema_ok: boo
         root=root,
         source_date_epoch=doc["source_date_epoch"],
         bases={
-            n: Base(n, b["ref"], b.get("digest"), b.get("platform", DEFAULT_PLATFORM))
+            n: Base(
+                name=n,
+                ref=b["ref"],
+                digest=b.get("digest"),
+                platform=b.get("platform", DEFAULT_PLATFORM),
+            )
             for n, b in doc["bases"].items()
         },
         pip={n: PipFile(n, p["file"], p["sha256"]) for n, p in doc.get("pip", {}).items()},
         sources={
             n: Source(
-                n,
-                x["repository"],
-                x.get("commit"),
-                x.get("url"),
-                x.get("sha256"),
-                x.get("root", ""),
+                name=n,
+                repository=x["repository"],
+                commit=x.get("commit"),
+                url=x.get("url"),
+                sha256=x.get("sha256"),
+                root=x.get("root", ""),
             )
             for n, x in doc.get("sources", {}).items()
         },

@@ -20,7 +20,7 @@ class ReferenceError(ValueError):
     """An image reference that no engine would accept."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ImageRef:
     registry: str
     repository: str
@@ -81,4 +81,4 @@ def parse_ref(text: str) -> ImageRef:
     for component in repository.split("/"):
         if not _COMPONENT_RE.match(component):
             raise ReferenceError(f"{text!r}: {component!r} is not a valid repository component")
-    return ImageRef(registry, repository, tag, digest)
+    return ImageRef(registry=registry, repository=repository, tag=tag, digest=digest)

@@ -25,7 +25,7 @@ from pipeline.registry.client import manifest_digest
 LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Change:
     name: str
     ref: str
@@ -69,5 +69,5 @@ def refresh_bases(
             entry["digest"] = digest
             entry["origin"] = {"source": f"registry {registry}: HEAD of the tag's manifest",
                                "seen": today or date.today().isoformat()}  # fmt: skip
-            changes.append(Change(name, base.ref, base.digest, digest))
+            changes.append(Change(name=name, ref=base.ref, old=base.digest, new=digest))
     return relock(parse_lock(doc, lock.path, lock.root)), changes

@@ -45,7 +45,7 @@ ROUNDS = 4  # re-resolutions for requirements whose markers differ between host 
 _MANYLINUX = re.compile(r"^manylinux_2_(\d+)_(\w+)$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Spec:
     """What to derive: ``package[extra]==version`` minus ``package==version``, for a platform."""
 
@@ -74,7 +74,7 @@ class Wheel:
         return self.url.rsplit("/", 1)[-1]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Resolution:
     """One closure as pip resolved it, walked with the target's markers."""
 
@@ -220,7 +220,7 @@ def write(derived: Derived, requirements: Path) -> None:
     write_atomic(cl.closure_path(requirements), derived.closure.to_json())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Change:
     pip: str
     file: str

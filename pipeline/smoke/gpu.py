@@ -172,13 +172,17 @@ def plan_gpu(
             )
         # What the docker CLI sends for --gpus all: no driver, so the daemon picks the one
         # registered for the "gpu" capability (the toolkit's).
-        return GpuAttach(mode, device_requests=(DeviceRequest("", -1, (), (("gpu",),)),))
+        return GpuAttach(
+            mode, device_requests=(DeviceRequest(driver="", count=-1, capabilities=(("gpu",),)),)
+        )
     if mode == "cdi":
         if engine == "docker":
             # dockerd takes CDI names only as a DeviceRequest with driver "cdi" (moby's
             # integration/container/cdi_test.go); in HostConfig.Devices a CDI name is
             # treated as a host path and fails to stat.
-            return GpuAttach(mode, device_requests=(DeviceRequest("cdi", 0, (CDI_ALL,)),))
+            return GpuAttach(
+                mode, device_requests=(DeviceRequest(driver="cdi", count=0, device_ids=(CDI_ALL,)),)
+            )
         # podman's specgen moves qualified names out of Devices into its CDI list.
         return GpuAttach(mode, devices=(CDI_ALL,))
     if host is None:

@@ -141,5 +141,5 @@ def llama_cpu(
     lock = llama_cpu_lock(work / "repo", debian_bases)
     state, cache = work / "state", work / "cache"
     outcome = build_target(load_lock(lock), "llama-cpu", get_engine("buildah"),
-                           Settings(state, cache, mirror=mirror.url))  # fmt: skip
+                           Settings(state=state, cache=cache, mirror=mirror.url))  # fmt: skip
     return BuiltLlama(lock, state, cache, outcome)

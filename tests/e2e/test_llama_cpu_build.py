@@ -35,7 +35,7 @@ def test_llama_cpu_builds_from_the_mirror_and_offers_draft_mtp(
 
 
 def test_second_build_is_a_noop(llama_cpu: BuiltLlama) -> None:
-    settings = Settings(llama_cpu.state, llama_cpu.cache)
+    settings = Settings(state=llama_cpu.state, cache=llama_cpu.cache)
     again = build_target(load_lock(llama_cpu.lock), "llama-cpu", get_engine("buildah"), settings)
     assert not again.built
     assert again.record.image_id == llama_cpu.outcome.record.image_id

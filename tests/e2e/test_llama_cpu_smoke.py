@@ -22,6 +22,9 @@ from tests.fixtures_gemma import GemmaFile
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
+# The test lock's serve entry sets no kv_dtype, context or parallel: baselines for its
+# runs live under this serving shape key (pipeline.smoke.shape).
+SHAPE = "kv=default,ctx=default,par=default"
 
 
 @pytest.fixture(scope="module")
@@ -155,12 +158,15 @@ def test_spec_decode_acceptance_and_throughput_probes_come_from_the_counters(
         "pp@256": {"value": 1.0, "unit": "t/s", "tolerance": 0.0},
         "tg@32": {"value": 1.0, "unit": "t/s", "tolerance": 0.0},
     }
-    expect = smoke_file(tmp_path / "expect.json", probes=probes)
+    expect = smoke_file(tmp_path / "expect.json", probes={SHAPE: probes})
     result = smoke(llama_cpu, mirror, store, tmp_path / "out", lock=lock, expect=expect)
     assert result.returncode == 0, result.stderr[-3000:]
     checks = checks_of(tmp_path / "out")
     accept = checks["spec-decode acceptance"]
     assert accept["status"] == "PASS" and accept["measured"]["accept"] > 2.0  # type: ignore[index]
+    # judged over a generation of its own, long enough to mean something
+    assert accept["measured"]["generated tokens"] >= 256  # type: ignore[index]
+    assert accept["baseline"] == {"shape": SHAPE, "no_baseline": []}
     measured = checks["throughput probes"]["measured"]
     assert measured["pp@256"] > 1.0 and measured["tg@32"] > 1.0  # type: ignore[index]
     assert leftover_containers() == []
@@ -171,7 +177,7 @@ def test_an_acceptance_below_its_floor_fails(
 ) -> None:
     """Without a drafter nothing is drafted: the seeds' broken w4a16 assistant, in effect."""
     probes = {"accept": {"value": 2.8, "unit": "tokens/step", "tolerance": 0.1}}
-    expect = smoke_file(tmp_path / "expect.json", probes=probes)
+    expect = smoke_file(tmp_path / "expect.json", probes={SHAPE: probes})
     result = smoke(llama_cpu, mirror, store, tmp_path / "out", expect=expect)
     assert result.returncode == 1
     accept = checks_of(tmp_path / "out")["spec-decode acceptance"]

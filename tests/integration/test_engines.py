@@ -83,7 +83,8 @@ def test_build_twice_push_and_noop(
     assert engine.image_id(tag) == second.record.image_id
 
     # The no-op path: nothing changed and the image is present, so no build call.
-    noop = build_target(lock, "app", spy, Settings(tmp_path / "state", tmp_path / "cache"))  # type: ignore[arg-type]
+    settings = Settings(state=tmp_path / "state", cache=tmp_path / "cache")
+    noop = build_target(lock, "app", spy, settings)  # type: ignore[arg-type]
     assert not noop.built and len(spy.builds) == 2
     assert noop.record == second.record
 
@@ -104,7 +105,7 @@ def test_labels_record_the_lock_inputs(
 ) -> None:
     lock = load_lock(_lock(tmp_path, busybox_base, engine.name))
     outcome = build_target(
-        lock, "app", engine, Settings(tmp_path / "s", tmp_path / "c", force=True)
+        lock, "app", engine, Settings(state=tmp_path / "s", cache=tmp_path / "c", force=True)
     )
     labels = _labels(engine, lock.target("app").tag)
     ref, digest = busybox_base
@@ -136,7 +137,9 @@ def test_wrong_base_digest_names_the_lock_entry(
     wrong = (ref, "sha256:" + "0" * 64)
     lock = load_lock(_lock(tmp_path, wrong, engine.name))
     with pytest.raises(BuildError) as info:
-        build_target(lock, "app", engine, Settings(tmp_path / "s", tmp_path / "c", force=True))
+        build_target(
+            lock, "app", engine, Settings(state=tmp_path / "s", cache=tmp_path / "c", force=True)
+        )
     message = str(info.value)
     assert "bases.busybox" in message
     assert "run nox -s refresh-digests" in message
@@ -163,7 +166,7 @@ def test_bind_mount_reads_the_context_without_copy(
     (tmp_path / "images/app/requirements.txt").write_text("x==1 --hash=sha256:" + "0" * 64 + "\n")
     lock = load_lock(make_repo(tmp_path, document, BIND_DOCKERFILE))
     outcome = build_target(
-        lock, "app", engine, Settings(tmp_path / "s", tmp_path / "c", force=True)
+        lock, "app", engine, Settings(state=tmp_path / "s", cache=tmp_path / "c", force=True)
     )
     assert outcome.built and engine.image_id(lock.target("app").tag) == outcome.record.image_id
 
@@ -175,7 +178,8 @@ def test_reproduce_builds_twice_without_cache_and_says_why_when_they_differ(
 
     lock = load_lock(_lock(tmp_path, busybox_base, engine.name))
     spy = CountingEngine(engine)
-    result = reproduce_target(lock, "app", spy, Settings(tmp_path / "s", tmp_path / "c"))  # type: ignore[arg-type]
+    settings = Settings(state=tmp_path / "s", cache=tmp_path / "c")
+    result = reproduce_target(lock, "app", spy, settings)  # type: ignore[arg-type]
     assert len(spy.builds) == 2
     if engine.name in ("buildah", "podman") or engine.reproducibility().reproducible:
         assert result.same, result.why
@@ -184,7 +188,7 @@ def test_reproduce_builds_twice_without_cache_and_says_why_when_they_differ(
         # pipeline says why. A newer dockerd (26.1 on Debian 13) may agree; the probe decides.
         assert "differs" in result.why and "SOURCE_DATE_EPOCH" in result.why
     # The second build is kept: a plain build afterwards is a no-op.
-    again = build_target(lock, "app", spy, Settings(tmp_path / "s", tmp_path / "c"))  # type: ignore[arg-type]
+    again = build_target(lock, "app", spy, Settings(state=tmp_path / "s", cache=tmp_path / "c"))  # type: ignore[arg-type]
     assert not again.built and again.record.image_id == result.second
 
 
@@ -317,7 +321,8 @@ def test_an_sdk_engine_whose_daemon_went_away_is_engine_missing(
     assert f"{name} inspect image {ABSENT}" in message and url in message
     assert "start" in message, message
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
-    request = BuildRequest(tmp_path, "Dockerfile", ABSENT, {}, 0, "linux/amd64")
+    request = BuildRequest(context=tmp_path, dockerfile="Dockerfile", tag=ABSENT, build_args={},
+                           timestamp=0, platform="linux/amd64")  # fmt: skip
     message = _fails(lambda: engine.build(request, lambda line: None), EngineMissing)
     assert f"{name} build {ABSENT}" in message and url in message
 
@@ -342,7 +347,8 @@ def test_a_docker_sdk_without_its_private_post_is_named(
         unavailable(f"engine docker is not usable: {exc}")
     monkeypatch.delattr(APIClient, "_post")
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
-    request = BuildRequest(tmp_path, "Dockerfile", ABSENT, {}, 0, "linux/amd64")
+    request = BuildRequest(context=tmp_path, dockerfile="Dockerfile", tag=ABSENT, build_args={},
+                           timestamp=0, platform="linux/amd64")  # fmt: skip
     message = _fails(lambda: engine.build(request, lambda line: None))
     assert re.search(r"docker SDK \d+\.\d+\.\d+ has no APIClient\._post/_url", message), message
     assert "pip install 'docker>=7.1,<8'" in message

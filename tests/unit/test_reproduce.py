@@ -12,8 +12,10 @@ def test_the_first_differing_layer_is_named() -> None:
 
 
 def test_a_reproduction_reads_as_a_verdict() -> None:
-    same = Reproduction("t", "buildah", A, A, "")
+    same = Reproduction(target="t", engine="buildah", first=A, second=A, why="")
     assert same.same and str(same) == f"t: reproducible with buildah: both builds {A}"
-    differ = Reproduction("t", "docker", A, B, "layer 2 of 2 differs")
+    differ = Reproduction(
+        target="t", engine="docker", first=A, second=B, why="layer 2 of 2 differs"
+    )
     assert not differ.same
     assert str(differ) == f"t: NOT reproducible with docker: {A} then {B}; layer 2 of 2 differs"

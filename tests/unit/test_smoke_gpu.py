@@ -22,16 +22,16 @@ from pipeline.smoke.gpu import (
 
 
 def docker_run_kwargs(attach: GpuAttach) -> dict[str, object]:
-    return docker.run_devices(with_gpu(RunSpec("img"), attach))
+    return docker.run_devices(with_gpu(RunSpec(image="img"), attach))
 
 
 def podman_run_kwargs(attach: GpuAttach) -> dict[str, object]:
-    return podman.run_devices(with_gpu(RunSpec("img"), attach))
+    return podman.run_devices(with_gpu(RunSpec(image="img"), attach))
 
 
 def podman_cli_args(attach: GpuAttach) -> list[str]:
     """The buildah engine runs containers with the podman CLI: what comes before the image."""
-    argv = buildah.run_argv(with_gpu(RunSpec("img"), attach))
+    argv = buildah.run_argv(with_gpu(RunSpec(image="img"), attach))
     return [a for i, a in enumerate(argv) if "--device" in argv[max(i - 1, 0) : i + 1]]
 
 
@@ -119,7 +119,9 @@ def test_discover_from_ldconfig_and_gpu_selection(tmp_path: Path) -> None:
 
 def test_docker_gpus_on_docker_is_the_cli_request() -> None:
     attach = plan_gpu("docker-gpus", engine="docker")
-    assert attach.device_requests == (DeviceRequest("", -1, (), (("gpu",),)),)
+    assert attach.device_requests == (
+        DeviceRequest(driver="", count=-1, device_ids=(), capabilities=(("gpu",),)),
+    )
     assert docker_run_kwargs(attach) == {
         "device_requests": [
             {"driver": "", "count": -1, "device_ids": [], "capabilities": [["gpu"]]}
@@ -208,7 +210,7 @@ def test_unknown_mode_and_engine() -> None:
 
 def test_with_gpu_merges_mounts_and_env(tmp_path: Path) -> None:
     attach = plan_gpu("manual", engine="podman", host=discover_host(fake_host(tmp_path)))
-    spec = RunSpec("img", mounts=(Mount(tmp_path, "/models"),), env={"A": "1"})
+    spec = RunSpec(image="img", mounts=(Mount(tmp_path, "/models"),), env={"A": "1"})
     merged = with_gpu(spec, attach)
     assert merged.mounts[0] == Mount(tmp_path, "/models")
     assert merged.mounts[1:] == attach.mounts
