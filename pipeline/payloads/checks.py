@@ -24,6 +24,9 @@ EXPECT_KEYS = {
     "nextn_layers": "GGUF MTP layers: <arch>.nextn_predict_layers and the blk.N.nextn.* layers",
     "modalities": "['vision', 'audio']: the encoders an mmproj must have",
     "dtypes": "safetensors: every tensor's dtype is one of these (mtp-assistant default: BF16)",
+    "model_type": "snapshot: config.json's model_type (gemma4_assistant: vLLM's Gemma 4 MTP)",
+    "quantization": "snapshot: {format, bits}: config.json's quantization_config "
+    "(format compressed-tensors: quant_method, every config_groups.*.weights.num_bits)",
 }
 _MTP_NAME = re.compile(r"[-_.]mtp([-_.]|$)")
 _NEXTN = re.compile(r"blk\.(\d+)\.nextn\.")
@@ -41,17 +44,11 @@ class Facts:
 def check_file(payload: Payload, path: Path, size: int) -> Facts:
     """Check ``path`` (the bytes of ``payload``) against the format and ``expect``."""
     where = f"payloads.{payload.name}"
-    facts = Facts(
-        [
-            f"{where}.expect.{k}: unknown key; known keys: {', '.join(EXPECT_KEYS)}"
-            for k in payload.expect
-            if k not in EXPECT_KEYS
-        ]
-    )
+    facts = Facts(unknown_keys(payload))
     if payload.format == "gguf":
         _gguf(payload, path, size, facts)
     elif payload.format == "safetensors":
-        _safetensors(payload, path, size, facts)
+        check_safetensors(payload, path, size, facts)
     elif payload.filename.endswith(".json"):
         try:
             json.loads(path.read_text(encoding="utf-8"))
@@ -59,6 +56,14 @@ def check_file(payload: Payload, path: Path, size: int) -> Facts:
             facts.problems.append(f"{where}: {path} is not JSON ({exc})")
     facts.problems = [p if p.startswith(where) else f"{where}: {p}" for p in facts.problems]
     return facts
+
+
+def unknown_keys(payload: Payload) -> list[str]:
+    return [
+        f"payloads.{payload.name}.expect.{k}: unknown key; known keys: {', '.join(EXPECT_KEYS)}"
+        for k in payload.expect
+        if k not in EXPECT_KEYS
+    ]
 
 
 def _expect(what: str, want: Any, got: Any, key: str) -> list[str]:
@@ -110,7 +115,8 @@ def _gguf(payload: Payload, path: Path, size: int, facts: Facts) -> None:
             out.append(f"expect.modalities wants {sorted(missing)}, the projector lacks them")
 
 
-def _safetensors(payload: Payload, path: Path, size: int, facts: Facts) -> None:
+def check_safetensors(payload: Payload, path: Path, size: int, facts: Facts) -> None:
+    """Header, layout and ``expect.dtypes`` of one safetensors file; its tensors into facts."""
     h = safetensors.read_header(path)
     facts.problems += safetensors.layout_problems(h, size)
     facts.tensors = {t.name for t in h.tensors}
@@ -133,7 +139,16 @@ def check_index(index: Payload, path: Path, shards: Mapping[str, Facts]) -> list
     ``shards`` maps each shard filename in the same repository and revision to
     the facts of its check.
     """
-    where = f"payloads.{index.name}"
+    return index_problems(f"payloads.{index.name}", index.filename, path, shards, "the lock")
+
+
+def index_problems(
+    where: str, name: str, path: Path, shards: Mapping[str, Facts], lister: str
+) -> list[str]:
+    """The problems of the index ``name`` (its path in the repository, bytes at ``path``).
+
+    ``shards``: the facts of each safetensors file that ``lister`` lists, by path.
+    """
     try:
         weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
@@ -146,17 +161,20 @@ def check_index(index: Payload, path: Path, shards: Mapping[str, Facts]) -> list
             "the index is not a safetensors index: check its filename and sha256 in the lock"
         ]
     out = []
-    folder = str(Path(index.filename).parent)
+    folder = str(Path(name).parent)
     for shard in sorted(set(weight_map.values())):
-        name = shard if folder == "." else f"{folder}/{shard}"
-        if name not in shards:
-            out.append(f"{where}: the index names shard {name!r}, which the lock does not list")
+        full = shard if folder == "." else f"{folder}/{shard}"
+        if full not in shards:
+            out.append(
+                f"{where}: the index names shard {full!r}, which {lister} does not list; "
+                "add it with its size and sha256 (the Hub's tree lists them)"
+            )
             continue
         mapped = {t for t, s in weight_map.items() if s == shard}
-        if mapped != shards[name].tensors:
-            extra, lost = mapped - shards[name].tensors, shards[name].tensors - mapped
+        if mapped != shards[full].tensors:
+            extra, lost = mapped - shards[full].tensors, shards[full].tensors - mapped
             out.append(
-                f"{where}: shard {name!r}: {len(extra)} mapped tensors absent from it, "
+                f"{where}: shard {full!r}: {len(extra)} mapped tensors absent from it, "
                 f"{len(lost)} of its tensors unmapped (e.g. {sorted(extra | lost)[:3]})"
             )
     return out
@@ -167,10 +185,17 @@ def check_targets(lock: Lock, names: list[str], facts: Mapping[str, Facts]) -> l
     out = []
     for t in (lock.targets[n] for n in names):
         cmd = list(t.serve.command)
-        used = {m for arg in cmd for m in re.findall(r"\{payload:([^}]+)\}", arg)}
+        used = {m for arg in cmd for m in re.findall(r"\{payload(?:-dir)?:([^}]+)\}", arg)}
         out += [
             f"targets.{t.name}.serve.command uses {{payload:{u}}}, not in its payloads"
             for u in sorted(used - set(t.payloads))
+        ]
+        files = {m for arg in cmd for m in re.findall(r"\{payload:([^}]+)\}", arg)}
+        out += [
+            f"targets.{t.name}.serve.command passes {{payload:{u}}}, but payloads.{u} is a "
+            f"snapshot folder: write {{payload-dir:{u}}}"
+            for u in sorted(files)
+            if u in lock.payloads and lock.payloads[u].snapshot
         ]
         after = {flag: cmd[i + 1] for i, flag in enumerate(cmd[:-1])}
         mmproj = re.fullmatch(r"\{payload:([^}]+)\}", after.get("--mmproj", ""))

@@ -1,34 +1,37 @@
 """``run_payloads``: make every selected payload present, verified and checked in the store.
 
-Order of work: select and check pins (no network), take the store lock, vouch
-for files already there (verification cache, else re-hash), check free space
-for the rest, download them in parallel, then run the format checks and link
-each file at its stable path. Failures are collected and raised together, so
-one bad file does not stop the others.
+Order of work: select and check pins (no network), check that each snapshot
+lists the files its runtime reads, take the store lock, vouch for blobs already
+there (verification cache, else re-hash), check free space for the rest,
+download them in parallel (a snapshot's files too, each by its own pin), then
+run the format checks and link each payload at its stable path. Failures are
+collected and raised together, so one bad file does not stop the others.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import FetchError, FormatError, IntegrityError, LockError, UsageError
-from pipeline.fs import sha256_file
+from pipeline.errors import FetchError, FormatError, IntegrityError, UsageError
 from pipeline.lock.model import Lock, Payload
 from pipeline.log import echo
 from pipeline.payloads import store as st
+from pipeline.payloads.blobs import Blob, blobs_of, digest_file
 from pipeline.payloads.checks import Facts, check_file, check_index, check_targets
 from pipeline.payloads.download import fetch_into
 from pipeline.payloads.errors import HTTPFatal
+from pipeline.payloads.gitfetch import fetch_git_blob
 from pipeline.payloads.partial import Partial
+from pipeline.payloads.pool import run_parallel
 from pipeline.payloads.progress import Reporter, reporter
 from pipeline.payloads.selection import check_pinned, select
 from pipeline.payloads.settings import DEFAULT_CONNECTIONS, Context, Tuning
-from pipeline.payloads.sources import payload_candidates
+from pipeline.payloads.snapshot import check_snapshot, missing_files, modalities_of
+from pipeline.payloads.sources import file_candidates
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,8 @@ class Options:
 @dataclass(frozen=True)
 class Result:
     name: str
-    path: Path
-    status: str  # "cached", "re-hashed" or "downloaded"
+    path: Path  # the file, or a snapshot's folder
+    status: str  # "cached", "re-hashed" or "downloaded" (a snapshot: the most work any file had)
     fetched: int  # bytes that came over the network in this run
 
 
@@ -68,11 +71,7 @@ def run_payloads(lock: Lock, names: Sequence[str], options: Options) -> list[Res
         return _Run(lock, payloads, targets, store, options).go()
 
 
-def _pinned(p: Payload) -> tuple[str, int]:
-    """The sha256 and size of ``p``; check_pinned refused unpinned entries before any work."""
-    if p.sha256 is None or p.size is None:
-        raise LockError(f"payloads.{p.name}: no sha256 or size pinned; pin it before fetching")
-    return p.sha256, p.size
+STATUS_ORDER = ("cached", "re-hashed", "downloaded")
 
 
 class _Run:
@@ -80,46 +79,48 @@ class _Run:
         self, lock: Lock, payloads: list[Payload], targets: list[str], store: Path, o: Options
     ) -> None:
         self.lock, self.payloads, self.targets, self.store, self.o = (
-            lock,
-            payloads,
-            targets,
-            store,
-            o,
-        )
+            lock, payloads, targets, store, o,
+        )  # fmt: skip
         self.cache = st.VerifyCache(store)
-        self.errors: dict[str, str] = {}  # key -> message
+        self.errors: dict[str, str] = {}  # payload name (or target problem) -> message
         self.raised: list[FetchError] = []
         self.facts: dict[str, Facts] = {}
         self.results: dict[str, Result] = {}
-        self.out: Reporter = reporter(o.output, sum(p.size or 0 for p in payloads))
+        self.blobs = {p.name: blobs_of(store, p) for p in payloads}
+        self.got: dict[Path, tuple[str, int]] = {}  # blob -> (status, bytes fetched)
+        self.counted: set[Path] = set()  # blobs whose fetched bytes a result already counts
+        self.owner: dict[str, str] = {}  # blob label -> the payload name progress shows
+        self.out: Reporter = reporter(o.output, sum(b.size for b in self._unique(payloads)))
 
     def go(self) -> list[Result]:
         started = time.monotonic()
         try:
-            todo = [p for p in self.payloads if not self._present(p)]
+            ready = [p for p in self.payloads if self._preflight(p)]
+            todo = [b for b in self._unique(ready) if not self._present(b)]
             st.check_space(
-                self.store,
-                [
-                    (p.name, (p.size or 0) - st.allocated(self._partial_path(p), p.size or 0))
-                    for p in todo
-                ],
+                self.store, [(b.label, b.size - st.allocated(b.partial, b.size)) for b in todo]
             )
             self._download(todo)
+            for p in ready:
+                if p.name not in self.errors:
+                    self._finish(p)
             self._cross_checks()
         finally:
             self.cache.save()
             fetched = sum(r.fetched for r in self.results.values())
-            self.out.close(
-                {
-                    "files": len(self.results),
-                    "failed": len(self.errors),
-                    "fetched": fetched,
-                    "seconds": time.monotonic() - started,
-                }
-            )
+            summary = {"files": len(self.results), "failed": len(self.errors), "fetched": fetched}
+            self.out.close({**summary, "seconds": time.monotonic() - started})
         if self.errors:
             raise self._combined()
         return [self.results[p.name] for p in self.payloads]
+
+    def _unique(self, payloads: list[Payload]) -> list[Blob]:
+        """The blobs of ``payloads``, each once (payloads and files may share bytes)."""
+        seen: dict[Path, Blob] = {}
+        for p in payloads:
+            for b in self.blobs[p.name]:
+                seen.setdefault(b.path, b)
+        return list(seen.values())
 
     def _combined(self) -> FetchError:
         """One error for the run; it keeps the class (and exit code) when all failures agree."""
@@ -133,155 +134,139 @@ class _Run:
 
     def _fail(self, p: Payload, exc: FetchError) -> None:
         self.raised.append(exc)
-        self.errors[p.name] = (
-            str(exc) if str(exc).startswith("payloads.") else f"payloads.{p.name}: {exc}"
-        )
-        self.out.error(p.name, self.errors[p.name])
+        text = str(exc) if str(exc).startswith("payloads.") else f"payloads.{p.name}: {exc}"
+        self.errors[p.name] = f"{self.errors[p.name]}\n{text}" if p.name in self.errors else text
+        self.out.error(p.name, text)
 
-    def _partial_path(self, p: Payload) -> Path:
-        blob = st.blob_path(self.store, p)
-        return blob.with_name(blob.name + ".lockpipe-partial")
+    def _preflight(self, p: Payload) -> bool:
+        """A snapshot must list every file its runtime reads before anything is fetched."""
+        problems = missing_files(p, modalities_of(self.lock, p)) if p.snapshot else []
+        if problems:
+            self._fail(p, FormatError("\n".join(problems)))
+        return not problems
 
-    def _present(self, p: Payload) -> bool:
+    def _present(self, b: Blob) -> bool:
         """True if the blob is already the pinned bytes (the cache vouches, or a re-hash does)."""
-        blob = st.blob_path(self.store, p)
         try:
-            stat = blob.stat()
+            stat = b.path.stat()
         except FileNotFoundError:
             return False
         status = "cached"
-        if self.o.verify or self.cache.lookup(blob, stat) != p.sha256:
+        if self.o.verify or self.cache.lookup(b.path, stat, b.kind) != b.digest:
             status = "re-hashed"
-            got = sha256_file(blob) if stat.st_size == p.size else f"{stat.st_size:,} bytes"
-            if got != p.sha256:
+            got = (
+                digest_file(b.path, b.kind) if stat.st_size == b.size else f"{stat.st_size:,} bytes"
+            )
+            if got != b.digest:
                 self.out.note(
-                    f"payloads.{p.name}: {blob} changed on disk (the lock pins "
-                    f"{p.sha256}, found {got}); fetching it again"
+                    f"{b.label}: {b.path} changed on disk (the lock pins {b.kind} "
+                    f"{b.digest}, found {got}); fetching it again"
                 )
-                self.cache.forget(blob)
-                st.unlink(st.payload_path(self.store, p))
-                blob.unlink()
+                self.cache.forget(b.path)
+                st.unlink(b.link)
+                b.path.unlink()
                 return False
-            self.cache.record(blob, got)
-        self._finish(p, blob, status, 0)
+            self.cache.record(b.path, got, b.kind)
+        self.got[b.path] = (status, 0)
         return True
 
-    def _finish(self, p: Payload, blob: Path, status: str, fetched: int) -> None:
-        """Format checks, then the stable link; a file that fails them is not linked."""
-        path = st.payload_path(self.store, p)
+    def _finish(self, p: Payload) -> None:
+        """Format checks, then the stable links; a payload that fails them is not linked."""
+        blobs = self.blobs[p.name]
+        if any(b.path not in self.got for b in blobs):
+            return  # a shared blob failed to download: its payload reported that
         try:
-            facts = check_file(p, blob, _pinned(p)[1])
+            if p.snapshot:
+                facts = check_snapshot(p, {b.file.path: b.path for b in blobs})
+            else:
+                facts = check_file(p, blobs[0].path, blobs[0].size)
         except FormatError as exc:
             facts = Facts([f"payloads.{p.name}: {exc}"])
         self.facts[p.name] = facts
         if facts.problems:
-            st.unlink(path)
-            self._fail(
-                p,
-                FormatError(
-                    "\n".join(facts.problems)
-                    + (
-                        f"\n(the bytes match the lock's sha256: the lock's expect or pin is wrong; "
-                        f"the file stays at {blob} and is not linked)"
-                    )
-                ),
+            for b in blobs:
+                st.unlink(b.link)
+            kept = (
+                f"the files stay in {blobs[0].path.parent}, the snapshot is not linked"
+                if p.snapshot
+                else f"the file stays at {blobs[0].path} and is not linked"
             )
+            self._fail(p, FormatError("\n".join(facts.problems) + (
+                f"\n(the bytes match the lock's pins: the lock's expect or pin is wrong; "
+                f"{kept})")))  # fmt: skip
             return
-        if not blob.is_file():  # removed behind this run's back (the store lock is advisory)
-            self._fail(
-                p,
-                FetchError(
-                    f"{blob} vanished while the run checked it; something else is deleting "
-                    "files in the store: stop it and run again"
-                ),
-            )
+        if gone := [b for b in blobs if not b.path.is_file()]:  # the store lock is advisory
+            self._fail(p, FetchError(
+                f"{gone[0].path} vanished while the run checked it; something else is "
+                "deleting files in the store: stop it and run again"))  # fmt: skip
             return
-        st.link(blob, path)
-        self.results[p.name] = Result(p.name, path, status, fetched)
+        st.link_all([(b.path, b.link) for b in blobs])
+        status = max((self.got[b.path][0] for b in blobs), key=STATUS_ORDER.index)
+        fresh = {b.path for b in blobs} - self.counted  # a blob payloads share counts once
+        fetched = sum(self.got[path][1] for path in fresh)
+        self.counted |= fresh
+        self.results[p.name] = Result(p.name, st.payload_path(self.store, p), status, fetched)
         self.out.done(p.name, status, fetched)
 
-    def _download(self, todo: list[Payload]) -> None:
+    def _download(self, todo: list[Blob]) -> None:
         ctx = Context(
             self.o.tuning or Tuning(connections=self.o.connections),
-            advance=lambda label, n: self.out.advance(label.removeprefix("payloads."), n),
+            advance=lambda label, n: self.out.advance(self.owner[label], n),
             connections=self.o.connections,
         )
-        queue = list(reversed(self._unique(todo)))
-        lock = threading.Lock()
-        crashed: list[BaseException] = []
+        started: set[str] = set()
+        left = {p.name: sum(b.size for b in todo if b.payload is p) for p in self.payloads}
 
-        def worker(finished: threading.Event) -> None:
+        def fetch(b: Blob) -> None:
+            p = b.payload
+            self.owner[b.label] = p.name
+            b.path.parent.mkdir(parents=True, exist_ok=True)
+            partial = None if b.kind == "git_sha1" else Partial(
+                b.partial, b.digest, b.size, ctx.tuning.journal_every
+            )  # fmt: skip
+            already = partial.done.total() if partial else 0
+            if p.name not in started:  # one progress line per payload, a snapshot's too
+                started.add(p.name)
+                self.out.start(p.name, left[p.name], already)
+            elif already:
+                self.out.advance(p.name, already)
             try:
-                while True:
-                    with lock:
-                        if not queue or ctx.stop.is_set():
-                            return
-                        p = queue.pop()
-                    try:
-                        self._fetch(p, ctx)
-                    except BaseException as exc:  # a bug, or Stopped: re-raised below
-                        crashed.append(exc)
-                        ctx.stop.set()
-            finally:
-                finished.set()
+                self._fetch(b, partial, ctx)
+            except FetchError as exc:
+                for q in self.payloads:  # every payload that holds these bytes fails
+                    if any(x.path == b.path for x in self.blobs[q.name]):
+                        self._fail(q, exc)
+                return
+            self.cache.record(b.path, b.digest, b.kind)
+            self.got[b.path] = ("downloaded", b.size - already)
 
-        # Events, not Thread.join: a Ctrl-C inside join() can leave the thread looking
-        # finished (CPython), and then the journals would not be flushed before exit.
-        done = [threading.Event() for _ in range(min(self.o.files_at_once, len(queue)))]
-        for finished in done:
-            threading.Thread(target=worker, args=(finished,), daemon=True).start()
-        try:
-            for finished in done:
-                while not finished.wait(0.2):  # short waits keep Ctrl-C responsive here
-                    pass
-        except KeyboardInterrupt:
-            ctx.stop.set()  # workers stop at their next chunk and flush their journals
-            for finished in done:
-                finished.wait(5)
-            raise
-        if crashed:
-            raise crashed[0]
-        fetched = {str(st.blob_path(self.store, q)) for q in todo if q.name in self.results}
-        for p in todo:  # payloads that share a blob with one fetched above
-            blob = st.blob_path(self.store, p)
-            if p.name not in self.results and p.name not in self.errors and str(blob) in fetched:
-                self._finish(p, blob, "downloaded", 0)
+        # Largest first: the big files take the connections early, small ones fill the gaps.
+        order = sorted(todo, key=lambda b: -b.size)
+        run_parallel(order, fetch, self.o.files_at_once, ctx.stop)
 
-    def _unique(self, todo: list[Payload]) -> list[Payload]:
-        seen: dict[str, Payload] = {}
-        for p in todo:
-            seen.setdefault(str(st.blob_path(self.store, p)), p)
-        return list(seen.values())
-
-    def _fetch(self, p: Payload, ctx: Context) -> None:
-        sha256, size = _pinned(p)
-        blob = st.blob_path(self.store, p)
-        blob.parent.mkdir(parents=True, exist_ok=True)
-        partial = Partial(self._partial_path(p), sha256, size, ctx.tuning.journal_every)
-        already = partial.done.total()
-        self.out.start(p.name, size, already)
-        try:
-            cands = payload_candidates(p, self.o.mirror, self.o.env)
-            fetch_into(f"payloads.{p.name}", cands, partial, sha256, ctx)
-            st.place(partial.path, partial.fd, blob)
-            partial.journal.unlink(missing_ok=True)
-        except FetchError as exc:
-            partial.close()
-            if isinstance(exc, IntegrityError):
-                partial.discard()  # nothing in it is worth resuming from
-            self._fail(p, exc)
+    def _fetch(self, b: Blob, partial: Partial | None, ctx: Context) -> None:
+        cands = file_candidates(b.payload, b.file.path, self.o.mirror, self.o.env)
+        if partial is None:
+            fetch_git_blob(b.label, cands, b.path, b.size, b.digest, ctx)
             return
+        try:
+            fetch_into(b.label, cands, partial, b.digest, ctx)
+            st.place(partial.path, partial.fd, b.path)
+            partial.journal.unlink(missing_ok=True)
+        except IntegrityError:
+            partial.close()
+            partial.discard()  # nothing in it is worth resuming from
+            raise
         finally:
             partial.close()
-        self.cache.record(blob, sha256)
-        self._finish(p, blob, "downloaded", size - already)
 
     def _cross_checks(self) -> None:
-        for p in self.payloads:
+        singles = [p for p in self.payloads if not p.snapshot]
+        for p in singles:
             if p.filename.endswith(".safetensors.index.json") and p.name in self.results:
                 shards = {
                     q.filename: self.facts[q.name]
-                    for q in self.payloads
+                    for q in singles
                     if (q.repository, q.revision) == (p.repository, p.revision)
                     and q.name in self.facts
                 }

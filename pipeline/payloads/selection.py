@@ -32,9 +32,22 @@ def check_pinned(payloads: Sequence[Payload]) -> None:
     """Unpinned entries are never downloaded: fail before touching the network."""
     unpinned = [p for p in payloads if p.missing()]
     if unpinned:
-        lines = [f"payloads.{p.name}: no {', '.join(p.missing())} pinned" for p in unpinned]
+        lines = [line for p in unpinned for line in _unpinned(p)]
         pinned = [p.name for p in payloads if not p.missing()]
         also = (
             f", or name only pinned ones: nox -s payloads -- {' '.join(pinned)}" if pinned else ""
         )
-        raise LockError("\n  ".join(["unpinned payloads:", *lines]) + f"\n{PIN_BY_HAND}{also}")
+        head = "UNPINNED payloads (never fetched):"
+        raise LockError("\n  ".join([head, *lines]) + f"\n{PIN_BY_HAND}{also}")
+
+
+def _unpinned(p: Payload) -> list[str]:
+    """One line per lock key that lacks values: the payload, or each file of a snapshot."""
+    if not p.snapshot or not p.files:
+        return [f"payloads.{p.name}: no {', '.join(p.missing())} pinned"]
+    out = [f"payloads.{p.name}: no revision pinned"] if p.revision is None else []
+    return out + [
+        f"payloads.{p.name}.files.{f.path}: no {', '.join(f.missing())} pinned"
+        for f in p.files
+        if f.missing()
+    ]

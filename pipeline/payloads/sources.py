@@ -78,17 +78,17 @@ def candidates(url: str, mirror: str | None, token: str | None = None) -> list[C
     return [*out, Candidate(url, "upstream", token)]
 
 
-def payload_url(payload: Payload, env: Mapping[str, str]) -> str:
-    """The upstream URL of a pinned payload."""
+def file_url(payload: Payload, path: str, env: Mapping[str, str]) -> str:
+    """The upstream URL of the file ``path`` of a pinned payload (one of a snapshot's too)."""
     if payload.revision is None:  # run_payloads refuses unpinned entries before this
         raise LockError(f"payloads.{payload.name}: no revision pinned; pin it before fetching")
-    return hf_url(hf_endpoint(env), payload.repository, payload.revision, payload.filename)
+    return hf_url(hf_endpoint(env), payload.repository, payload.revision, path)
 
 
-def payload_candidates(
-    payload: Payload, mirror: str | None, env: Mapping[str, str]
+def file_candidates(
+    payload: Payload, path: str, mirror: str | None, env: Mapping[str, str]
 ) -> list[Candidate]:
-    return candidates(payload_url(payload, env), mirror, hf_token(env))
+    return candidates(file_url(payload, path, env), mirror, hf_token(env))
 
 
 def repo_page(url: str) -> str:

@@ -3,13 +3,16 @@
 Layout (the Hugging Face cache layout, so huggingface_hub and vLLM find the files
 with ``HF_HUB_CACHE=<store>`` and ``HF_HUB_OFFLINE=1``)::
 
-    <store>/models--<org>--<name>/blobs/<sha256>              the bytes, read-only
-    <store>/models--<org>--<name>/snapshots/<revision>/<file> -> ../../blobs/<sha256>
+    <store>/models--<org>--<name>/blobs/<id>                  the bytes, read-only
+    <store>/models--<org>--<name>/snapshots/<revision>/<path> -> ../../blobs/<id>
     <store>/.lockpipe/lock                                    flock held by a run
     <store>/.lockpipe/verified.json                           verification cache
 
-The snapshot link is the payload's stable path. It is created only after the
-blob matched the lock's size and sha256 and passed the format checks.
+``<id>`` is what the Hub's ETag is: the sha256 of an LFS file, the git blob sha1
+of a file kept in git. A nested ``<path>`` gets one more ``../`` per folder.
+The snapshot link is a single-file payload's stable path; a snapshot payload's
+is the folder ``snapshots/<revision>``. Links are created only after the blobs
+matched the lock's size and hash and passed the format checks.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ import os
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 from pipeline.errors import DiskSpaceError, LockError
 from pipeline.fs import cache_home, fsync_dir
-from pipeline.lock.model import PIN_BY_HAND, Payload
+from pipeline.lock.model import PIN_BY_HAND, Payload, PayloadFile
 
 STATE = ".lockpipe"
+BlobKind = Literal["sha256", "git_sha1"]
 
 
 def default_store(env: Mapping[str, str]) -> Path:
@@ -39,12 +44,17 @@ def default_store(env: Mapping[str, str]) -> Path:
     return cache_home(env) / "lockpipe" / "store"
 
 
-def _checked_filename(payload: Payload) -> PurePosixPath:
-    name = PurePosixPath(payload.filename)
-    if name.is_absolute() or any(part in ("", ".", "..") for part in payload.filename.split("/")):
+def where(payload: Payload, file: PayloadFile) -> str:
+    """The lock key of one file: ``payloads.NAME`` (one file) or ``payloads.NAME.files.PATH``."""
+    return f"payloads.{payload.name}" + (f".files.{file.path}" if payload.snapshot else "")
+
+
+def _checked_path(payload: Payload, file: PayloadFile) -> PurePosixPath:
+    name = PurePosixPath(file.path)
+    if name.is_absolute() or any(part in ("", ".", "..") for part in file.path.split("/")):
+        key = where(payload, file) if payload.snapshot else f"payloads.{payload.name}.filename"
         raise LockError(
-            f"payloads.{payload.name}.filename: {payload.filename!r} must be a relative path "
-            "inside the repository, without '..'"
+            f"{key}: {file.path!r} must be a relative path inside the repository, without '..'"
         )
     return name
 
@@ -53,20 +63,51 @@ def repo_dir(store: Path, payload: Payload) -> Path:
     return store / ("models--" + payload.repository.replace("/", "--"))
 
 
-def blob_path(store: Path, payload: Payload) -> Path:
-    if payload.sha256 is None:
-        raise LockError(f"payloads.{payload.name}: no sha256 pinned; {PIN_BY_HAND}")
-    return repo_dir(store, payload) / "blobs" / payload.sha256
+def blob_id(payload: Payload, file: PayloadFile) -> tuple[BlobKind, str]:
+    """How a file's blob is named and verified: by sha256 where the lock pins one (LFS files:
+    the Hub's tree gives ``lfs.oid``), else by git blob sha1 (files kept in git: its ``oid``)."""
+    if file.sha256:
+        return "sha256", file.sha256
+    if file.git_sha1:
+        return "git_sha1", file.git_sha1
+    raise LockError(f"{where(payload, file)}: no sha256 or git_sha1 pinned; {PIN_BY_HAND}")
+
+
+def blob_path(store: Path, payload: Payload, file: PayloadFile | None = None) -> Path:
+    """``blobs/<id>`` of ``file`` (default: the payload's one file)."""
+    return repo_dir(store, payload) / "blobs" / blob_id(payload, file or payload.single)[1]
+
+
+def snapshot_dir(store: Path, payload: Payload) -> Path:
+    """``snapshots/<revision>``: the folder a runtime's ``--model`` gets for a snapshot."""
+    if payload.revision is None:
+        raise LockError(f"payloads.{payload.name}: no revision pinned; {PIN_BY_HAND}")
+    return repo_dir(store, payload) / "snapshots" / payload.revision
+
+
+def file_path(store: Path, payload: Payload, file: PayloadFile) -> Path:
+    """The link of one file: ``snapshots/<revision>/<path>``."""
+    return snapshot_dir(store, payload) / _checked_path(payload, file)
 
 
 def payload_path(store: Path, payload: Payload) -> Path:
-    """The stable path of a pinned payload: ``snapshots/<revision>/<filename>`` in the store.
+    """The stable path of a pinned payload: the snapshot folder ``snapshots/<revision>`` for
+    a snapshot payload, else ``snapshots/<revision>/<filename>``.
 
-    It exists only once the file is verified; mount it (or the store) read-only.
+    It exists only once the files are verified; mount it (or the store) read-only.
     """
-    if payload.revision is None:
-        raise LockError(f"payloads.{payload.name}: no revision pinned; {PIN_BY_HAND}")
-    return repo_dir(store, payload) / "snapshots" / payload.revision / _checked_filename(payload)
+    if payload.snapshot:
+        return snapshot_dir(store, payload)
+    return file_path(store, payload, payload.single)
+
+
+def is_snapshot_dir(store: Path, path: Path) -> bool:
+    """Whether ``path`` (from :func:`payload_path`) is a snapshot folder, not one file."""
+    try:
+        parts = path.relative_to(store).parts
+    except ValueError:
+        return False
+    return len(parts) == 3 and parts[0].startswith("models--") and parts[1] == "snapshots"
 
 
 @contextlib.contextmanager
@@ -99,12 +140,26 @@ def place(partial_path: Path, fd: int, blob: Path) -> None:
 
 def link(blob: Path, path: Path) -> None:
     """Point the snapshot path at the blob, atomically (a reader sees the old or new link)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.lockpipe-link")
-    tmp.unlink(missing_ok=True)
-    os.symlink(os.path.relpath(blob, path.parent), tmp)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    link_all([(blob, path)])
+
+
+def link_all(pairs: list[tuple[Path, Path]]) -> None:
+    """:func:`link` for many (blob, path) pairs: links already right are left alone, and
+    each folder is fsynced once (a snapshot's re-run then writes nothing)."""
+    changed: set[Path] = set()
+    for blob, path in pairs:
+        target = os.path.relpath(blob, path.parent)
+        with contextlib.suppress(OSError):
+            if os.readlink(path) == target:
+                continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.lockpipe-link")
+        tmp.unlink(missing_ok=True)
+        os.symlink(target, tmp)
+        os.replace(tmp, path)
+        changed.add(path.parent)
+    for folder in sorted(changed):
+        fsync_dir(folder)
 
 
 def unlink(path: Path) -> None:
@@ -115,7 +170,8 @@ def unlink(path: Path) -> None:
 
 
 class VerifyCache:
-    """(device, inode, size, mtime_ns) -> sha256 of every blob verified in this store.
+    """(device, inode, size, mtime_ns) -> the hash (sha256 or git blob sha1) of every blob
+    verified in this store.
 
     Any write to a file changes its mtime (and a replaced file has a new inode),
     so a stale entry never vouches for changed bytes; such a file is re-hashed.
@@ -135,16 +191,16 @@ class VerifyCache:
     def _key(st: os.stat_result) -> dict[str, int | str]:
         return {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
-    def lookup(self, blob: Path, st: os.stat_result) -> str | None:
+    def lookup(self, blob: Path, st: os.stat_result, kind: BlobKind = "sha256") -> str | None:
         entry = self.files.get(str(blob.relative_to(self.store)))
         if entry is None or {k: entry.get(k) for k in self._key(st)} != self._key(st):
             return None
-        sha = entry.get("sha256")
-        return sha if isinstance(sha, str) else None
+        digest = entry.get(kind)
+        return digest if isinstance(digest, str) else None
 
-    def record(self, blob: Path, sha256: str) -> None:
+    def record(self, blob: Path, digest: str, kind: BlobKind = "sha256") -> None:
         st = blob.stat()
-        self.files[str(blob.relative_to(self.store))] = {**self._key(st), "sha256": sha256}
+        self.files[str(blob.relative_to(self.store))] = {**self._key(st), kind: digest}
 
     def forget(self, blob: Path) -> None:
         self.files.pop(str(blob.relative_to(self.store)), None)

@@ -267,3 +267,16 @@ def publish(www: Path, data: bytes, filename: str = "model.bin", repo: str = "or
     path = www / repo / "resolve" / REV / filename
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
+
+
+def publish_folder(www: Path, folder: Path, repo: str, revision: str = REV) -> None:
+    """Every file under ``folder`` at its resolve URL under ``www``, hard-linked (or copied)."""
+    for src in (p for p in folder.rglob("*") if p.is_file()):
+        dest = www / repo / "resolve" / revision / src.relative_to(folder)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.exists():
+            continue
+        try:
+            os.link(src.resolve(), dest)
+        except OSError:
+            shutil.copyfile(src, dest)
