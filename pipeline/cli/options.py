@@ -74,16 +74,19 @@ def add_payload_options(p: argparse.ArgumentParser) -> None:
 
 def add_smoke_options(p: argparse.ArgumentParser) -> None:
     add_payload_options(p)
-    p.add_argument("--gpu", action="store_true", help="GPU targets too, on their own ports")
+    p.add_argument("--gpu", action="store_true",
+                   help="GPU targets too; each first checks with nvidia-smi that the card "
+                   "has the free memory it needs")  # fmt: skip
     p.add_argument("--gpu-mode", choices=GPU_MODES, default=_env("PIPELINE_GPU_MODE") or "cdi",
                    help="how the GPU reaches the container (PIPELINE_GPU_MODE; default "
-                   "cdi)")  # fmt: skip
+                   "cdi, which needs nvidia-container-toolkit's CDI spec; manual on a host "
+                   "without the toolkit)")  # fmt: skip
     p.add_argument("--expect", type=Path, default=Path(_env("PIPELINE_SMOKE") or DEFAULT_SMOKE),
                    help="what each target must answer (PIPELINE_SMOKE; default "
                    "locks/smoke.json)")  # fmt: skip
     p.add_argument("--port", type=int, default=None,
-                   help="host port (default: the target's own with --gpu, else a free "
-                   "one)")  # fmt: skip
+                   help="host port (default: a free one, with or without --gpu; never the "
+                   "target's own, where its production server may listen)")  # fmt: skip
     p.add_argument("--port-timeout", type=float, default=90.0,
                    help="seconds to wait for a held port to clear (90)")  # fmt: skip
     p.add_argument("--out", type=Path, default=None,

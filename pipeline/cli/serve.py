@@ -59,7 +59,7 @@ def do_smoke(args: argparse.Namespace) -> int:
     options = _payload_options(args)
     out = (args.out or state / "smoke").expanduser()
     smoke = SmokeOptions(
-        options.store, state, out, gpu=args.gpu, gpu_mode=args.gpu_mode,
+        store=options.store, state=state, out=out, gpu=args.gpu, gpu_mode=args.gpu_mode,
         port_timeout=args.port_timeout, port=args.port,
     )  # fmt: skip
     reports: list[SmokeReport] = []

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -17,15 +16,8 @@ import requests
 
 from pipeline.errors import CheckFailed
 
-# Lines a healthy boot never prints (the seeds' failures: crash loops, wrong backend).
-BAD_LOG_LINES = re.compile(
-    r"Traceback \(most recent call last\)|CUDA error|not supported|falling back|"
-    r"fall back to|NotImplementedError|out of memory",
-    re.IGNORECASE,
-)
 
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Generation:
     text: str
     prompt_tokens: int
@@ -63,10 +55,17 @@ def model_ids(base: str) -> list[str]:
     return [str(m["id"]) for m in resp.json().get("data", [])]
 
 
-def complete(base: str, model: str, prompt: str, max_tokens: int = 16) -> Generation:
-    """A deterministic completion: temperature 0, fixed seed."""
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-            "seed": 0}  # fmt: skip
+def complete(
+    base: str, model: str, prompt: str, max_tokens: int = 16, *, ignore_eos: bool = False
+) -> Generation:
+    """A deterministic completion: temperature 0, fixed seed.
+
+    ``ignore_eos``: generate all ``max_tokens`` (vLLM and llama-server both take it).
+    """
+    body: dict[str, object] = {"model": model, "prompt": prompt, "max_tokens": max_tokens,
+                               "temperature": 0, "seed": 0}  # fmt: skip
+    if ignore_eos:
+        body["ignore_eos"] = True
     start = time.monotonic()
     resp = requests.post(f"{base}/v1/completions", json=body, timeout=300)
     seconds = time.monotonic() - start
@@ -75,10 +74,10 @@ def complete(base: str, model: str, prompt: str, max_tokens: int = 16) -> Genera
     data = resp.json()
     usage = data.get("usage", {})
     return Generation(
-        str(data["choices"][0]["text"]),
-        int(usage.get("prompt_tokens", 0)),
-        int(usage.get("completion_tokens", 0)),
-        seconds,
+        text=str(data["choices"][0]["text"]),
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        completion_tokens=int(usage.get("completion_tokens", 0)),
+        seconds=seconds,
     )
 
 
@@ -119,11 +118,6 @@ def metrics_text(base: str) -> str:
             f"{base}/metrics answered {resp.status_code}; llama-server needs --metrics"
         )
     return resp.text
-
-
-def bad_log_lines(log: str) -> list[str]:
-    """Lines of ``log`` that a healthy server never prints."""
-    return [line for line in log.splitlines() if BAD_LOG_LINES.search(line)]
 
 
 def stream_timing(base: str, model: str, prompt: str, max_tokens: int) -> tuple[float, float, int]:

@@ -4,7 +4,9 @@ Kept apart from the lock on purpose: these are expectations, not build inputs,
 so tuning a prompt or a baseline never changes a fingerprint or a build key.
 Per target: ``ready_seconds``, ``generation`` (prompts and the words each answer
 must hold), optional ``image`` and ``audio`` checks, and ``probes`` with a
-``tolerance`` (throughput and spec-decode baselines, read by metrics.load_baselines).
+``tolerance``: throughput and spec-decode baselines, each under the serving shape it was
+measured in (``"probes": {"kv=bf16,ctx=262144,par=2": {"pp@67k": {…}}}``, see
+:mod:`pipeline.smoke.shape`), read by metrics.load_baselines.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class Generation:
     max_tokens: int = 16
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MediaCheck:
     prompt: str
     expect: tuple[str, ...]
@@ -34,14 +36,23 @@ class MediaCheck:
     say: str | None = None  # audio: espeak-ng speaks this
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SmokeSpec:
     target: str
     ready_seconds: float
     generations: tuple[Generation, ...]
     image: MediaCheck | None
     audio: MediaCheck | None
-    probes: Mapping[str, Probe]
+    baselines: Mapping[str, Mapping[str, Probe]]  # serving shape key -> probe -> baseline
+
+    @property
+    def probe_names(self) -> tuple[str, ...]:
+        """Every probe a run measures: those of any shape, in the order first written."""
+        return tuple(dict.fromkeys(p for probes in self.baselines.values() for p in probes))
+
+    def baseline(self, shape: str) -> Mapping[str, Probe] | None:
+        """The baselines measured in ``shape`` (a key), or None when none were."""
+        return self.baselines.get(shape)
 
 
 def _words(where: str, raw: Any) -> tuple[str, ...]:
@@ -68,8 +79,8 @@ def _media(where: str, raw: Any, key: str) -> MediaCheck | None:
     if rgb is not None and (len(rgb) != 3 or not all(isinstance(c, int) for c in rgb)):
         raise SmokeConfigError(f"{where}.rgb: must be three integers 0-255")
     return MediaCheck(
-        raw["prompt"],
-        _words(f"{where}.expect", raw.get("expect")),
+        prompt=raw["prompt"],
+        expect=_words(f"{where}.expect", raw.get("expect")),
         rgb=rgb,
         say=str(value) if key == "say" else None,
     )
@@ -93,6 +104,6 @@ def load_smoke(path: Path) -> dict[str, SmokeSpec]:
             ),
             image=_media(f"{where}.image", raw.get("image"), "rgb"),
             audio=_media(f"{where}.audio", raw.get("audio"), "say"),
-            probes=probes.get(name, {}),
+            baselines=probes.get(name, {}),
         )
     return out

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import MetricsError
+from pipeline.smoke.shape import EXAMPLE, FORMAT, parse_key
 
 Key = tuple[str, frozenset[tuple[str, str]]]
 Samples = dict[Key, float]
@@ -118,7 +119,7 @@ def _names(runtime: str) -> dict[str, str]:
     return NAMES[runtime]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Throughput:
     pp: float | None  # prompt tokens/s
     tg: float | None  # generated tokens/s
@@ -143,10 +144,10 @@ def throughput(d: Samples, runtime: str) -> Throughput:
     if gen is not None and "gen_requests" in n:
         decoded = gen - (total(d, n["gen_requests"]) or 0.0)
     return Throughput(
-        _rate(prompt, total(d, n["prompt_seconds"])),
-        _rate(decoded, total(d, n["gen_seconds"])),
-        prompt or 0.0,
-        gen or 0.0,
+        pp=_rate(prompt, total(d, n["prompt_seconds"])),
+        tg=_rate(decoded, total(d, n["gen_seconds"])),
+        prompt_tokens=prompt or 0.0,
+        gen_tokens=gen or 0.0,
     )
 
 
@@ -179,7 +180,7 @@ class Probe:
     tolerance: float  # the fraction below ``value`` still accepted
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Deviation:
     probe: str
     measured: float | None  # None: in the baseline, not measured
@@ -214,7 +215,7 @@ def compare(
         floor = p.value * (1.0 - p.tolerance)
         got = measured.get(name)
         if (got is None and require_all) or (got is not None and got < floor):
-            out.append(Deviation(name, got, p.value, floor))
+            out.append(Deviation(probe=name, measured=got, expected=p.value, floor=floor))
     return out
 
 
@@ -227,8 +228,12 @@ def _probe(where: str, raw: Any, default_tol: float) -> Probe:
     return Probe(float(raw["value"]), str(raw.get("unit", "")), float(tol))
 
 
-def load_baselines(path: Path) -> dict[str, dict[str, Probe]]:
-    """``{target: {probe: Probe}}`` from a baselines file (format in the README)."""
+def load_baselines(path: Path) -> dict[str, dict[str, dict[str, Probe]]]:
+    """``{target: {shape key: {probe: Probe}}}`` from a baselines file (format in the README).
+
+    Each target's probes are filed under the serving shape they were measured in
+    (:mod:`pipeline.smoke.shape`), so that a baseline judges only runs of that shape.
+    """
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -240,17 +245,32 @@ def load_baselines(path: Path) -> dict[str, dict[str, Probe]]:
     targets = doc.get("targets")
     if not isinstance(targets, dict):
         raise MetricsError(f'{path}: needs a "targets" object, keyed by lock target name')
-    out: dict[str, dict[str, Probe]] = {}
+    out: dict[str, dict[str, dict[str, Probe]]] = {}
     for tname, t in targets.items():
         where = f"{path}: targets.{tname}"
         if not isinstance(t, dict) or not isinstance(t.get("probes"), dict):
-            raise MetricsError(f'{where}: needs a "probes" object')
+            raise MetricsError(f'{where}: needs a "probes" object, keyed by serving shape')
         tol = t.get("tolerance", 0.1)
-        out[tname] = {}
-        for pname, raw in t["probes"].items():
-            try:
-                probe_tokens(pname)
-            except MetricsError as exc:
-                raise MetricsError(f"{where}.probes: {exc}") from None
-            out[tname][pname] = _probe(f"{where}.probes.{pname}", raw, tol)
+        out[tname] = {
+            key: _shape_probes(f"{where}.probes", key, raw, tol) for key, raw in t["probes"].items()
+        }
+    return out
+
+
+def _shape_probes(where: str, key: str, raw: Any, tol: Any) -> dict[str, Probe]:
+    if parse_key(key) is None:
+        raise MetricsError(
+            f"{where}: {key!r} is not a serving shape key; write {FORMAT}, e.g. {EXAMPLE} "
+            "(from the lock's targets.NAME.serve: kv_dtype, context, parallel), and put the "
+            "probes measured in that shape under it"
+        )
+    if not isinstance(raw, dict):
+        raise MetricsError(f'{where}.{key}: must be an object of probes, {{"pp@67k": {{…}}}}')
+    out = {}
+    for pname, probe in raw.items():
+        try:
+            probe_tokens(pname)
+        except MetricsError as exc:
+            raise MetricsError(f"{where}.{key}: {exc}") from None
+        out[pname] = _probe(f"{where}.{key}.{pname}", probe, tol)
     return out

@@ -27,7 +27,7 @@ STATES = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TcpSocket:
     local: str  # address as a person writes it
     local_port: int
@@ -63,8 +63,9 @@ def parse_proc_net_tcp(text: str, byteorder: str = sys.byteorder) -> list[TcpSoc
         state = int(f[3], 16)
         out.append(
             TcpSocket(
-                _address(la, byteorder), int(lp, 16), _address(ra, byteorder), int(rp, 16),
-                STATES.get(state, f"0x{state:02X}"), int(f[7]), int(f[9]),
+                local=_address(la, byteorder), local_port=int(lp, 16),
+                remote=_address(ra, byteorder), remote_port=int(rp, 16),
+                state=STATES.get(state, f"0x{state:02X}"), uid=int(f[7]), inode=int(f[9]),
             )
         )  # fmt: skip
     return out

@@ -25,7 +25,7 @@ _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 MESSAGE_CHARS = 200
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CheckResult:
     name: str
     ok: bool
@@ -33,13 +33,21 @@ class CheckResult:
     seconds: float = 0.0
     measured: Mapping[str, float] = field(default_factory=dict)
     skipped: bool = False  # could not run here (e.g. no GPU); neither passes nor fails
+    # Checks against baselines: the serving shape whose baselines apply, and the measured
+    # figures that shape has no baseline for (reported, not judged).
+    shape: str = ""
+    unjudged: tuple[str, ...] = ()
+
+    def baseline(self) -> dict[str, Any] | None:
+        """The JSON of what judged this check: None for a check without baselines."""
+        return {"shape": self.shape, "no_baseline": list(self.unjudged)} if self.shape else None
 
     @property
     def status(self) -> str:
         return "SKIP" if self.skipped else "PASS" if self.ok else "FAIL"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SmokeReport:
     target: str
     image: str
@@ -109,6 +117,7 @@ def to_json(report: SmokeReport) -> dict[str, Any]:
                 "seconds": round(r.seconds, 3),
                 "detail": r.detail,
                 "measured": dict(r.measured),
+                "baseline": r.baseline(),
             }
             for r in report.results
         ],
@@ -152,6 +161,8 @@ def junit_tree(reports: Sequence[SmokeReport]) -> ET.ElementTree[ET.Element]:
                 suite, "testcase", classname=f"smoke.{rep.target}", name=r.name,
                 time=f"{r.seconds:.3f}",
             )  # fmt: skip
+            if r.shape:  # first, as pytest's record_property writes them
+                _case_properties(case, r)
             if r.skipped:
                 ET.SubElement(case, "skipped", message=_message(r.detail, "skipped"))
             elif not r.ok:
@@ -162,7 +173,8 @@ def junit_tree(reports: Sequence[SmokeReport]) -> ET.ElementTree[ET.Element]:
                 failure.text = _clean(r.detail)
             if r.measured:
                 ET.SubElement(case, "system-out").text = "\n".join(
-                    f"{k} = {v:g}" for k, v in r.measured.items()
+                    f"{k} = {v:g}" + (" (no baseline)" if k in r.unjudged else "")
+                    for k, v in r.measured.items()
                 )
         for k in totals:
             totals[k] += counts[k]
@@ -170,6 +182,14 @@ def junit_tree(reports: Sequence[SmokeReport]) -> ET.ElementTree[ET.Element]:
     suites.set("time", f"{sum(r.seconds for r in reports):.3f}")
     ET.indent(suites)
     return ET.ElementTree(suites)
+
+
+def _case_properties(case: ET.Element, r: CheckResult) -> None:
+    """The serving shape a check was judged in, and what it had no baseline for."""
+    props = ET.SubElement(case, "properties")
+    ET.SubElement(props, "property", name="shape", value=_clean(r.shape))
+    if r.unjudged:
+        ET.SubElement(props, "property", name="no_baseline", value=", ".join(r.unjudged))
 
 
 def write_junit(reports: Sequence[SmokeReport], path: Path) -> None:

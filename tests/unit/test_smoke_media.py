@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from pipeline.smoke.checks import audio_part, bad_log_lines, expect_words, image_part
+from pipeline.smoke.checks import audio_part, expect_words, image_part
 from pipeline.smoke.media import solid_png, speech_wav
 from tests.policy import unavailable
 
@@ -43,12 +43,11 @@ def test_expected_words_are_case_insensitive_and_all_required() -> None:
         expect_words(" Paris, France.", ["Paris", "Berlin"], "x")
 
 
-def test_log_scan_finds_the_seeds_failures() -> None:
-    log = "\n".join([
-        "INFO model loaded",
-        "ValueError: kv_cache_dtype not supported",
-        "Traceback (most recent call last):",
-        "WARNING falling back to a slower kernel",
-        "CUDA error: out of memory",
-    ])  # fmt: skip
-    assert bad_log_lines(log) == log.splitlines()[1:]
+def test_the_smoke_log_scan_fails_on_fatal_lines_and_passes_benign_ones() -> None:
+    from pipeline.errors import CheckFailed
+    from pipeline.smoke.runner import _scan
+
+    healthy = "INFO model loaded\nWARNING falling back to a slower kernel"
+    assert "none fatal for vllm" in _scan(healthy, "vllm")[0]
+    with pytest.raises(CheckFailed, match=r"line 2 \[.*\]: Traceback"):
+        _scan("INFO model loaded\nTraceback (most recent call last):", "vllm")

@@ -174,26 +174,39 @@ def write(tmp_path: Path, doc: object) -> Path:
     return p
 
 
-def test_load_baselines(tmp_path: Path) -> None:
+BF16 = "kv=bf16,ctx=262144,par=2"
+TURBO = "kv=turboquant_k8v4,ctx=262144,par=2"
+
+
+def test_load_baselines_keys_them_by_target_and_serving_shape(tmp_path: Path) -> None:
     doc = {
         "version": 1,
         "targets": {
             "frank-small": {
                 "tolerance": 0.15,
                 "probes": {
-                    "pp@67k": {"value": 1293, "unit": "t/s"},
-                    "accept": {"value": 2.8, "unit": "tokens/step", "tolerance": 0.1},
+                    BF16: {
+                        "pp@67k": {"value": 1293, "unit": "t/s"},
+                        "accept": {"value": 2.8, "unit": "tokens/step", "tolerance": 0.1},
+                    },
+                    TURBO: {"pp@67k": {"value": 1100, "unit": "t/s"}},
                 },
-            }
+            },
+            "llama-cpu": {"probes": {"kv=f16,ctx=8192,par=1": {}}},
         },
     }
     got = load_baselines(write(tmp_path, doc))
     assert got == {
         "frank-small": {
-            "pp@67k": Probe(1293.0, "t/s", 0.15),
-            "accept": Probe(2.8, "tokens/step", 0.1),
-        }
+            BF16: {"pp@67k": Probe(1293.0, "t/s", 0.15), "accept": Probe(2.8, "tokens/step", 0.1)},
+            TURBO: {"pp@67k": Probe(1100.0, "t/s", 0.15)},
+        },
+        "llama-cpu": {"kv=f16,ctx=8192,par=1": {}},
     }
+
+
+def _probes(probes: object) -> dict[str, object]:
+    return {"version": 1, "targets": {"t": {"probes": probes}}}
 
 
 @pytest.mark.parametrize(
@@ -202,15 +215,22 @@ def test_load_baselines(tmp_path: Path) -> None:
         ({"targets": {}}, '"version": 1'),
         ({"version": 1}, '"targets" object'),
         ({"version": 1, "targets": {"t": {}}}, 'targets.t: needs a "probes"'),
-        ({"version": 1, "targets": {"t": {"probes": {"pp@1x": {"value": 1}}}}}, "'pp@1x'"),
-        ({"version": 1, "targets": {"t": {"probes": {"pp@1": 5}}}}, r"probes\.pp@1: must be"),
-        (
-            {"version": 1, "targets": {"t": {"probes": {"tg@1": {"value": 1, "tolerance": 2}}}}},
-            r"tg@1\.tolerance: 2 must be a fraction",
-        ),
+        # the old flat form: a probe straight under "probes" has no shape to judge
+        (_probes({"accept": {"value": 2.8}}),
+         r"baselines\.json: targets\.t\.probes: 'accept' is not a serving shape key; write "
+         r"kv=KV_DTYPE,ctx=CONTEXT,par=PARALLEL"),
+        (_probes({"kv=bf16,par=2,ctx=4096": {}}), r"targets\.t\.probes: 'kv=bf16,par=2,ctx=4096'"),
+        (_probes({"kv=bf16,ctx=4k,par=2": {}}), "e.g. kv=bf16,ctx=262144,par=2"),
+        (_probes({BF16: []}), rf"targets\.t\.probes\.{BF16}: must be an object"),
+        (_probes({BF16: {"pp@1x": {"value": 1}}}), rf"probes\.{BF16}: 'pp@1x'"),
+        (_probes({BF16: {"pp@1": 5}}), rf"probes\.{BF16}\.pp@1: must be"),
+        (_probes({BF16: {"tg@1": {"value": 1, "tolerance": 2}}}),
+         rf"{BF16}\.tg@1\.tolerance: 2 must be a fraction"),
     ],
-)
-def test_load_baselines_errors_name_the_place(tmp_path: Path, doc: object, message: str) -> None:
+)  # fmt: skip
+def test_load_baselines_errors_name_the_file_and_key(
+    tmp_path: Path, doc: object, message: str
+) -> None:
     with pytest.raises(MetricsError, match=message):
         load_baselines(write(tmp_path, doc))
 

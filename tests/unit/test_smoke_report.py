@@ -21,16 +21,16 @@ def frank() -> SmokeReport:
         image_id="sha256:" + "ab" * 32,
         engine="podman",
         results=(
-            CheckResult("ready", True, "/health 200 after 41 s", 41.2),
+            CheckResult(name="ready", ok=True, detail="/health 200 after 41 s", seconds=41.2),
             CheckResult(
-                "throughput",
-                False,
-                "tg@85k: 12.10, below 14.96\nfull table:\n\x1b[31mred\x00",
-                88.0,
-                {"pp@67k": 1290.4, "tg@85k": 12.1},
+                name="throughput",
+                ok=False,
+                detail="tg@85k: 12.10, below 14.96\nfull table:\n\x1b[31mred\x00",
+                seconds=88.0,
+                measured={"pp@67k": 1290.4, "tg@85k": 12.1},
             ),
-            CheckResult("audio", False, LONG, 1.5),
-            CheckResult("gpu-memory", False, "no GPU on this host", 0.0, skipped=True),
+            CheckResult(name="audio", ok=False, detail=LONG, seconds=1.5),
+            CheckResult(name="gpu-memory", ok=False, detail="no GPU on this host", skipped=True),
         ),
         log_path=LOG,
     )
@@ -38,8 +38,10 @@ def frank() -> SmokeReport:
 
 def cpu() -> SmokeReport:
     return SmokeReport(
-        "llama-cpu", "localhost/lockpipe/llama-cpu:b10069", "sha256:" + "cd" * 32, "docker",
-        (CheckResult("ready", True, "", 3.0), CheckResult("chat", True, "", 2.0)),
+        target="llama-cpu", image="localhost/lockpipe/llama-cpu:b10069",
+        image_id="sha256:" + "cd" * 32, engine="docker",
+        results=(CheckResult(name="ready", ok=True, seconds=3.0),
+                 CheckResult(name="chat", ok=True, seconds=2.0)),
     )  # fmt: skip
 
 
@@ -119,3 +121,50 @@ def test_junit_structure(tmp_path: Path) -> None:
     assert cases[3].find("failure") is None
     cpu_suite = suites[1]
     assert cpu_suite.get("failures") == "0" and cpu_suite.find("testcase/failure") is None
+
+
+TURBO = "kv=turboquant_k8v4,ctx=262144,par=2"
+
+
+def unjudged() -> SmokeReport:
+    """frank-small in the lock's turboquant shape, for which no baseline was measured yet."""
+    return SmokeReport(
+        target="frank-small", image="localhost/vllm/vllm-openai:frank-small",
+        image_id="sha256:" + "ab" * 32, engine="podman",
+        results=(
+            CheckResult(name="throughput probes", ok=True,
+                        detail=f"no baseline for {TURBO}: figures reported, not judged",
+                        seconds=90.0, measured={"pp@67k": 1410.5, "tg@85k": 18.2}, shape=TURBO,
+                        unjudged=("pp@67k", "tg@85k")),
+            CheckResult(name="spec-decode acceptance", ok=True,
+                        detail=f"within tolerance of the {TURBO} baselines", seconds=20.0,
+                        measured={"accept": 3.1}, shape=TURBO),
+            CheckResult(name="ready", ok=True, detail="/health 200", seconds=41.0),
+        ),
+    )  # fmt: skip
+
+
+def test_a_check_without_baseline_is_marked_in_json(tmp_path: Path) -> None:
+    path = tmp_path / "smoke.json"
+    write_json([unjudged()], path)
+    probes, accept, ready = json.loads(path.read_text())["reports"][0]["results"]
+    assert probes["status"] == "PASS"
+    assert probes["baseline"] == {"shape": TURBO, "no_baseline": ["pp@67k", "tg@85k"]}
+    assert accept["baseline"] == {"shape": TURBO, "no_baseline": []}
+    assert ready["baseline"] is None
+
+
+def test_a_check_without_baseline_is_marked_in_junit(tmp_path: Path) -> None:
+    path = tmp_path / "junit.xml"
+    write_junit([unjudged()], path)
+    probes, accept, ready = ET.parse(path).getroot().findall("testsuite/testcase")
+    assert probes.find("failure") is None and probes.find("skipped") is None
+    props = {p.get("name"): p.get("value") for p in probes.iterfind("properties/property")}
+    assert props == {"shape": TURBO, "no_baseline": "pp@67k, tg@85k"}
+    assert (
+        probes.findtext("system-out")
+        == "pp@67k = 1410.5 (no baseline)\ntg@85k = 18.2 (no baseline)"
+    )
+    assert {p.get("name") for p in accept.iterfind("properties/property")} == {"shape"}
+    assert accept.findtext("system-out") == "accept = 3.1"
+    assert ready.find("properties") is None

@@ -26,10 +26,12 @@ from pipeline.smoke.runner import (
     run_spec,
     smoke_target,
 )
+from pipeline.smoke.shape import shape_of
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = load_lock(REPO / "locks" / "digests.json")
 STORE = Path("/var/lib/lockpipe/payloads")
+BF16 = "kv=bf16,ctx=262144,par=2"
 
 
 def _paths(target: str) -> dict[str, Path]:
@@ -82,9 +84,28 @@ def test_which_targets_need_a_gpu() -> None:
 def test_committed_smoke_expectations_cover_every_target() -> None:
     specs = load_smoke(REPO / "locks" / "smoke.json")
     assert set(specs) == set(LOCK.targets)
-    assert specs["frank-small"].audio is not None and specs["frank-small"].image is not None
-    assert specs["frank-small"].probes["pp@67k"].value == 1293
-    assert specs["frank-small"].probes["accept"].value == 2.80
+    frank = specs["frank-small"]
+    assert frank.audio is not None and frank.image is not None
+    # the seeds measured these with bf16 KV, two full-context (262,144-token) sessions
+    assert set(frank.baselines) == {BF16}
+    assert frank.baselines[BF16]["pp@67k"].value == 1293
+    assert frank.baselines[BF16]["accept"].value == 2.80
+    assert frank.probe_names == ("accept", "pp@213k", "pp@67k", "tg@213k", "tg@85k")
+
+
+def test_a_bf16_baseline_never_judges_the_turboquant_shape_the_lock_serves() -> None:
+    frank = load_smoke(REPO / "locks" / "smoke.json")["frank-small"]
+    served = shape_of(LOCK.target("frank-small").serve).key
+    assert served == "kv=turboquant_k8v4,ctx=262144,par=2"
+    assert frank.baseline(served) is None
+
+
+def test_every_committed_shape_key_is_one_the_lock_can_serve_or_the_seeds_measured() -> None:
+    specs = load_smoke(REPO / "locks" / "smoke.json")
+    served = {n: shape_of(t.serve).key for n, t in LOCK.targets.items()}
+    for name, spec in specs.items():
+        assert set(spec.baselines) <= {served[name], BF16 if name == "frank-small" else ""}
+    assert served["llama-cpu"] in specs["llama-cpu"].baselines
 
 
 @pytest.mark.parametrize(
@@ -195,3 +216,17 @@ def test_the_container_is_stopped_when_fetching_its_log_raises_anything(tmp_path
     assert not ready.ok and "exit code 1" in ready.detail
     assert "no log" in ready.detail and "SdkFault" in ready.detail
     assert "lost the log stream" in (tmp_path / "out" / f"{name}.log").read_text()
+
+
+def test_the_port_option_says_a_free_port_is_the_default_with_gpu_too() -> None:
+    import argparse
+
+    from pipeline.cli.options import add_smoke_options
+
+    parser = argparse.ArgumentParser()
+    add_smoke_options(parser)
+    args = parser.parse_args(["--gpu"])
+    assert args.port is None  # the runner picks a free port
+    port_help = next(a.help for a in parser._actions if a.dest == "port")
+    assert port_help is not None and "a free one, with or without --gpu" in port_help
+    assert "target's own with --gpu" not in parser.format_help()
