@@ -153,7 +153,7 @@ def measure(
     rows.append(("warm: snapshot re-run --verify (re-hash all)", "-", run(
         snap_lock, warm_store, nginx.url, "--verify"), base))  # fmt: skip
     lock = load_lock(snap_lock)
-    opts = Options(warm_store, output="quiet", env={"HF_ENDPOINT": nginx.url})
+    opts = Options(store=warm_store, output="quiet", env={"HF_ENDPOINT": nginx.url})
     start = time.monotonic()
     [result] = run_payloads(lock, [], opts)
     took = time.monotonic() - start

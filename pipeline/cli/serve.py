@@ -28,7 +28,8 @@ def _payload_options(args: argparse.Namespace) -> Options:
     output = "quiet" if args.quiet else "jsonl" if args.jsonl else "rich"
     # Resolved once: the smoke runner maps store paths into the container relative to it.
     store = store.expanduser().resolve()
-    return Options(store, args.mirror, args.connections, args.verify, output, env=env)
+    return Options(store=store, mirror=args.mirror, connections=args.connections,
+                   verify=args.verify, output=output, env=env)  # fmt: skip
 
 
 def do_payloads(args: argparse.Namespace) -> int:

@@ -87,7 +87,7 @@ def download_url(
             return dest
         partial = Partial(dest.with_name(dest.name + ".lockpipe-partial"), sha256, size)
         try:
-            ctx = Context(Tuning(connections=connections), stop=threading.Event())
+            ctx = Context(tuning=Tuning(connections=connections), stop=threading.Event())
             fetch_into(url, candidates(url, mirror), partial, sha256, ctx)
             place(partial.path, partial.fd, dest)
             partial.journal.unlink(missing_ok=True)

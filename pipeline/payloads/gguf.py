@@ -41,7 +41,7 @@ _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<
 _STRING, _ARRAY = 8, 9
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Tensor:
     name: str
     shape: tuple[int, ...]
@@ -56,7 +56,7 @@ class Tensor:
         return count // block * size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GGUFHeader:
     version: int
     metadata: dict[str, Any]
@@ -150,7 +150,10 @@ def read_header(path: Path) -> GGUFHeader:
         if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
             raise r.fail(f"general.alignment {alignment!r} is not a power of two")
         data_start = -(-r.pos // alignment) * alignment
-    return GGUFHeader(version, metadata, tensors, data_start, alignment, arrays)
+    return GGUFHeader(
+        version=version, metadata=metadata, tensors=tensors, data_start=data_start,
+        alignment=alignment, arrays=arrays,
+    )  # fmt: skip
 
 
 def _tensor(r: _Reader) -> Tensor:
@@ -166,4 +169,4 @@ def _tensor(r: _Reader) -> Tensor:
         raise r.fail(
             f"tensor {name!r}: row of {shape[0]} is not whole {GGML_TYPES[ttype][0]} blocks"
         )
-    return Tensor(name, shape, ttype, offset)
+    return Tensor(name=name, shape=shape, type=ttype, offset=offset)

@@ -27,7 +27,7 @@ MAX_REDIRECTS = 10
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Opened:
     """A response whose body starts at byte ``start`` of the file."""
 
@@ -125,7 +125,8 @@ def open_range(
 def _opened(resp: requests.Response, cand: Candidate, start: int, url: str) -> Opened:
     if resp.status_code == 200:
         length = resp.headers.get("Content-Length", "")
-        return Opened(resp, 0, int(length) if length.isdigit() else None, False, url)
+        total = int(length) if length.isdigit() else None
+        return Opened(response=resp, start=0, total=total, ranged=False, url=url)
     match = _CONTENT_RANGE.fullmatch(resp.headers.get("Content-Range", "").strip())
     if not match or int(match[1]) != start:
         resp.close()
@@ -135,7 +136,7 @@ def _opened(resp: requests.Response, cand: Candidate, start: int, url: str) -> O
             206,
         )
     total = None if match[3] == "*" else int(match[3])
-    return Opened(resp, start, total, True, url)
+    return Opened(response=resp, start=start, total=total, ranged=True, url=url)
 
 
 def body(opened: Opened, chunk: int) -> Iterator[bytes]:

@@ -34,7 +34,7 @@ from pipeline.payloads.snapshot import check_snapshot, missing_files, modalities
 from pipeline.payloads.sources import file_candidates
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Options:
     store: Path
     mirror: str | None = None
@@ -46,7 +46,7 @@ class Options:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Result:
     name: str
     path: Path  # the file, or a snapshot's folder
@@ -205,12 +205,13 @@ class _Run:
         fresh = {b.path for b in blobs} - self.counted  # a blob payloads share counts once
         fetched = sum(self.got[path][1] for path in fresh)
         self.counted |= fresh
-        self.results[p.name] = Result(p.name, st.payload_path(self.store, p), status, fetched)
+        path = st.payload_path(self.store, p)
+        self.results[p.name] = Result(name=p.name, path=path, status=status, fetched=fetched)
         self.out.done(p.name, status, fetched)
 
     def _download(self, todo: list[Blob]) -> None:
         ctx = Context(
-            self.o.tuning or Tuning(connections=self.o.connections),
+            tuning=self.o.tuning or Tuning(connections=self.o.connections),
             advance=lambda label, n: self.out.advance(self.owner[label], n),
             connections=self.o.connections,
         )

@@ -24,7 +24,7 @@ DTYPE_BITS = {
 }  # fmt: skip
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class STensor:
     name: str
     dtype: str
@@ -94,7 +94,7 @@ def _tensor(path: Path, name: str, spec: Any) -> STensor:
             path, f"tensor {name!r}: {dtype}{list(shape)} needs "
             f"{count * DTYPE_BITS[dtype] // 8:,} bytes, its offsets span {end - begin:,}"
         )  # fmt: skip
-    return STensor(name, dtype, shape, begin, end)
+    return STensor(name=name, dtype=dtype, shape=shape, begin=begin, end=end)
 
 
 def layout_problems(header: SafetensorsHeader, file_size: int) -> list[str]:

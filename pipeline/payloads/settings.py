@@ -19,7 +19,7 @@ MiB = 1 << 20
 DEFAULT_CONNECTIONS = 16
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Tuning:
     connections: int = DEFAULT_CONNECTIONS
     piece: int = 32 * MiB  # upper bound; small files get smaller pieces
@@ -37,7 +37,7 @@ class Tuning:
     journal_every: float = 0.5
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Context:
     """What every transfer in one run shares."""
 

@@ -49,7 +49,7 @@ _LDCONFIG_LINE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S+)\s*$")
 _GPU_NODE = re.compile(r"^nvidia(\d+)$")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HostGpu:
     """What discovery found: device nodes and driver files, as host paths."""
 
@@ -60,7 +60,7 @@ class HostGpu:
     searched: str = ""  # where libraries were looked for, for error messages
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GpuAttach:
     mode: GpuMode
     devices: tuple[str, ...] = ()  # CDI names, or host device paths
@@ -119,7 +119,9 @@ def discover_host(
         libs.setdefault("libcuda.so", libs["libcuda.so.1"])
     smi = next((root / d / "nvidia-smi" for d in BIN_DIRS if (root / d / "nvidia-smi").is_file()),
                None)  # fmt: skip
-    return HostGpu(root, tuple(nodes), libs, smi, searched)
+    return HostGpu(
+        root=root, device_nodes=tuple(nodes), libraries=libs, nvidia_smi=smi, searched=searched
+    )
 
 
 def _check_manual(host: HostGpu) -> None:
@@ -173,7 +175,8 @@ def plan_gpu(
         # What the docker CLI sends for --gpus all: no driver, so the daemon picks the one
         # registered for the "gpu" capability (the toolkit's).
         return GpuAttach(
-            mode, device_requests=(DeviceRequest(driver="", count=-1, capabilities=(("gpu",),)),)
+            mode=mode,
+            device_requests=(DeviceRequest(driver="", count=-1, capabilities=(("gpu",),)),),
         )
     if mode == "cdi":
         if engine == "docker":
@@ -181,10 +184,11 @@ def plan_gpu(
             # integration/container/cdi_test.go); in HostConfig.Devices a CDI name is
             # treated as a host path and fails to stat.
             return GpuAttach(
-                mode, device_requests=(DeviceRequest(driver="cdi", count=0, device_ids=(CDI_ALL,)),)
+                mode=mode,
+                device_requests=(DeviceRequest(driver="cdi", count=0, device_ids=(CDI_ALL,)),),
             )
         # podman's specgen moves qualified names out of Devices into its CDI list.
-        return GpuAttach(mode, devices=(CDI_ALL,))
+        return GpuAttach(mode=mode, devices=(CDI_ALL,))
     if host is None:
         raise GpuAttachError("--gpu-mode manual needs the host's GPU discovery; call discover_host")
     _check_manual(host)
@@ -196,7 +200,7 @@ def plan_gpu(
     ld_path = _join_path(CONTAINER_LIB_DIR, image_ld_path)
     if ld_path is not None:
         env["LD_LIBRARY_PATH"] = ld_path
-    return GpuAttach(mode, devices=host.device_nodes, mounts=tuple(mounts), env=env)
+    return GpuAttach(mode=mode, devices=host.device_nodes, mounts=tuple(mounts), env=env)
 
 
 def with_gpu(spec: RunSpec, attach: GpuAttach) -> RunSpec:

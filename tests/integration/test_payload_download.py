@@ -56,7 +56,7 @@ def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
 
 def options(tmp: Path, endpoint: str, **more: Any) -> Options:
     env = {"HF_ENDPOINT": endpoint, "HOME": str(tmp)}  # no token file under this HOME
-    return Options(tmp / "store", output="quiet", tuning=FAST, connections=4, env=env, **more)
+    return Options(store=tmp / "store", output="quiet", tuning=FAST, connections=4, env=env, **more)
 
 
 def lock_for(tmp: Path, **more: Any) -> Any:

@@ -45,7 +45,7 @@ def fetch(
 ) -> Path:
     env = {"HF_ENDPOINT": endpoint, "HOME": str(tmp)}
     lock = make_lock(tmp, {"m": entry(data, "big.bin" if data is BIG else "model.bin")})
-    opts = Options(tmp / "store", output="quiet", tuning=tuning, env=env, **more)
+    opts = Options(store=tmp / "store", output="quiet", tuning=tuning, env=env, **more)
     [result] = run_payloads(lock, [], opts)
     return result.path
 

@@ -127,7 +127,7 @@ def test_real_gemma_gguf_is_fetched_verified_and_checked(
         "sha256": g.sha256,
     }
     lock = make_lock(tmp_path, {"gemma": {**base, "expect": good}})
-    opts = Options(tmp_path / "store", output="quiet", env={"HF_ENDPOINT": nginx.url})
+    opts = Options(store=tmp_path / "store", output="quiet", env={"HF_ENDPOINT": nginx.url})
     [result] = run_payloads(lock, [], opts)
     assert result.status == "downloaded" and result.path.stat().st_size == g.size
     bad = make_lock(tmp_path / "bad", {"gemma": {**base, "expect": {"arch": "llama"}}})

@@ -126,7 +126,9 @@ def tree(hub: FakeHub, repo: str) -> list[dict[str, Any]]:
 
 def options(tmp: Path, hub: FakeHub, **more: Any) -> Options:
     env = {"HF_ENDPOINT": hub.url, "HOME": str(tmp)}
-    return Options(tmp / "store", output="quiet", tuning=QUICK, connections=4, env=env, **more)
+    return Options(
+        store=tmp / "store", output="quiet", tuning=QUICK, connections=4, env=env, **more
+    )
 
 
 def snapshot_lock(tmp: Path, hub: FakeHub, repo: str = REPO, **more: Any) -> Any:

@@ -190,7 +190,7 @@ def test_manual_without_nodes_lists_what_was_looked_for(tmp_path: Path) -> None:
     msg = str(err.value)
     assert "no /dev/nvidia0 … /dev/nvidiaN" in msg and "no /dev/nvidia-uvm" in msg
     assert "/dev/nvidia[0-9]*" in msg and "/dev/nvidiactl" in msg and "nvidia-modprobe" in msg
-    empty = HostGpu(Path("/"), ())
+    empty = HostGpu(root=Path("/"), device_nodes=())
     with pytest.raises(GpuAttachError, match=r"libcuda\.so\.1"):
         plan_gpu("manual", engine="docker", host=empty)
 
