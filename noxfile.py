@@ -33,6 +33,7 @@ VERBS = [
     "reproduce",
     "payloads",
     "smoke",
+    "preflight",
 ]
 
 

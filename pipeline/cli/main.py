@@ -29,10 +29,13 @@ VERBS: dict[str, tuple[str, str]] = {
     "refresh-digests": ("refresh:do_refresh", "re-resolve base image digests at their registries"),
     "payloads": ("serve:do_payloads", "fetch and verify the payloads of the lock (or NAME…)"),
     "smoke": ("serve:do_smoke", "run each built image with its payloads and check it serves"),
+    "preflight": ("preflight:do_preflight", "check each target's KV cache and memory against "
+                  "its card, before anything starts"),
 }  # fmt: skip
 EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "payloads": options.add_payload_options,
     "smoke": options.add_smoke_options,
+    "preflight": options.add_preflight_options,
 }
 
 

@@ -93,6 +93,39 @@ def add_smoke_options(p: argparse.ArgumentParser) -> None:
                    help="logs, smoke.json and smoke.junit.xml (default STATE/smoke)")  # fmt: skip
 
 
+def add_preflight_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--gpu",
+        metavar="CARD",
+        help="plan for this card, e.g. rtx3090 (an unknown name lists the known ones); "
+        "default: ask nvidia-smi",
+    )
+    p.add_argument("--gpu-index", type=int, default=0, help="which host GPU (0)")
+    p.add_argument("--free-mib", type=int, help="free GPU memory to check against (MiB)")
+    p.add_argument("--driver", help="the host's NVIDIA driver version, e.g. 610.57.04")
+    p.add_argument(
+        "--preflight",
+        type=Path,
+        help="calibrations and model shapes (default: preflight.json beside the lock)",
+    )
+    p.add_argument("--store", type=Path, help="payload store whose files give model shapes")
+    p.add_argument("--json", type=Path, metavar="PATH", help="also write the report as JSON")
+    p.add_argument("--strict", action="store_true", help="warnings fail too")
+    what_if = p.add_argument_group("what if (override the target's own values)")
+    what_if.add_argument("--ctx-size", type=int, help="llama.cpp -c")
+    what_if.add_argument("--parallel", type=int, help="llama.cpp --parallel")
+    what_if.add_argument("--kv-cache-dtype", help="vLLM --kv-cache-dtype")
+    what_if.add_argument("--max-model-len", type=int, help="vLLM --max-model-len")
+    what_if.add_argument("--attention-backend", help="vLLM --attention-backend")
+    what_if.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable the server will see (repeatable)",
+    )
+
+
 def quiet() -> bool:
     """PIPELINE_QUIET=1 silences progress lines (errors still print)."""
     return os.environ.get("PIPELINE_QUIET") == "1"

@@ -1,0 +1,78 @@
+"""``lockpipe preflight``: will each target's serving shape fit its card? Nothing is started.
+
+Exit 0 when no target fails (warnings allowed; ``--strict`` fails on them too), 1 when one
+does (as ``smoke`` does when a check fails), and a PipelineError's code when the inputs
+themselves are wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from pipeline.cli.options import targets
+from pipeline.errors import CHECK_FAILED_RUN, EngineError, GpuAttachError, UsageError
+from pipeline.lock.model import load_lock
+from pipeline.log import echo
+from pipeline.payloads.store import default_store
+from pipeline.preflight import config, host, plan, report
+
+
+def _card(args: argparse.Namespace) -> host.Card | None:
+    if args.gpu:
+        card = host.card_named(args.gpu)
+    else:
+        try:
+            card = host.query_host(args.gpu_index)
+        except (EngineError, GpuAttachError):  # no nvidia-smi, or it failed
+            return None
+    return host.Card(
+        name=card.name,
+        memory_mib=card.memory_mib,
+        compute_cap=card.compute_cap,
+        free_mib=args.free_mib if args.free_mib is not None else card.free_mib,
+        driver=args.driver or card.driver,
+    )
+
+
+def do_preflight(args: argparse.Namespace) -> int:
+    loaded = load_lock(args.lock)
+    cfg = config.load(args.preflight or args.lock.parent / config.DEFAULT_NAME)
+    env = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--env {item}: expected NAME=VALUE")
+        env[name] = value
+    over = plan.Overrides(
+        ctx_size=args.ctx_size,
+        parallel=args.parallel,
+        env=env,
+        kv_dtype=args.kv_cache_dtype,
+        attention_backend=args.attention_backend,
+        max_model_len=args.max_model_len,
+    )
+    store = args.store or default_store(os.environ)
+    card = _card(args)
+    reports = []
+    for name in targets(args, loaded):
+        target = loaded.target(name)
+        gpu = target.build_args.get("GGML_CUDA", "ON").upper() != "OFF"
+        named = cfg.target(name).card
+        this = card or (host.card_named(named) if named else None)
+        if gpu and this is None:
+            raise UsageError(
+                f"{name}: no GPU answered nvidia-smi; pass --gpu CARD ({', '.join(host.CARDS)})"
+            )
+        shape = plan.model_shape(loaded, cfg, target, store if store.is_dir() else None)
+        reports.append(plan.evaluate(loaded, cfg, target, this, shape, over))
+    report.show(reports)
+    if args.json:
+        report.write_json(args.json, reports)
+        echo(f"preflight: report written to {args.json}")
+    bad = {"fail", "warn"} if args.strict else {"fail"}
+    failed = [r.target for r in reports if r.verdict in bad]
+    if failed:
+        echo(f"preflight: {', '.join(failed)} would not fit as locked", style="red")
+        return CHECK_FAILED_RUN
+    return 0

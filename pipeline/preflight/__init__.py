@@ -1,0 +1,16 @@
+"""Preflight: does a target's serving shape fit its card, before anything is started?
+
+Pure planning from the lock, model metadata (a GGUF header or a Hugging Face
+``config.json``) and the pinned runtimes' own rules, read from their source trees:
+
+- :mod:`.shape`: the attention layers of a model (sliding or full, KV heads, head dims).
+- :mod:`.llama`: llama.cpp b10069's KV bytes, slot grid and flash-attention kernel rule.
+- :mod:`.vllm_kv`: vLLM 0.29.0's KV pages, their unification and padding, the token pool.
+- :mod:`.vllm_rules`: what the pinned vLLM rejects (dtypes, backends, env vars, fp8 on sm<89);
+  :mod:`.vllm_args` and :mod:`.llama_args` read the serve command lines.
+- :mod:`.host`: known cards, the driver a CUDA version needs, the card's architecture.
+- :mod:`.config`: ``locks/preflight.json``: measured calibrations and model shapes.
+- :mod:`.plan`: one target in, one :class:`.verdict.TargetReport` out.
+
+Only :func:`.host.query_host` runs a program (``nvidia-smi``, through ``pipeline.cmd``).
+"""

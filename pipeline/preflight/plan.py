@@ -1,0 +1,192 @@
+"""One lock target in, one :class:`TargetReport` out.
+
+The model's shape comes from the payload in the store when it is there (the GGUF header,
+or the snapshot's ``config.json``), else from ``locks/preflight.json``; the card from
+``--gpu NAME`` or the host. Everything after :func:`model_shape` (which reads files) is
+pure: the same inputs give the same report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import FormatError, UsageError
+from pipeline.lock.model import Lock, Target
+from pipeline.payloads import store as payload_store
+from pipeline.payloads.gguf import read_header
+from pipeline.preflight import host, llama_args, plan_llama, plan_vllm, vllm_args, vllm_rules
+from pipeline.preflight.config import PreflightConfig, TargetPlan
+from pipeline.preflight.shape import ModelShape, from_gguf, from_hf_config
+from pipeline.preflight.verdict import Check, Figure, TargetReport, checked
+
+
+@dataclass(frozen=True, kw_only=True)
+class Overrides:
+    """What-if values from the preflight command line, over the target's own."""
+
+    ctx_size: int | None = None
+    parallel: int | None = None
+    kv_dtype: str | None = None
+    attention_backend: str | None = None
+    max_model_len: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+def model_shape(lock: Lock, cfg: PreflightConfig, target: Target, store: Path | None) -> ModelShape:
+    """The shape of the target's model payload: the stored file first, then preflight.json."""
+    payload = next(
+        (lock.payloads[p] for p in target.payloads if lock.payloads[p].role == "model"), None
+    )
+    if payload is None:
+        raise FormatError(f"targets.{target.name}: no payload with role model")
+    if store is not None and payload.revision:
+        path = payload_store.payload_path(store, payload)
+        if payload.format == "gguf" and path.is_file():
+            header = read_header(path)
+            return from_gguf(header.metadata, source=str(path), long_arrays=list(header.arrays))
+        config = path / "config.json"
+        if payload.snapshot and config.is_file():
+            return from_hf_config(json.loads(config.read_text()), source=str(config))
+    entry = cfg.models.get(payload.name)
+    if entry is None:
+        raise FormatError(
+            f"payloads.{payload.name}: its model shape is unknown; fetch it (lockpipe "
+            f"payloads) and pass --store, or add models.{payload.name} to "
+            f"{cfg.path or 'locks/preflight.json'}"
+        )
+    source = f"{cfg.path}: models.{payload.name}"
+    if entry.kind == "gguf":
+        return from_gguf(entry.data, source=source)
+    return from_hf_config(entry.data, source=source)
+
+
+def weights_bytes(lock: Lock, cfg: PreflightConfig, target: Target) -> int | None:
+    """What the runtime loads: preflight.json's ``weights_bytes``, else the lock's sizes."""
+    if (w := cfg.target(target.name).weights_bytes) is not None:
+        return w
+    sizes = [f.size for p in target.payloads for f in lock.payloads[p].files]
+    return None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
+
+
+def host_checks(lock: Lock, cfg: PreflightConfig, target: Target, card: host.Card) -> list[Check]:
+    runtime = "VLLM_BASE" if target.serve.runtime == "vllm" else "RUNTIME_BASE"
+    ref = lock.bases[target.bases[runtime]].ref if runtime in target.bases else ""
+    cuda = host.cuda_version(ref)
+    out = []
+    if card.driver and cuda:
+        out.append(
+            checked(
+                "driver",
+                host.driver_problem(card.driver, cuda),
+                f"driver {card.driver} runs CUDA {'.'.join(map(str, cuda))} ({ref})",
+                "upgrade the host driver (NVIDIA's table in docs/preflight.md)",
+            )
+        )
+    archs = target.build_args.get("CMAKE_CUDA_ARCHITECTURES") or cfg.target(target.name).image_archs
+    if archs:
+        fail, warn = host.arch_problem(archs, card.compute_cap)
+        if warn:
+            out.append(Check(name="arch", status="warn", detail=warn))
+        else:
+            out.append(
+                checked(
+                    "arch",
+                    fail,
+                    f"the image's sm {archs} runs on {card.cc}",
+                    f"CMAKE_CUDA_ARCHITECTURES={card.compute_cap[0]}{card.compute_cap[1]}",
+                )
+            )
+    return out
+
+
+def _llama(
+    target: Target,
+    plan: TargetPlan,
+    card: host.Card | None,
+    shape: ModelShape,
+    weights: int | None,
+    over: Overrides,
+) -> tuple[list[Check], list[Figure], dict[str, Any]]:
+    args = llama_args.with_overrides(
+        llama_args.parse(target.serve.command), ctx=over.ctx_size, parallel=over.parallel
+    )
+    t = plan_llama.LlamaTarget(
+        args=args,
+        build_args=target.build_args,
+        declared_context=None if over.ctx_size else target.serve.context,
+        shape=shape,
+        card=card,
+        plan=plan,
+        weights_bytes=weights,
+    )
+    checks, cells = plan_llama.slot_checks(t)
+    checks += plan_llama.type_checks(t)
+    more, figures, numbers = plan_llama.budget(t, cells)
+    return checks + more, figures, numbers
+
+
+def _vllm(
+    lock: Lock,
+    target: Target,
+    plan: TargetPlan,
+    card: host.Card,
+    shape: ModelShape,
+    weights: int | None,
+    over: Overrides,
+) -> tuple[list[Check], list[Figure], dict[str, Any]]:
+    parsed = vllm_args.parse_args(target.serve.command)
+    args = replace(
+        parsed,
+        kv_dtype=over.kv_dtype or parsed.kv_dtype,
+        backend=over.attention_backend or parsed.backend,
+        max_model_len=over.max_model_len or parsed.max_model_len,
+    )
+    dockerfile = lock.root / target.context / target.dockerfile
+    env = vllm_args.dockerfile_env(dockerfile.read_text()) if dockerfile.is_file() else {}
+    return plan_vllm.evaluate(
+        plan_vllm.VllmTarget(
+            args=args,
+            facts=vllm_rules.release(target.build_args.get("VLLM_VERSION", "?")),
+            shape=shape,
+            card=card,
+            plan=plan,
+            weights_bytes=weights,
+            env={**env, **over.env},
+            declared_parallel=target.serve.parallel,
+        )
+    )
+
+
+def evaluate(
+    lock: Lock,
+    cfg: PreflightConfig,
+    target: Target,
+    card: host.Card | None,
+    shape: ModelShape,
+    over: Overrides,
+) -> TargetReport:
+    """The report of one target on ``card`` (None: a CPU build, or no card known)."""
+    plan, weights = cfg.target(target.name), weights_bytes(lock, cfg, target)
+    cpu = target.build_args.get("GGML_CUDA", "ON").upper() == "OFF"
+    gpu = None if cpu else card
+    if target.serve.runtime == "llama.cpp":
+        checks, figures, numbers = _llama(target, plan, gpu, shape, weights, over)
+    elif gpu is None:
+        raise UsageError(f"targets.{target.name}: a vLLM target needs a card (--gpu CARD)")
+    else:
+        checks, figures, numbers = _vllm(lock, target, plan, gpu, shape, weights, over)
+    if gpu is not None:
+        checks = host_checks(lock, cfg, target, gpu) + checks
+    name = "CPU" if gpu is None else f"{gpu.name} ({gpu.memory_mib:,} MiB, sm {gpu.cc})"
+    return TargetReport(
+        target=target.name,
+        runtime=target.serve.runtime,
+        card=name,
+        figures=(Figure(name="model", value=shape.name, note=shape.source), *figures),
+        checks=tuple(checks),
+        numbers=numbers,
+    )
