@@ -32,4 +32,3 @@ def test_dataclasses_with_more_than_three_fields_are_built_by_keyword() -> None:
         if len(fields) > 3 and not kw_only:
             positional.append(f"{where}: {node.name} ({len(fields)} fields)")
     assert not positional, f"add kw_only=True: {positional}"
-
