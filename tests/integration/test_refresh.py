@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.errors import RegistryError
 from tests.lockfactory import doc, make_repo
 
 pytestmark = pytest.mark.integration
@@ -55,7 +56,7 @@ def test_a_dead_registry_names_the_ref_and_writes_nothing(tmp_path: Path) -> Non
     lock = make_repo(tmp_path, document)
     before = lock.read_text()
     result = refresh(lock)
-    assert result.returncode == 1
+    assert result.returncode == RegistryError.return_code  # 18: the one table
     assert (
         "bases.busybox: 127.0.0.1:9/lockpipe-test/busybox:1: registry 127.0.0.1:9 unreachable"
         in (result.stderr)
