@@ -34,6 +34,7 @@ VERBS = [
     "payloads",
     "smoke",
     "preflight",
+    "deploy",
 ]
 
 

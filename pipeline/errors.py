@@ -117,6 +117,12 @@ class RegistryError(PipelineError):
     return_code = 18
 
 
+class DeployError(PipelineError):
+    """A quadlet unit cannot be rendered, validated or installed."""
+
+    return_code = 19
+
+
 class UsageError(PipelineError):
     """A command-line option or argument is wrong."""
 

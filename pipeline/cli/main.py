@@ -31,11 +31,14 @@ VERBS: dict[str, tuple[str, str]] = {
     "smoke": ("serve:do_smoke", "run each built image with its payloads and check it serves"),
     "preflight": ("preflight:do_preflight", "check each target's KV cache and memory against "
                   "its card, before anything starts"),
+    "deploy": ("deploy:do_deploy", "render, check and install a podman quadlet for one "
+               "smoke-tested target"),
 }  # fmt: skip
 EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "payloads": options.add_payload_options,
     "smoke": options.add_smoke_options,
     "preflight": options.add_preflight_options,
+    "deploy": options.add_deploy_options,
 }
 
 

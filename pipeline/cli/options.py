@@ -126,6 +126,48 @@ def add_preflight_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_deploy_options(p: argparse.ArgumentParser) -> None:
+    store = _env("PIPELINE_STORE")
+    p.add_argument("--store", type=Path, default=Path(store) if store else None,
+                   help="payload store the unit mounts read-only at /store (PIPELINE_STORE; "
+                   "default /var/lib/lockpipe/payloads for root, else "
+                   "~/.cache/lockpipe/store)")  # fmt: skip
+    p.add_argument("--gpu-mode", choices=("manual", "cdi"), default="cdi",
+                   help="cdi: AddDevice=nvidia.com/gpu=all (needs nvidia-ctk cdi generate); "
+                   "manual: device nodes and driver libraries, for hosts without the "
+                   "toolkit (cdi)")  # fmt: skip
+    p.add_argument("--podman-version", metavar="X.Y",
+                   help="render for this podman's quadlet (default: podman --version "
+                   "here)")  # fmt: skip
+    p.add_argument("--no-inspect", action="store_true",
+                   help="do not read the image's entrypoint and LD_LIBRARY_PATH with podman "
+                   "image inspect (Entrypoint= is then always set)")  # fmt: skip
+    p.add_argument("--bind", default="127.0.0.1",
+                   help="host address PublishPort binds (127.0.0.1: loopback only)")  # fmt: skip
+    p.add_argument("--health-cmd",
+                   help="HealthCmd= run in the container (default: curl for vLLM, bash "
+                   "/dev/tcp for llama.cpp)")  # fmt: skip
+    p.add_argument("--start-timeout", type=int, default=900,
+                   help="seconds the model may take to load before /health answers "
+                   "(900)")  # fmt: skip
+    p.add_argument("--smoke-report", type=Path,
+                   help="smoke.json that gates the deploy (default "
+                   "STATE/smoke/smoke.json)")  # fmt: skip
+    p.add_argument("--out", type=Path, help="where the rendered unit goes (default STATE/deploy)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip podman's generator dry run and systemd-analyze verify")  # fmt: skip
+    p.add_argument("--install", nargs="?", const="", metavar="DIR",
+                   help="install the unit into DIR (default ~/.config/containers/systemd, "
+                   "root: /etc/containers/systemd) once the serve port is clear")  # fmt: skip
+    p.add_argument("--start", action="store_true",
+                   help="with --install: systemctl [--user] daemon-reload, then start")  # fmt: skip
+    p.add_argument("--wait-port", type=int, metavar="PORT",
+                   help="only wait until no socket holds PORT (the unit's "
+                   "ExecStartPre)")  # fmt: skip
+    p.add_argument("--port-timeout", type=float, default=90.0,
+                   help="seconds to wait for a held port to clear (90)")  # fmt: skip
+
+
 def quiet() -> bool:
     """PIPELINE_QUIET=1 silences progress lines (errors still print)."""
     return os.environ.get("PIPELINE_QUIET") == "1"

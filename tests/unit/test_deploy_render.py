@@ -1,0 +1,168 @@
+"""Quadlet rendering: golden units for llama-cuda (manual GPU) and frank-small (CDI).
+
+The goldens are rendered from a frozen copy of the committed lock
+(tests/data/deploy/lock.json), a fixed build record and a fixed host, for
+podman 5.4 (Debian 13). Regenerate after a deliberate change with
+LOCKPIPE_UPDATE_GOLDEN=1 pytest tests/unit/test_deploy_render.py, and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pipeline.build.records import BuildRecord
+from pipeline.deploy import keys
+from pipeline.deploy.gate import Pinned
+from pipeline.deploy.plan import DeployGpuMode, DeployOptions, HostFacts, inputs_for_target
+from pipeline.deploy.render import DeployInputs, render_quadlet, split_entrypoint
+from pipeline.deploy.unit import Unit, split_args
+from pipeline.errors import GpuAttachError
+from pipeline.lock.model import Lock, load_lock
+from pipeline.smoke.gpu import HostGpu
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "data" / "deploy"
+STORE = Path("/var/lib/lockpipe/payloads")
+IMAGE_ID = "3f" * 32
+DRIVER = Path("/usr/lib/x86_64-linux-gnu")
+HOST = HostGpu(
+    root=Path("/"),
+    device_nodes=("/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"),
+    libraries={
+        "libcuda.so": DRIVER / "libcuda.so.610.57.04",
+        "libcuda.so.1": DRIVER / "libcuda.so.610.57.04",
+        "libnvidia-ml.so.1": DRIVER / "libnvidia-ml.so.610.57.04",
+        "libnvidia-ptxjitcompiler.so.1": DRIVER / "libnvidia-ptxjitcompiler.so.610.57.04",
+    },
+    nvidia_smi=Path("/usr/bin/nvidia-smi"),
+)
+
+
+LOCK = GOLDEN / "lock.json"  # the committed lock, frozen: goldens move only when this does
+
+
+def lock() -> Lock:
+    return load_lock(LOCK)
+
+
+def pinned(target: str, tag: str) -> Pinned:
+    record = BuildRecord(
+        target=target, tag=tag, key="k" * 64, image_id=f"sha256:{IMAGE_ID}", engine="podman",
+        engine_version="5.4.2", reproducible=True, reproducible_how="test",
+        fingerprint="f" * 64, source_date_epoch=1700000000,
+        built_at="2026-11-01T00:00:00Z", seconds=1.0,
+    )  # fmt: skip
+    return Pinned(record=record, image=IMAGE_ID)
+
+
+def inputs(
+    target: str,
+    mode: DeployGpuMode,
+    *,
+    podman: keys.Version = (5, 4),
+    entrypoint: tuple[str, ...] | None = None,
+) -> DeployInputs:
+    loaded = lock()
+    facts = HostFacts(podman=podman, image_entrypoint=entrypoint, image_ld_path=None,
+                      gpu_host=HOST)  # fmt: skip
+    opts = DeployOptions(gpu_mode=mode, wait_cmd=("/usr/local/bin/lockpipe", "deploy"),
+                         note="Smoke: passed on 3f3f3f3f3f3f (test).")  # fmt: skip
+    return inputs_for_target(loaded, target, pinned(target, loaded.target(target).tag), STORE,
+                             facts, opts)  # fmt: skip
+
+
+def golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("LOCKPIPE_UPDATE_GOLDEN") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8"), f"{path} differs; see the module docstring"
+
+
+def render(i: DeployInputs) -> Unit:
+    return render_quadlet(i)
+
+
+def test_llama_cuda_manual_gpu_golden() -> None:
+    i = inputs("llama-cuda", "manual", entrypoint=("/usr/local/bin/llama-server",))
+    golden("llama-cuda.container", render(i).render())
+
+
+def test_frank_small_cdi_golden() -> None:
+    golden("frank-small.container", render(inputs("frank-small", "cdi")).render())
+
+
+def test_image_pinned_by_id_and_store_read_only() -> None:
+    unit = render(inputs("frank-small", "cdi"))
+    assert unit.values("Container", "Image") == [IMAGE_ID]
+    assert f"{STORE}:/store:ro" in unit.values("Container", "Volume")
+    assert unit.values("Container", "AddDevice") == ["nvidia.com/gpu=all"]
+    assert unit.values("Container", "PublishPort") == ["127.0.0.1:7771:7771"]
+
+
+def test_exec_round_trips_the_resolved_command() -> None:
+    i = inputs("frank-small", "cdi")
+    unit = render(i)
+    assert unit.values("Container", "Entrypoint") == ["vllm"]
+    (exec_line,) = unit.values("Container", "Exec")
+    assert split_args(exec_line) == list(i.command[1:])
+    assert not any("{payload" in a for a in i.command)  # placeholders resolved into /store
+    assert any(a.startswith("/store/models--google--") for a in i.command)
+
+
+def test_manual_gpu_mounts_driver_read_only_and_sets_env() -> None:
+    unit = render(inputs("llama-cuda", "manual"))
+    assert "/dev/nvidiactl" in unit.values("Container", "AddDevice")
+    assert f"{DRIVER}/libcuda.so.610.57.04:/usr/local/nvidia/lib64/libcuda.so.1:ro" in (
+        unit.values("Container", "Volume")
+    )
+    assert "LD_LIBRARY_PATH=/usr/local/nvidia/lib64" in unit.values("Container", "Environment")
+    assert "TRITON_LIBCUDA_PATH=/usr/local/nvidia/lib64" in unit.values("Container", "Environment")
+
+
+def test_manual_gpu_without_a_driver_names_the_fix() -> None:
+    bare = HostGpu(root=Path("/"), device_nodes=())
+    i = inputs("llama-cuda", "cdi")
+    from pipeline.deploy.plan import _gpu
+
+    with pytest.raises(GpuAttachError, match="load the driver"):
+        _gpu(DeployOptions(gpu_mode="manual"), HostFacts(podman=(5, 4), gpu_host=bare))
+    assert i.gpu is not None and i.gpu.mode == "cdi"
+
+
+def test_service_waits_for_the_port_and_restarts() -> None:
+    unit = render(inputs("llama-cuda", "cdi"))
+    assert unit.values("Service", "ExecStartPre") == [
+        "/usr/local/bin/lockpipe deploy --wait-port 7771 --port-timeout 90"
+    ]
+    assert unit.values("Service", "Restart") == ["on-failure"]
+    assert unit.values("Unit", "After") == ["network-online.target"]
+    assert unit.values("Install", "WantedBy") == ["default.target"]
+    assert unit.values("Container", "Notify") == ["healthy"]
+
+
+def test_entrypoint_kept_when_the_image_runs_the_program() -> None:
+    cmd = ("vllm", "serve", "/m", "--port", "1")
+    assert split_entrypoint(cmd, ("vllm", "serve")) == (None, ("/m", "--port", "1"))
+    assert split_entrypoint(cmd, ("/usr/bin/vllm",)) == (None, cmd[1:])
+    assert split_entrypoint(cmd, ("/bin/sh", "-c")) == ("vllm", cmd[1:])
+    assert split_entrypoint(cmd, None) == ("vllm", cmd[1:])
+
+
+def test_podman_4_has_no_entrypoint_or_notify_healthy() -> None:
+    unit = render(inputs("frank-small", "cdi", podman=(4, 9)))
+    assert unit.values("Container", "Entrypoint") == []
+    assert unit.values("Container", "PodmanArgs") == ["--entrypoint=vllm"]
+    assert unit.values("Container", "Notify") == []
+    old = render(inputs("frank-small", "cdi", podman=(4, 4)))
+    (args,) = [a for a in old.values("Container", "PodmanArgs") if "health" in a]
+    assert "--health-start-period=600s" in split_args(args)
+    assert old.values("Container", "HealthCmd") == []
+
+
+@pytest.mark.parametrize("version", sorted(keys.ADDED))
+def test_every_quadlet_release_accepts_the_render(version: keys.Version) -> None:
+    unit = render(inputs("llama-cuda", "manual", podman=version))
+    assert keys.problems(unit.section("Container"), version) == []
