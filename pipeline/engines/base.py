@@ -79,7 +79,9 @@ Log = Callable[[str], None]
 
 
 class Engine(Protocol):
-    name: str
+    @property
+    def name(self) -> EngineName:
+        """buildah, podman or docker: part of every build key and record path."""
 
     def version(self) -> str:
         """The engine's version string, part of every build key."""

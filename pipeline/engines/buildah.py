@@ -16,6 +16,7 @@ from pipeline import cmd
 from pipeline.engines.base import (
     BuildRequest,
     ContainerState,
+    EngineName,
     Log,
     Reproducibility,
     RunSpec,
@@ -27,7 +28,7 @@ from pipeline.errors import BuildError, EngineError
 
 
 class BuildahEngine:
-    name = "buildah"
+    name: EngineName = "buildah"
 
     def __init__(self) -> None:
         cmd.which("buildah")

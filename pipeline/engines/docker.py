@@ -20,6 +20,7 @@ from typing import Any
 
 from pipeline.engines.base import (
     BuildRequest,
+    EngineName,
     Log,
     Reproducibility,
     RunSpec,
@@ -38,7 +39,7 @@ SUPPORTED_SDK = ">=7.1,<8"
 
 
 class DockerEngine(SdkEngine):
-    name = "docker"
+    name: EngineName = "docker"
 
     def __init__(self, url: str | None = None) -> None:
         import docker

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from pipeline.engines.base import (
     BuildRequest,
+    EngineName,
     Log,
     Reproducibility,
     RunSpec,
@@ -39,7 +40,7 @@ def service_url() -> str:
 
 
 class PodmanEngine(SdkEngine):
-    name = "podman"
+    name: EngineName = "podman"
 
     def __init__(self, url: str | None = None) -> None:
         try:

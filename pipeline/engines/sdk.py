@@ -18,7 +18,14 @@ import re
 from collections.abc import Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from pipeline.engines.base import BuildRequest, ContainerState, RunSpec, env_dict, normalize_id
+from pipeline.engines.base import (
+    BuildRequest,
+    ContainerState,
+    EngineName,
+    RunSpec,
+    env_dict,
+    normalize_id,
+)
 from pipeline.errors import EngineError, EngineMissing
 
 P = ParamSpec("P")
@@ -116,7 +123,7 @@ def fix_for(engine: str, op: str, status: int | None, detail: str, ref: str, hin
 
 
 class SdkEngine:
-    name: str
+    name: EngineName
     client: Any
     url: str  # where the daemon's API answers, for messages
 

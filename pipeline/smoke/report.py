@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
@@ -23,6 +23,8 @@ from pipeline.fs import write_atomic
 # XML 1.0 forbids most control characters, and server logs do contain them.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 MESSAGE_CHARS = 200
+
+CheckStatus = Literal["PASS", "FAIL", "SKIP"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +45,7 @@ class CheckResult:
         return {"shape": self.shape, "no_baseline": list(self.unjudged)} if self.shape else None
 
     @property
-    def status(self) -> str:
+    def status(self) -> CheckStatus:
         return "SKIP" if self.skipped else "PASS" if self.ok else "FAIL"
 
 

@@ -11,6 +11,7 @@ from pipeline.build.run import build_key
 from pipeline.engines.base import (
     BuildRequest,
     ContainerState,
+    EngineName,
     Log,
     Mount,
     Reproducibility,
@@ -151,7 +152,7 @@ class SdkFault(Exception):
 class LogsRaiseEngine:
     """An Engine whose container exits at once and whose logs() raises an SDK fault."""
 
-    name = "fake"
+    name: EngineName = "podman"  # a fake named like a real engine: records are per engine
 
     def __init__(self, image_id: str) -> None:
         self.image = image_id

@@ -16,7 +16,14 @@ import pytest
 from pipeline.build.plan import plan_target
 from pipeline.build.records import BuildRecord, write_record
 from pipeline.build.run import build_key
-from pipeline.engines.base import BuildRequest, ContainerState, Log, Reproducibility, RunSpec
+from pipeline.engines.base import (
+    BuildRequest,
+    ContainerState,
+    EngineName,
+    Log,
+    Reproducibility,
+    RunSpec,
+)
 from pipeline.lock.model import load_lock
 from pipeline.smoke import checks
 from pipeline.smoke.config import load_smoke
@@ -34,7 +41,7 @@ GENERATION = [{"prompt": "1, 2, 3, 4, 5,", "expect": ["6"], "max_tokens": 12}]
 class FakeEngine:
     """podman as the runner sees it: records the RunSpec, the container runs until stopped."""
 
-    name = "podman"
+    name: EngineName = "podman"
 
     def __init__(self, *, running: bool = True) -> None:
         self.running = running
