@@ -130,6 +130,7 @@ class UsageError(PipelineError):
 
 
 INTERRUPTED = 130  # Ctrl-C or SIGTERM; work in progress was cleaned up or kept to resume
+BROKEN_PIPE = 141  # the reader of stdout went away (`lockpipe plan | head`), as a shell says
 CHECK_FAILED_RUN = 1  # smoke ran and a check failed; not an error of the run itself
 
 

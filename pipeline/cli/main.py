@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
 
 from pipeline.cli import options
-from pipeline.errors import INTERRUPTED, PipelineError
+from pipeline.errors import BROKEN_PIPE, INTERRUPTED, PipelineError
 from pipeline.log import console, set_quiet
 
 # verb: ("module:function", help)
@@ -95,3 +96,6 @@ def main(argv: list[str] | None = None) -> int:
             "interrupted; run again to resume (downloads keep what was written)", style="red"
         )
         return INTERRUPTED
+    except BrokenPipeError:  # `lockpipe plan | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE

@@ -33,6 +33,17 @@ class Parser(argparse.ArgumentParser):
         self.exit(UsageError.return_code, f"{self.prog}: error: {message}\n")
 
 
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 1-65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (1-65535)")
+    return value
+
+
 def _env(var: str) -> str | None:
     return os.environ.get(var) or None
 
@@ -84,7 +95,7 @@ def add_smoke_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expect", type=Path, default=Path(_env("PIPELINE_SMOKE") or DEFAULT_SMOKE),
                    help="what each target must answer (PIPELINE_SMOKE; default "
                    "locks/smoke.json)")  # fmt: skip
-    p.add_argument("--port", type=int, default=None,
+    p.add_argument("--port", type=port, default=None,
                    help="host port (default: a free one, with or without --gpu; never the "
                    "target's own, where its production server may listen)")  # fmt: skip
     p.add_argument("--port-timeout", type=float, default=90.0,
@@ -161,7 +172,7 @@ def add_deploy_options(p: argparse.ArgumentParser) -> None:
                    "root: /etc/containers/systemd) once the serve port is clear")  # fmt: skip
     p.add_argument("--start", action="store_true",
                    help="with --install: systemctl [--user] daemon-reload, then start")  # fmt: skip
-    p.add_argument("--wait-port", type=int, metavar="PORT",
+    p.add_argument("--wait-port", type=port, metavar="PORT",
                    help="only wait until no socket holds PORT (the unit's "
                    "ExecStartPre)")  # fmt: skip
     p.add_argument("--port-timeout", type=float, default=90.0,

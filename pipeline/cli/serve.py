@@ -12,14 +12,15 @@ import os
 from pipeline.build.records import read_record
 from pipeline.cli.options import state_dir
 from pipeline.engines import get_engine
-from pipeline.errors import UsageError
-from pipeline.lock.model import load_lock
+from pipeline.engines.base import Engine
+from pipeline.errors import CHECK_FAILED_RUN, PipelineError, SmokeError, UsageError
+from pipeline.lock.model import Lock, load_lock
 from pipeline.log import console, echo
 from pipeline.payloads.run import Options, run_payloads
 from pipeline.payloads.store import default_store, payload_path
-from pipeline.smoke.config import load_smoke
-from pipeline.smoke.report import SmokeReport, render, write_json, write_junit
-from pipeline.smoke.runner import SmokeOptions, needs_gpu, smoke_target
+from pipeline.smoke.config import SmokeSpec, load_smoke
+from pipeline.smoke.report import CheckResult, SmokeReport, render, write_json, write_junit
+from pipeline.smoke.runner import SmokeOptions, current_record, needs_gpu, smoke_target
 
 
 def _payload_options(args: argparse.Namespace) -> Options:
@@ -54,7 +55,7 @@ def do_smoke(args: argparse.Namespace) -> int:
     if not args.targets:
         names = [n for n in names if read_record(state, engine.name, n) is not None]
         if not names:
-            raise UsageError(f"no target was built with {engine.name} here ({state}); "
+            raise SmokeError(f"no target was built with {engine.name} here ({state}); "
                              "build one first, e.g. nox -s build-llama-cpu")  # fmt: skip
     specs = load_smoke(args.expect)
     options = _payload_options(args)
@@ -71,13 +72,33 @@ def do_smoke(args: argparse.Namespace) -> int:
             if check is not None and modality not in loaded.target(n).serve.modalities:
                 raise UsageError(f"{args.expect}: targets.{n} checks {modality}, but "
                                  f"targets.{n}.serve.modalities in the lock lacks it")  # fmt: skip
+    for n in names:  # and every image is there to run, before anything is downloaded
+        current_record(loaded, n, engine, state)
+    errors: list[PipelineError] = []
     for n in names:
-        t = loaded.target(n)
-        run_payloads(loaded, [n], options)
-        paths = {p: payload_path(options.store, loaded.payloads[p]) for p in t.payloads}
-        reports.append(smoke_target(loaded, n, specs[n], engine, paths, smoke))
+        try:
+            reports.append(_smoke_one(loaded, n, specs[n], engine, options, smoke))
+        except PipelineError as exc:  # one target's failure keeps the others' reports
+            errors.append(exc)
+            reports.append(_failed(n, engine.name, exc))
         render(reports[-1], console)
     write_json(reports, out / "smoke.json")
     write_junit(reports, out / "smoke.junit.xml")
     echo(f"reports: {out / 'smoke.json'}, {out / 'smoke.junit.xml'}")
-    return 0 if all(r.ok for r in reports) else 1
+    if errors:
+        raise errors[0]
+    return 0 if all(r.ok for r in reports) else CHECK_FAILED_RUN
+
+
+def _smoke_one(lock: Lock, name: str, spec: SmokeSpec, engine: Engine, options: Options,
+               smoke: SmokeOptions) -> SmokeReport:  # fmt: skip
+    run_payloads(lock, [name], options)
+    t = lock.target(name)
+    paths = {p: payload_path(options.store, lock.payloads[p]) for p in t.payloads}
+    return smoke_target(lock, name, spec, engine, paths, smoke)
+
+
+def _failed(name: str, engine: str, exc: PipelineError) -> SmokeReport:
+    """A report for a target whose smoke could not run: one failed row with the reason."""
+    row = CheckResult(name="setup", ok=False, detail=str(exc))
+    return SmokeReport(target=name, image="", image_id="", engine=engine, results=(row,))

@@ -133,6 +133,8 @@ def schema_errors(doc: Any) -> list[str]:
 def _filename_error(filename: str) -> str | None:
     """Why a payload filename could escape its snapshot folder, or None."""
     name = PurePosixPath(filename)
+    if any(ord(c) < 0x20 or c == "\x7f" for c in filename):
+        return "must not contain control characters"
     if name.is_absolute() or "\\" in filename:
         return "must be a relative path with forward slashes"
     if any(part in ("..", ".", "") for part in filename.split("/")):
@@ -156,7 +158,7 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
         if not (root / pip["file"]).is_file():
             out.append(f"pip.{name}.file: {pip['file']} does not exist under {root}")
     for name, payload in doc.get("payloads", {}).items():
-        for path in payload.get("files", {}) or [payload["filename"]]:
+        for path in payload["files"] if "files" in payload else [payload["filename"]]:
             where = f"payloads.{name}." + (f"files.{path}" if "files" in payload else "filename")
             why = _filename_error(path)
             if why:

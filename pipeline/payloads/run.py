@@ -61,14 +61,10 @@ def run_payloads(lock: Lock, names: Sequence[str], options: Options) -> list[Res
     if options.connections < 1 or options.files_at_once < 1:
         raise UsageError("--connections must be at least 1")
     store = options.store.expanduser()
-    try:
+    with st.store_errors(store):
         store.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(
-            f"{store}: cannot create the store ({exc.strerror}); set --store"
-        ) from None
-    with st.store_lock(store, echo):
-        return _Run(lock, payloads, targets, store, options).go()
+        with st.store_lock(store, echo):
+            return _Run(lock, payloads, targets, store, options).go()
 
 
 STATUS_ORDER = ("cached", "re-hashed", "downloaded")

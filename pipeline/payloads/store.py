@@ -18,6 +18,7 @@ matched the lock's size and hash and passed the format checks.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pipeline.errors import DiskSpaceError, LockError
+from pipeline.errors import DiskSpaceError, FetchError, LockError, UsageError
 from pipeline.fs import cache_home, fsync_dir
 from pipeline.lock.model import PIN_BY_HAND, Payload, PayloadFile
 
@@ -108,6 +109,32 @@ def is_snapshot_dir(store: Path, path: Path) -> bool:
     except ValueError:
         return False
     return len(parts) == 3 and parts[0].startswith("models--") and parts[1] == "snapshots"
+
+
+@contextlib.contextmanager
+def store_errors(store: Path) -> Iterator[None]:
+    """The store's file system failing (full, read-only, not ours) as an error naming the fix.
+
+    Reserving a file, writing into it, taking the lock or saving the verification cache
+    can each hit it, in the main thread or a worker's; none may reach a user as a trace.
+    """
+    try:
+        yield
+    except OSError as exc:
+        import requests  # an HTTP fault that escaped its boundary is not the disk's
+
+        if isinstance(exc, requests.RequestException):
+            raise FetchError(f"{exc}; check the network, then run again") from None
+        where = f" ({exc.filename})" if exc.filename else ""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskSpaceError(
+                f"{store}: the file system is full{where}: {exc.strerror}; free space or "
+                "point --store (PIPELINE_STORE) at a larger one, then run again to resume"
+            ) from None
+        raise UsageError(
+            f"{store}: cannot write the store{where}: {exc.strerror}; set --store "
+            "(PIPELINE_STORE) to a folder this user can write"
+        ) from None
 
 
 @contextlib.contextmanager

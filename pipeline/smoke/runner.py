@@ -9,6 +9,7 @@ becomes a row of the report.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 import requests
 
 from pipeline.build.plan import plan_target
-from pipeline.build.records import read_record
+from pipeline.build.records import BuildRecord, read_record
 from pipeline.build.run import build_key
 from pipeline.engines.base import Engine, GpuMode, Mount, RunSpec
 from pipeline.errors import CheckFailed, PipelineError, SmokeError
@@ -195,13 +196,15 @@ def _probe_checks(c: _Checks, spec: SmokeSpec) -> None:
         c.run("throughput probes", lambda: probes.throughput(c.server, names, base, c.shape))
 
 
-def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
-                 paths: Mapping[str, Path], o: SmokeOptions) -> SmokeReport:  # fmt: skip
-    """Start the target's built image, run every check, always remove the container."""
-    target = lock.target(name)
-    record = read_record(o.state, engine.name, name)
+def current_record(lock: Lock, name: str, engine: Engine, state: Path) -> BuildRecord:
+    """The build record of ``name``, if its image is what the lock pins now; else SmokeError.
+
+    Checked for every target before any payload is fetched: nothing is downloaded for
+    an image that is not there to run.
+    """
+    record = read_record(state, engine.name, name)
     if record is None:
-        raise SmokeError(f"{name}: no build record for engine {engine.name} in {o.state}; "
+        raise SmokeError(f"{name}: no build record for engine {engine.name} in {state}; "
                          f"build it first: nox -s build -- {name}")  # fmt: skip
     key = build_key(plan_target(lock, name), engine.name, engine.version())
     if record.key != key:
@@ -211,6 +214,14 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
     if engine.image_id(record.tag) != record.image_id:
         raise SmokeError(f"{name}: {record.tag} is not the image the build record holds "
                          f"({record.image_id[:19]}); rebuild: nox -s build -- {name}")  # fmt: skip
+    return record
+
+
+def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
+                 paths: Mapping[str, Path], o: SmokeOptions) -> SmokeReport:  # fmt: skip
+    """Start the target's built image, run every check, always remove the container."""
+    target = lock.target(name)
+    record = current_record(lock, name, engine, o.state)
     port = o.port or free_port()  # never the target's own: production may serve there
     wait_port_clear(port, o.port_timeout)
     if o.gpu and needs_gpu(target):  # before the container: vLLM would only crash-loop
@@ -229,7 +240,12 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
     o.out.mkdir(parents=True, exist_ok=True)
     log_path = o.out / f"{name}.log"
     echo(f"smoke {name}: {record.tag} ({record.image_id[:19]}) on :{port} with {engine.name}")
-    container = engine.run(spec_run)
+    try:
+        container = engine.run(spec_run)
+    except BaseException:  # created but not started (a GPU or port refused, Ctrl-C): remove it
+        with contextlib.suppress(Exception):
+            engine.stop(spec_run.name or "")
+        raise
     try:
         _run_checks(c, spec, engine, container, record.image_id)
     finally:

@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,9 +151,6 @@ def test_cli_wait_port_mode(listener: int, tmp_path: Path) -> None:
 
 
 def test_wait_port_runs_as_the_units_exec_start_pre(tmp_path: Path) -> None:
-    python = Path(os.environ.get("VIRTUAL_ENV", "/tmp/venv")) / "bin" / "python"
-    if not python.exists():
-        pytest.skip("no venv python to run -m pipeline")
-    out = subprocess.run([str(python), "-m", "pipeline", "deploy", "--wait-port",
+    out = subprocess.run([sys.executable, "-m", "pipeline", "deploy", "--wait-port",
                           str(free_port())], capture_output=True, text=True, cwd=REPO)  # fmt: skip
     assert out.returncode == 0, out.stderr

@@ -90,3 +90,15 @@ def test_no_engine_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_pat
 def test_unknown_engine_lists_the_valid_names() -> None:
     with pytest.raises(UsageError, match="choose one of: buildah, podman, docker"):
         get_engine("kaniko")
+
+
+def test_a_closed_stdout_is_not_a_traceback() -> None:
+    """``lockpipe plan | head -1``: the reader leaves early; no BrokenPipeError trace."""
+    cmd = f"{sys.executable} -m pipeline plan | head -1"
+    out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, cwd=REPO, check=False)
+    assert out.stdout.strip() and "Traceback" not in out.stderr, out.stderr
+
+
+def test_a_port_out_of_range_is_a_usage_error() -> None:
+    out = pipeline("deploy", "--wait-port", "99999")
+    assert out.returncode == 64 and "99999 is not a port (1-65535)" in out.stderr

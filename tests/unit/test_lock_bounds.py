@@ -131,3 +131,20 @@ def test_the_cli_exits_2_for_a_huge_number(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_snapshot_with_no_files_is_a_lock_error(tmp_path: Path) -> None:
+    def text(d: dict[str, Any]) -> str:
+        d["payloads"] = {"m": {"repository": "org/repo", "role": "model", "files": {}}}
+        return json.dumps(d)
+
+    assert "payloads.m.files" in _load_error(_write(tmp_path, text))
+
+
+def test_a_control_character_in_a_snapshot_path_is_refused(tmp_path: Path) -> None:
+    def text(d: dict[str, Any]) -> str:
+        d["payloads"] = {"m": {"repository": "org/repo", "role": "model",
+                               "files": {"a\u0000b": {"size": 1}}}}  # fmt: skip
+        return json.dumps(d)
+
+    assert "must not contain control characters" in _load_error(_write(tmp_path, text))

@@ -219,6 +219,29 @@ def test_the_container_is_stopped_when_fetching_its_log_raises_anything(tmp_path
     assert "lost the log stream" in (tmp_path / "out" / f"{name}.log").read_text()
 
 
+class RunRaisesEngine(LogsRaiseEngine):
+    """An engine that created the container, then failed to start it."""
+
+    def run(self, spec: RunSpec) -> str:
+        raise SdkFault("500 Server Error: could not start: GPU device request refused")
+
+
+def test_a_container_that_failed_to_start_is_removed_by_name(tmp_path: Path) -> None:
+    name = "llama-cpu"
+    engine = RunRaisesEngine("sha256:" + "3" * 64)
+    key = build_key(plan_target(LOCK, name), engine.name, engine.version())
+    write_record(tmp_path / "state", BuildRecord(
+        target=name, tag=LOCK.target(name).tag, key=key, image_id=engine.image,
+        engine=engine.name, engine_version="1.0", reproducible=True, reproducible_how="fake",
+        fingerprint="f", source_date_epoch=0, built_at="now", seconds=0.0,
+    ))  # fmt: skip
+    spec = load_smoke(REPO / "locks" / "smoke.json")[name]
+    options = SmokeOptions(store=STORE, state=tmp_path / "state", out=tmp_path / "out")
+    with pytest.raises(SdkFault):
+        smoke_target(LOCK, name, spec, engine, _paths(name), options)
+    assert len(engine.stopped) == 1 and engine.stopped[0].startswith(f"lockpipe-smoke-{name}-")
+
+
 def test_the_port_option_says_a_free_port_is_the_default_with_gpu_too() -> None:
     import argparse
 
