@@ -42,7 +42,12 @@ class DockerEngine(SdkEngine):
     name: EngineName = "docker"
 
     def __init__(self, url: str | None = None) -> None:
-        import docker
+        try:
+            import docker
+        except ImportError:
+            raise EngineMissing(
+                f"the docker SDK is not installed; pip install 'docker{SUPPORTED_SDK}'"
+            ) from None
 
         self.url = url or os.environ.get("DOCKER_HOST") or DEFAULT_HOST
         try:

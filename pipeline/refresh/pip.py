@@ -149,7 +149,11 @@ def graph_of(report: dict[str, Any]) -> tuple[dict[str, cl.Node], dict[str, Whee
         name = cl.canonical(meta["name"])
         graph[name] = cl.Node(version=meta["version"],
                               requires_dist=tuple(meta.get("requires_dist") or ()))  # fmt: skip
-        wheels[name] = Wheel(url=info["url"], sha256=info["archive_info"]["hashes"]["sha256"])
+        sha256 = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
+        if not sha256:
+            raise FetchError(f"the index gave no sha256 for {info.get('url')}; use an index "
+                             "that publishes hashes (PyPI does) for lock to pin it")  # fmt: skip
+        wheels[name] = Wheel(url=info["url"], sha256=sha256)
     return graph, wheels
 
 
