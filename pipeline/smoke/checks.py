@@ -9,8 +9,9 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import requests
 
@@ -23,6 +24,7 @@ class Generation:
     prompt_tokens: int
     completion_tokens: int
     seconds: float
+    timings: Mapping[str, Any] = field(default_factory=dict)  # llama-server's, where given
 
 
 def wait_ready(base: str, deadline: float, exited: Callable[[], str | None]) -> float:
@@ -78,6 +80,7 @@ def complete(
         prompt_tokens=int(usage.get("prompt_tokens", 0)),
         completion_tokens=int(usage.get("completion_tokens", 0)),
         seconds=seconds,
+        timings=data["timings"] if isinstance(data.get("timings"), dict) else {},
     )
 
 

