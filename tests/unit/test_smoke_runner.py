@@ -19,7 +19,7 @@ from pipeline.engines.base import (
 )
 from pipeline.errors import SmokeConfigError, SmokeError
 from pipeline.lock.model import load_lock
-from pipeline.smoke.config import load_smoke
+from pipeline.smoke.config import SmokeSpec, load_smoke
 from pipeline.smoke.runner import (
     SmokeOptions,
     container_command,
@@ -198,9 +198,8 @@ class LogsRaiseEngine:
         self.stopped.append(container)
 
 
-def test_the_container_is_stopped_when_fetching_its_log_raises_anything(tmp_path: Path) -> None:
-    name = "llama-cpu"
-    engine = LogsRaiseEngine("sha256:" + "2" * 64)
+def _built(tmp_path: Path, name: str, engine: LogsRaiseEngine) -> tuple[SmokeSpec, SmokeOptions]:
+    """A build record for ``name`` as ``engine`` made it, and the options to smoke it."""
     key = build_key(plan_target(LOCK, name), engine.name, engine.version())
     write_record(tmp_path / "state", BuildRecord(
         target=name, tag=LOCK.target(name).tag, key=key, image_id=engine.image,
@@ -209,6 +208,13 @@ def test_the_container_is_stopped_when_fetching_its_log_raises_anything(tmp_path
     ))  # fmt: skip
     spec = load_smoke(REPO / "locks" / "smoke.json")[name]
     options = SmokeOptions(store=STORE, state=tmp_path / "state", out=tmp_path / "out")
+    return spec, options
+
+
+def test_the_container_is_stopped_when_fetching_its_log_raises_anything(tmp_path: Path) -> None:
+    name = "llama-cpu"
+    engine = LogsRaiseEngine("sha256:" + "2" * 64)
+    spec, options = _built(tmp_path, name, engine)
     try:
         report = smoke_target(LOCK, name, spec, engine, _paths(name), options)
     finally:
@@ -229,14 +235,7 @@ class RunRaisesEngine(LogsRaiseEngine):
 def test_a_container_that_failed_to_start_is_removed_by_name(tmp_path: Path) -> None:
     name = "llama-cpu"
     engine = RunRaisesEngine("sha256:" + "3" * 64)
-    key = build_key(plan_target(LOCK, name), engine.name, engine.version())
-    write_record(tmp_path / "state", BuildRecord(
-        target=name, tag=LOCK.target(name).tag, key=key, image_id=engine.image,
-        engine=engine.name, engine_version="1.0", reproducible=True, reproducible_how="fake",
-        fingerprint="f", source_date_epoch=0, built_at="now", seconds=0.0,
-    ))  # fmt: skip
-    spec = load_smoke(REPO / "locks" / "smoke.json")[name]
-    options = SmokeOptions(store=STORE, state=tmp_path / "state", out=tmp_path / "out")
+    spec, options = _built(tmp_path, name, engine)
     with pytest.raises(SdkFault):
         smoke_target(LOCK, name, spec, engine, _paths(name), options)
     assert len(engine.stopped) == 1 and engine.stopped[0].startswith(f"lockpipe-smoke-{name}-")
