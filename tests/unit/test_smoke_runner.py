@@ -9,12 +9,7 @@ from pipeline.build.plan import plan_target
 from pipeline.build.records import BuildRecord, write_record
 from pipeline.build.run import build_key
 from pipeline.engines.base import (
-    BuildRequest,
-    ContainerState,
-    EngineName,
-    Log,
     Mount,
-    Reproducibility,
     RunSpec,
 )
 from pipeline.errors import SmokeConfigError, SmokeError
@@ -28,6 +23,7 @@ from pipeline.smoke.runner import (
     smoke_target,
 )
 from pipeline.smoke.shape import shape_of
+from tests.fake_engine import FakeEngine
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = load_lock(REPO / "locks" / "digests.json")
@@ -149,53 +145,14 @@ class SdkFault(Exception):
     """What an SDK raises: no PipelineError, and nothing the runner knows."""
 
 
-class LogsRaiseEngine:
+class LogsRaiseEngine(FakeEngine):
     """An Engine whose container exits at once and whose logs() raises an SDK fault."""
 
-    name: EngineName = "podman"  # a fake named like a real engine: records are per engine
-
     def __init__(self, image_id: str) -> None:
-        self.image = image_id
-        self.stopped: list[str] = []
-
-    def version(self) -> str:
-        return "1.0"
-
-    def reproducibility(self) -> Reproducibility:
-        return Reproducibility(True, "fake")
-
-    def build(self, req: BuildRequest, log: Log) -> str:
-        raise AssertionError("smoke never builds")
-
-    def image_id(self, ref: str) -> str | None:
-        return self.image
-
-    def layers(self, ref: str) -> list[str]:
-        return []
-
-    def image_env(self, ref: str) -> dict[str, str]:
-        return {}
-
-    def tag(self, ref: str, new: str) -> None:
-        raise AssertionError("smoke never tags")
-
-    def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
-        raise AssertionError("smoke never pushes")
-
-    def remove(self, ref: str) -> None:
-        raise AssertionError("smoke never removes images")
-
-    def run(self, spec: RunSpec) -> str:
-        return "container-1"
+        super().__init__(image_id, running=False, version="1.0")
 
     def logs(self, container: str) -> str:
         raise SdkFault("500 Server Error: the daemon lost the log stream")
-
-    def state(self, container: str) -> ContainerState:
-        return ContainerState(running=False, exit_code=1, image_id=self.image)
-
-    def stop(self, container: str) -> None:
-        self.stopped.append(container)
 
 
 def _built(tmp_path: Path, name: str, engine: LogsRaiseEngine) -> tuple[SmokeSpec, SmokeOptions]:

@@ -16,19 +16,12 @@ import pytest
 from pipeline.build.plan import plan_target
 from pipeline.build.records import BuildRecord, write_record
 from pipeline.build.run import build_key
-from pipeline.engines.base import (
-    BuildRequest,
-    ContainerState,
-    EngineName,
-    Log,
-    Reproducibility,
-    RunSpec,
-)
 from pipeline.lock.model import load_lock
 from pipeline.smoke import checks
 from pipeline.smoke.config import load_smoke
 from pipeline.smoke.report import CheckResult, SmokeReport
 from pipeline.smoke.runner import SmokeOptions, smoke_target
+from tests import fake_engine
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = load_lock(REPO / "locks" / "digests.json")
@@ -38,56 +31,11 @@ CPU_SHAPE = "kv=f16,ctx=8192,par=1"  # llama-cpu's serve entry in the lock
 GENERATION = [{"prompt": "1, 2, 3, 4, 5,", "expect": ["6"], "max_tokens": 12}]
 
 
-class FakeEngine:
-    """podman as the runner sees it: records the RunSpec, the container runs until stopped."""
-
-    name: EngineName = "podman"
+class FakeEngine(fake_engine.FakeEngine):
+    """The shared fake, running the one image every record here names."""
 
     def __init__(self, *, running: bool = True) -> None:
-        self.running = running
-        self.specs: list[RunSpec] = []
-        self.stopped: list[str] = []
-
-    def version(self) -> str:
-        return "5.0"
-
-    def reproducibility(self) -> Reproducibility:
-        return Reproducibility(True, "fake")
-
-    def build(self, req: BuildRequest, log: Log) -> str:
-        raise AssertionError("smoke never builds")
-
-    def image_id(self, ref: str) -> str | None:
-        return IMAGE
-
-    def layers(self, ref: str) -> list[str]:
-        return []
-
-    def image_env(self, ref: str) -> dict[str, str]:
-        return {}
-
-    def tag(self, ref: str, new: str) -> None:
-        raise AssertionError("smoke never tags")
-
-    def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
-        raise AssertionError("smoke never pushes")
-
-    def remove(self, ref: str) -> None:
-        raise AssertionError("smoke never removes images")
-
-    def run(self, spec: RunSpec) -> str:
-        self.specs.append(spec)
-        return "container-1"
-
-    def logs(self, container: str) -> str:
-        return "main: server is listening on http://0.0.0.0:8080\n"
-
-    def state(self, container: str) -> ContainerState:
-        return ContainerState(running=self.running, exit_code=None if self.running else 1,
-                              image_id=IMAGE)  # fmt: skip
-
-    def stop(self, container: str) -> None:
-        self.stopped.append(container)
+        super().__init__(IMAGE, running=running)
 
 
 class FakeLlama:
