@@ -1,0 +1,1 @@
+"""Publish built images by digest, with their provenance."""

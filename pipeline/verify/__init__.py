@@ -1,0 +1,1 @@
+"""Verify images against their provenance and the lock; rebuild and explain differences."""
