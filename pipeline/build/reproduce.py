@@ -2,7 +2,9 @@
 
 When the two image IDs differ, say why: the first layer whose bytes differ
 (a step that writes timestamps, random names or build paths), or, with every
-layer equal, the image config (creation times, history).
+layer equal, the image config (creation times, history). The file-level
+explanation (which files, which known cause, which fix) reads both images and
+lives a layer up, in ``pipeline.verify.reproduce``, which the CLI calls.
 """
 
 from __future__ import annotations

@@ -33,6 +33,10 @@ from pipeline.errors import BuildError, EngineError, EngineMissing
 
 # BuildKit honours SOURCE_DATE_EPOCH from v0.11, first shipped in docker 23.
 SOURCE_DATE_EPOCH_SINCE = 23
+# The image exporter's rewrite-timestamp=true (clamp layer file mtimes too) came with
+# BuildKit v0.13 (moby/buildkit#4057), which docker 26.0 embeds; Debian 13 has 26.1.
+REWRITE_TIMESTAMP_SINCE = 26
+REWRITE_OUTPUT = [{"Type": "moby", "Attrs": {"rewrite-timestamp": "true"}}]
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 # The docker SDK versions whose private APIClient._post/_url the build was tested with.
 SUPPORTED_SDK = ">=7.1,<8"
@@ -73,7 +77,19 @@ class DockerEngine(SdkEngine):
         return self._version
 
     def reproducibility(self) -> Reproducibility:
-        major = int(self._version.split(".")[0])
+        major = dockerd_major(self._version)
+        if major >= REWRITE_TIMESTAMP_SINCE:
+            # Asked for, not claimed: dockerd's own image store (the graphdriver
+            # default before docker 29) is reported to ignore the exporter's
+            # rewrite-timestamp (moby/buildkit#4986), and no dockerd >= 26 was
+            # measured here. `reproduce` (and tests/integration/test_explain_docker.py)
+            # measure it where it runs.
+            return Reproducibility(
+                False,
+                f"dockerd {self._version}: BuildKit gets SOURCE_DATE_EPOCH and is asked for "
+                "rewrite-timestamp=true, but dockerd's graphdriver image store is reported to "
+                "ignore it (moby/buildkit#4986): unproven; `lockpipe reproduce` measures it",
+            )
         if major < SOURCE_DATE_EPOCH_SINCE:
             return Reproducibility(
                 False,
@@ -96,6 +112,7 @@ class DockerEngine(SdkEngine):
             "platform": req.platform,
             "rm": "1",
             **({"nocache": "1"} if req.no_cache else {}),
+            **rewrite_params(self._version),
         }
         post, url = private_post(self.client.api)
         image = None
@@ -179,6 +196,19 @@ class DockerEngine(SdkEngine):
 
         with contextlib.suppress(NotFound):
             self.client.containers.get(container).remove(force=True)
+
+
+def dockerd_major(version: str) -> int:
+    """The major version of a dockerd version string (``26.1.5+dfsg1`` → 26)."""
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def rewrite_params(version: str) -> dict[str, str]:
+    """The /build ``outputs`` that ask BuildKit to clamp layer file times, where it can."""
+    if dockerd_major(version) < REWRITE_TIMESTAMP_SINCE:
+        return {}
+    return {"outputs": json.dumps(REWRITE_OUTPUT)}
 
 
 def private_post(api: Any) -> tuple[Callable[..., Any], Callable[..., str]]:

@@ -1,0 +1,69 @@
+"""Two checkouts in two folders (a stand-in for two hosts) build one target to one digest.
+
+The same test project is copied to two temp folders, each with its own
+state; each builds the target with the engine, and pushes it to the loopback
+registry under its own name. The image IDs and the registry's manifest
+digests must agree: nothing of the checkout's path or the build's time may
+reach the image.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pipeline.build.plan import plan_target
+from pipeline.build.run import Settings, build_key, run_build
+from pipeline.engines import get_engine
+from pipeline.errors import EngineMissing
+from pipeline.lock.model import load_lock
+from tests.lockfactory import doc, make_repo
+from tests.policy import unavailable
+
+pytestmark = pytest.mark.integration
+
+DOCKERFILE = """\
+ARG BASE
+FROM ${BASE}
+COPY greeting.txt /app/greeting.txt
+RUN echo "built from $(pwd)" > /app/where && cat /app/greeting.txt >> /app/where
+"""
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param("buildah", marks=pytest.mark.buildah),
+             pytest.param("podman", marks=pytest.mark.podman)],
+)  # fmt: skip
+def test_two_checkouts_agree_on_the_digest(
+    name: str, busybox_base: tuple[str, str], registry: str, tmp_path: Path
+) -> None:
+    try:
+        engine = get_engine(name)
+    except EngineMissing as exc:
+        unavailable(f"engine {name} is not usable: {exc}")
+    document = doc()
+    document["bases"]["busybox"] = {"ref": busybox_base[0], "digest": busybox_base[1]}
+    document["targets"]["app"]["tag"] = f"localhost/lockpipe-test/checkout-{name}:1"
+    project = tmp_path / "project"
+    (project / "images/app").mkdir(parents=True)
+    (project / "images/app/greeting.txt").write_text("hello from the lock\n")
+    make_repo(project, document, DOCKERFILE)  # relocked with greeting.txt in the context
+
+    ids, digests = [], []
+    for host in ("host-a", "host-b"):
+        checkout = tmp_path / host / "src" / "lockpipe"  # different paths, different depths
+        shutil.copytree(project, checkout)
+        lock = load_lock(checkout / "locks" / "digests.json")
+        settings = Settings(state=checkout / ".state", cache=checkout / ".cache", force=True)
+        plan = plan_target(lock, "app")
+        # No cache: host B must not reuse the layers host A left in this machine's storage.
+        record = run_build(engine, plan, build_key(plan, name, engine.version()), settings,
+                           no_cache=True)  # fmt: skip
+        ids.append(record.image_id)
+        dest = f"{registry}/lockpipe-test/checkout-{host}-{name}:1"
+        digests.append(engine.push(lock.target("app").tag, dest, tls_verify=False))
+
+    assert ids[0] == ids[1], f"{name}: two checkouts built {ids}"
+    assert digests[0] == digests[1], f"{name}: two checkouts pushed {digests}"
