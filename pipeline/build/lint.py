@@ -201,3 +201,33 @@ def derived_problems(lock: Lock, target: Target) -> list[str]:
             version_from=f"targets.{target.name}.build_args.{arg}",
         )
     return out
+
+
+_PAYLOAD = re.compile(r"\{payload:([^}]+)\}")
+# llama.cpp b10069's spellings (common/arg.cpp:3907, :3915; docs/llama-shapes.md)
+_DRAFT_FLAGS = ("--model-draft", "-md", "--spec-draft-model")
+
+
+def mtp_problems(lock: Lock, target: Target) -> list[str]:
+    """``--spec-type draft-mtp`` without a draft model drafts with the model's own MTP head,
+    so its ``-m`` payload must say (``expect.nextn_layers``) that it carries one: the
+    payload check then proves the ``blk.N.nextn.*`` tensors are there. A model without
+    them starts, logs that speculative decoding is off, and serves slowly: caught here."""
+    cmd = list(target.serve.command)
+    after = {flag: cmd[i + 1] for i, flag in enumerate(cmd[:-1])}
+    spec = after.get("--spec-type", "")
+    if "draft-mtp" not in spec.split(",") or any(f in after for f in _DRAFT_FLAGS):
+        return []
+    model = _PAYLOAD.fullmatch(after.get("-m", after.get("--model", "")))
+    where = f"targets.{target.name}.serve.command"
+    if model is None or model[1] not in lock.payloads:
+        return [f"{where}: --spec-type {spec} without --model-draft needs -m {{payload:NAME}}"]
+    payload = lock.payloads[model[1]]
+    if not payload.expect.get("nextn_layers"):
+        return [
+            f"{where}: --spec-type {spec} without --model-draft drafts with the model's own "
+            f"MTP head, but payloads.{payload.name}.expect has no nextn_layers: pin the -mtp "
+            "GGUF that carries blk.N.nextn.* (and set expect.nextn_layers), or pass "
+            "--model-draft {payload:ASSISTANT}"
+        ]
+    return []

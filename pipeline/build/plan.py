@@ -15,7 +15,8 @@ from pathlib import Path
 
 from pipeline.errors import LockError
 from pipeline.lock.fingerprint import context_files, fingerprint
-from pipeline.lock.model import PIN_BY_HAND, Lock, Payload, PayloadFile, Serve, Target
+from pipeline.lock.model import PIN_BY_HAND, Lock, Payload, PayloadFile, Serve, Target, unpinned
+from pipeline.log import echo
 from pipeline.payloads.contract import unmet
 
 LABEL_PREFIX = "io.github.lockpipe"
@@ -83,6 +84,11 @@ def _source(lock: Lock, target: Target) -> SourceFetch | None:
 def plan_target(lock: Lock, name: str) -> BuildPlan:
     """Resolve one target into a BuildPlan; LockError if an input is unpinned."""
     target = lock.target(name)
+    if target.external is not None:
+        raise LockError(
+            f"targets.{name}: an external image ({target.external.image}), built elsewhere: "
+            "there is nothing to plan or build here (smoke and deploy run it by digest)"
+        )
     args: dict[str, str] = {}
     labels: dict[str, str] = {
         "org.opencontainers.image.created": datetime.fromtimestamp(
@@ -129,6 +135,43 @@ def plan_target(lock: Lock, name: str) -> BuildPlan:
         serve=target.serve,
         fingerprint=fingerprint(lock, target),
     )
+
+
+def built_here(lock: Lock, names: list[str], verb: str) -> list[str]:
+    """``names`` without the external targets, each skipped with a one-line note.
+
+    An external image (frank-large) was built elsewhere: there is nothing to build,
+    reproduce, lint or fingerprint here; smoke and deploy run it by its digest.
+    """
+    out = []
+    for n in names:
+        ext = lock.target(n).external
+        if ext is None:
+            out.append(n)
+        else:
+            echo(f"{verb}: {n}: skipped, an external image ({ext.image}) built elsewhere")
+    return out
+
+
+def render_external(lock: Lock, name: str) -> str:
+    """``plan``'s view of an external target: the image it runs and how, nothing built."""
+    t = lock.target(name)
+    assert t.external is not None, name
+    ext, serve = t.external, t.serve
+    pin = (
+        f"{ext.image}@{ext.digest}"
+        if ext.digest
+        else f"{ext.image} UNPINNED: {unpinned(f'targets.{name}', ext.image)}"
+    )
+    shape = ", ".join(
+        f"{k}={v}" for k, v in (("context", serve.context), ("parallel", serve.parallel)) if v
+    )
+    lines = [f"{name} -> EXTERNAL (built elsewhere: no build, no payloads)", f"  image       {pin}"]
+    lines += [f"  env         {k}={v}" for k, v in sorted(serve.env.items())]
+    lines.append(f"  serve       {serve.runtime} :{serve.port} {shape}")
+    command = " ".join(serve.command) or "(the image's own entrypoint and command)"
+    lines.append(f"              {command}")
+    return "\n".join(lines)
 
 
 def render(plan: BuildPlan) -> str:

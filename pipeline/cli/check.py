@@ -19,6 +19,9 @@ from pipeline.log import echo
 def do_plan(args: argparse.Namespace) -> int:
     loaded = load_lock(args.lock)
     for n in targets(args, loaded):
+        if loaded.target(n).external is not None:
+            print(plan.render_external(loaded, n), end="\n\n")
+            continue
         check_drift(loaded, loaded.target(n))
         print(plan.render(plan.plan_target(loaded, n)), end="\n\n")
     return 0
@@ -27,7 +30,7 @@ def do_plan(args: argparse.Namespace) -> int:
 def do_lint(args: argparse.Namespace) -> int:
     loaded = load_lock(args.lock)
     problems = []
-    for t in (loaded.target(n) for n in targets(args, loaded)):
+    for t in (loaded.target(n) for n in plan.built_here(loaded, targets(args, loaded), "lint")):
         path = loaded.root / t.context / t.dockerfile
         found = lint.lint_dockerfile(
             path.read_text(), pinned_args=set(t.bases), allow_copy=t.allow_copy
@@ -39,6 +42,7 @@ def do_lint(args: argparse.Namespace) -> int:
             for k in lint.unpinned_apt(t.build_args)
         ]
         problems += lint.derived_problems(loaded, t)
+        problems += lint.mtp_problems(loaded, t)
     if problems:
         raise LintError("Dockerfile pinning rules broken:\n  " + "\n  ".join(problems))
     echo("lint: every Dockerfile is pinned")
@@ -48,8 +52,8 @@ def do_lint(args: argparse.Namespace) -> int:
 def do_lock(args: argparse.Namespace) -> int:
     loaded = load_lock(args.lock)
     if args.check:
-        for t in loaded.targets.values():
-            check_drift(loaded, t)
+        for n in plan.built_here(loaded, sorted(loaded.targets), "lock --check"):
+            check_drift(loaded, loaded.target(n))
         echo(f"{args.lock}: no drift")
         return 0
     from pipeline.refresh.pip import relock_derived  # reaches PyPI: only lock loads it

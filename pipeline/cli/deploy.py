@@ -19,15 +19,21 @@ from pipeline import cmd
 from pipeline.cli.options import state_dir
 from pipeline.deploy import keys
 from pipeline.deploy.external import external_target
-from pipeline.deploy.gate import check_fingerprint, check_smoke, pinned_image
+from pipeline.deploy.gate import check_fingerprint, check_smoke, last_smoke, pinned_image
 from pipeline.deploy.install import default_dir, install, start
-from pipeline.deploy.plan import DeployOptions, HostFacts, inputs_for_external, inputs_for_target
+from pipeline.deploy.plan import (
+    DeployOptions,
+    HostFacts,
+    inputs_for_external,
+    inputs_for_published,
+    inputs_for_target,
+)
 from pipeline.deploy.render import DeployInputs, render_quadlet
 from pipeline.deploy.unit import parse_unit
 from pipeline.deploy.verify import find_generator, generator_dryrun, plain_service, systemd_verify
-from pipeline.errors import DeployError, EngineError, LockError, UsageError
+from pipeline.errors import DeployError, EngineError, UsageError
 from pipeline.fs import write_atomic
-from pipeline.lock.model import checkout_root, load_lock
+from pipeline.lock.model import Lock, checkout_root, load_lock
 from pipeline.log import echo
 from pipeline.payloads.store import default_store
 from pipeline.smoke.gpu import discover_host
@@ -77,22 +83,39 @@ def _facts(args: argparse.Namespace, image: str) -> HostFacts:
 
 
 def _inputs(args: argparse.Namespace, name: str, opts: DeployOptions) -> DeployInputs:
-    try:
-        doc = json.loads(Path(args.lock).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise LockError(f"{args.lock}: cannot read the lock ({exc})") from None
-    ext = external_target(doc, name)
+    lock = load_lock(args.lock)
+    ext = external_target(lock, name)
     if ext is not None:
         return inputs_for_external(ext, _facts(args, ext.pinned()), opts)
-    lock = load_lock(args.lock)
-    lock.target(name)
     state = state_dir(args, lock)
+    if args.image or args.published:
+        return _published_inputs(args, lock, name, state, opts)
     pinned = pinned_image(state, name, args.engine)
     check_fingerprint(pinned, lock.fingerprints.get(name), force=args.force)
     report = (args.smoke_report or state / "smoke" / "smoke.json").expanduser()
     opts = DeployOptions(**{**vars(opts), "note": check_smoke(report, pinned, force=args.force)})
     store = (args.store or default_store(dict(os.environ))).expanduser()
     return inputs_for_target(lock, name, pinned, store, _facts(args, pinned.image), opts)
+
+
+def _published_inputs(
+    args: argparse.Namespace, lock: Lock, name: str, state: Path, opts: DeployOptions
+) -> DeployInputs:
+    """--image/--published: pin ``ref@digest``; the smoke gate looks for that reference."""
+    from pipeline.cli.publish import image_for
+
+    image = image_for(args, name)
+    report = (args.smoke_report or state / "smoke" / "smoke.json").expanduser()
+    entry = last_smoke(report, name)
+    if entry is not None and entry.get("image") == image and entry.get("ok"):
+        note = f"smoke passed on {image} ({report})"
+    else:
+        note = f"{name}: no passing smoke run of {image} in {report}: deploying it untested"
+        echo(f"warning: {note}; run lockpipe smoke --gpu --image {image} {name}", style="yellow")
+    opts = DeployOptions(**{**vars(opts), "note": note})
+    store = (args.store or default_store(dict(os.environ))).expanduser()
+    facts = _facts(args, image)
+    return inputs_for_published(lock, name, image, store, facts, opts)
 
 
 def verify(text: str, name: str, version: keys.Version, *, user: bool) -> None:

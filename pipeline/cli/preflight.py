@@ -1,8 +1,8 @@
 """``lockpipe preflight``: will each target's serving shape fit its card? Nothing is started.
 
-Exit 0 when no target fails (warnings allowed; ``--strict`` fails on them too), 1 when one
-does (as ``smoke`` does when a check fails), and a PipelineError's code when the inputs
-themselves are wrong.
+Exit 0 when no target fails (warnings and UNKNOWN model shapes allowed; ``--strict`` fails
+on them too), 1 when one does (as ``smoke`` does when a check fails), and a PipelineError's
+code when the inputs themselves are wrong.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pipeline.errors import CHECK_FAILED_RUN, EngineError, GpuAttachError, Usage
 from pipeline.lock.model import load_lock
 from pipeline.log import echo
 from pipeline.payloads.store import default_store
-from pipeline.preflight import config, host, plan, report
+from pipeline.preflight import config, external, host, plan, report
 
 
 def _card(args: argparse.Namespace) -> host.Card | None:
@@ -57,6 +57,9 @@ def do_preflight(args: argparse.Namespace) -> int:
     reports = []
     for name in targets(args, loaded):
         target = loaded.target(name)
+        if target.external is not None:
+            reports.append(external.external_report(target))
+            continue
         gpu = target.build_args.get("GGML_CUDA", "ON").upper() != "OFF"
         named = cfg.target(name).card
         this = card or (host.card_named(named) if named else None)
@@ -70,7 +73,10 @@ def do_preflight(args: argparse.Namespace) -> int:
     if args.json:
         report.write_json(args.json, reports)
         echo(f"preflight: report written to {args.json}")
-    bad = {"fail", "warn"} if args.strict else {"fail"}
+    unknown = [r.target for r in reports if r.verdict == "unknown"]
+    if unknown:
+        echo(f"preflight: {', '.join(unknown)}: model shape unknown, not judged", style="magenta")
+    bad = {"fail", "warn", "unknown"} if args.strict else {"fail"}
     failed = [r.target for r in reports if r.verdict in bad]
     if failed:
         echo(f"preflight: {', '.join(failed)} would not fit as locked", style="red")

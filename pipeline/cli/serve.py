@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import replace
 
 from pipeline.build.records import read_record
 from pipeline.cli.options import state_dir
@@ -18,7 +19,9 @@ from pipeline.lock.model import Lock, load_lock
 from pipeline.log import console, echo
 from pipeline.payloads.run import Options, run_payloads
 from pipeline.payloads.store import default_store, payload_path
+from pipeline.publish.pull import PulledImage
 from pipeline.smoke.config import SmokeSpec, load_smoke
+from pipeline.smoke.external import external_image
 from pipeline.smoke.report import CheckResult, SmokeReport, render, write_json, write_junit
 from pipeline.smoke.runner import SmokeOptions, current_record, needs_gpu, smoke_target
 
@@ -52,7 +55,9 @@ def do_smoke(args: argparse.Namespace) -> int:
                 f"{', '.join(gpu_only)} need a GPU: run smoke with --gpu on a GPU host"
             )
         names = [n for n in names if n not in gpu_only]
-    if not args.targets:
+    pulled = _pulled(args, names)
+    names = [n for n in names if n in pulled] if pulled else names
+    if not args.targets and not pulled:
         names = [n for n in names if read_record(state, engine.name, n) is not None]
         if not names:
             raise SmokeError(f"no target was built with {engine.name} here ({state}); "
@@ -73,11 +78,15 @@ def do_smoke(args: argparse.Namespace) -> int:
                 raise UsageError(f"{args.expect}: targets.{n} checks {modality}, but "
                                  f"targets.{n}.serve.modalities in the lock lacks it")  # fmt: skip
     for n in names:  # and every image is there to run, before anything is downloaded
-        current_record(loaded, n, engine, state)
+        if loaded.target(n).external is not None:  # built elsewhere: by digest, held here
+            external_image(loaded.target(n), engine)
+        elif n not in pulled:
+            current_record(loaded, n, engine, state)
     errors: list[PipelineError] = []
     for n in names:
         try:
-            reports.append(_smoke_one(loaded, n, specs[n], engine, options, smoke))
+            one = replace(smoke, published=pulled.get(n))
+            reports.append(_smoke_one(loaded, n, specs[n], engine, options, one))
         except PipelineError as exc:  # one target's failure keeps the others' reports
             errors.append(exc)
             reports.append(_failed(n, engine.name, exc))
@@ -90,10 +99,31 @@ def do_smoke(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in reports) else CHECK_FAILED_RUN
 
 
+def _pulled(args: argparse.Namespace, names: list[str]) -> dict[str, PulledImage]:
+    """--image (one target) or --published (each target's images.json entry), read from
+    the registry by digest; empty when smoke runs the local build records."""
+    if not (args.image or args.published):
+        return {}
+    from pipeline.cli.publish import image_for
+    from pipeline.publish.outputs import images_path, read_images
+    from pipeline.publish.pull import read_published
+
+    if args.image and len(args.targets) != 1:
+        raise UsageError("--image REF@sha256:… smokes one TARGET: name it")
+    if not args.targets:  # --published alone: the targets images.json has
+        known = read_images(images_path(args.lock))
+        names = [n for n in names if n in known]
+        if not names:
+            raise SmokeError(f"{images_path(args.lock)}: no published image to smoke; run "
+                             "nox -s publish -- TARGET --to REGISTRY/PREFIX first")  # fmt: skip
+    return {n: read_published(image_for(args, n)) for n in (args.targets or names)}
+
+
 def _smoke_one(lock: Lock, name: str, spec: SmokeSpec, engine: Engine, options: Options,
                smoke: SmokeOptions) -> SmokeReport:  # fmt: skip
-    run_payloads(lock, [name], options)
     t = lock.target(name)
+    if t.payloads:  # an external image has none
+        run_payloads(lock, [name], options)
     paths = {p: payload_path(options.store, lock.payloads[p]) for p in t.payloads}
     return smoke_target(lock, name, spec, engine, paths, smoke)
 

@@ -22,6 +22,7 @@ from pipeline.deploy.render import (
     Health,
     health_for,
 )
+from pipeline.errors import DeployError
 from pipeline.lock.model import Lock
 from pipeline.payloads.store import payload_path
 from pipeline.smoke.gpu import GpuAttach, HostGpu, plan_gpu
@@ -73,22 +74,38 @@ def inputs_for_target(
     lock: Lock, name: str, pinned: Pinned, store: Path, facts: HostFacts, opts: DeployOptions
 ) -> DeployInputs:
     """A built target: the record's image, the payload store mounted read-only."""
+    r = pinned.record
+    line = (f"Image: {r.tag} pinned by image ID (built {r.built_at} by {r.engine} "
+            f"{r.engine_version}, build key {r.key[:12]}).")  # fmt: skip
+    return _served(lock, name, pinned.image, line, store, facts, opts)
+
+
+def inputs_for_published(
+    lock: Lock, name: str, image: str, store: Path, facts: HostFacts, opts: DeployOptions
+) -> DeployInputs:
+    """A target published by digest (``--image``/``--published``): ``Image=ref@digest``,
+    which podman pulls on this host instead of a build here; the rest as for a built one."""
+    if "@sha256:" not in image:
+        raise DeployError(f"--image {image!r}: give it by digest, REF@sha256:… (images.json)")
+    line = f"Image: {image}, published by digest (lockpipe publish), pulled here, not built."
+    return _served(lock, name, image, line, store, facts, opts)
+
+
+def _served(
+    lock: Lock, name: str, image: str, line: str, store: Path, facts: HostFacts,
+    opts: DeployOptions,
+) -> DeployInputs:  # fmt: skip
     target = lock.target(name)
     store = store.expanduser().resolve()
     paths = {p: payload_path(store, lock.payloads[p]) for p in target.payloads}
     gpu = _gpu(opts, facts) if needs_gpu(target) else None
-    r = pinned.record
     serve = target.serve
-    header = [
-        *_common_header(name, facts, gpu),
-        f"Image: {r.tag} pinned by image ID (built {r.built_at} by {r.engine} "
-        f"{r.engine_version}, build key {r.key[:12]}).",
-    ]
+    header = [*_common_header(name, facts, gpu), line]
     return DeployInputs(
         name=name,
         description=f"lockpipe {name}: {serve.runtime} serving {serve.model or name} "
         f"on {opts.bind}:{serve.port}",
-        image=pinned.image,
+        image=image,
         provenance=(*header, *([opts.note] if opts.note else [])),
         command=container_command(target, paths, store),
         image_entrypoint=facts.image_entrypoint,

@@ -84,7 +84,8 @@ def _env_line(name: str, value: str) -> str:
 
 
 def container_entries(i: DeployInputs) -> list[Entry]:
-    entry, args = split_entrypoint(i.command, i.image_entrypoint)
+    # No command (an external image): its own entrypoint and command run untouched.
+    entry, args = split_entrypoint(i.command, i.image_entrypoint) if i.command else (None, ())
     out: list[Entry] = [("Image", i.image), ("ContainerName", i.name)]
     if entry is not None:
         if i.podman >= (keys.since("Entrypoint") or (5, 0)):

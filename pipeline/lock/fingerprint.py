@@ -77,7 +77,11 @@ def check_pip(lock: Lock, target: Target) -> None:
 
 
 def check_drift(lock: Lock, target: Target) -> None:
-    """Raise DriftError if the target's inputs changed since the lock was written."""
+    """Raise DriftError if the target's inputs changed since the lock was written.
+
+    An external target has no inputs here, so it cannot drift (callers note the skip)."""
+    if target.external is not None:
+        return
     check_pip(lock, target)
     recorded = lock.fingerprints.get(target.name)
     if recorded is None:
@@ -95,7 +99,10 @@ def relock(lock: Lock) -> dict[str, Any]:
     for name, pip in lock.pip.items():
         doc["pip"][name]["sha256"] = sha256_file(lock.root / pip.file)
     lock = parse_lock(doc, lock.path, lock.root)
-    doc["fingerprints"] = {n: fingerprint(lock, t) for n, t in sorted(lock.targets.items())}
+    # An external image is built elsewhere: nothing here determines it.
+    doc["fingerprints"] = {
+        n: fingerprint(lock, t) for n, t in sorted(lock.targets.items()) if t.external is None
+    }
     if not doc["fingerprints"]:
         raise LockError(f"{lock.path}: no targets to fingerprint")
     return doc

@@ -21,7 +21,7 @@ from pipeline.lock.validate import cross_errors, decode, schema_errors, schema_k
 
 Role = Literal["model", "mtp-assistant", "mmproj"]
 Format = Literal["gguf", "safetensors", "json"]
-Runtime = Literal["vllm", "llama.cpp"]
+Runtime = Literal["vllm", "llama.cpp", "halogen"]
 Modality = Literal["text", "vision", "audio"]
 
 DEFAULT_PLATFORM = "linux/amd64"
@@ -39,6 +39,8 @@ class Base:
     ref: str
     digest: str | None
     platform: str
+    platforms: Mapping[str, str] = field(default_factory=dict)  # platform -> child digest
+    version_label: str | None = None  # the image's version label when last refreshed
 
     def pinned(self, where: str) -> str:
         """``ref@digest``; a LockError naming ``where`` if the digest is unknown."""
@@ -62,6 +64,8 @@ class Source:
     url: str | None
     sha256: str | None
     root: str
+    tree_sha256: str | None = None  # the extracted tree's hash (pipeline.refresh.archive)
+    follow: str | None = None  # what refresh-digests moves to (docs/refresh.md)
 
     def missing(self) -> list[str]:
         """What a build needs and the entry lacks. The commit is provenance: the
@@ -158,13 +162,37 @@ def _payload(name: str, p: Mapping[str, Any]) -> Payload:
 @dataclass(frozen=True, kw_only=True)
 class Serve:
     runtime: Runtime
-    command: tuple[str, ...]
+    command: tuple[str, ...]  # empty only for an external image: its own entrypoint runs
     port: int
+    env: Mapping[str, str] = field(default_factory=dict)  # the serving container's
     context: int | None = None
     parallel: int | None = None
     kv_dtype: str | None = None
     model: str | None = None
     modalities: tuple[Modality, ...] = ("text",)  # what it serves; vision/audio need an mmproj
+
+
+@dataclass(frozen=True, kw_only=True)
+class External:
+    """An image built elsewhere, served as it is: ``image`` (no tag) pinned by ``digest``."""
+
+    image: str
+    digest: str | None
+
+    def pinned(self, where: str) -> str:
+        """``image@digest``; a LockError naming ``where`` and how to pin an absent digest."""
+        if self.digest is None:
+            raise LockError(unpinned(where, self.image))
+        return f"{self.image}@{self.digest}"
+
+
+def unpinned(where: str, image: str) -> str:
+    """The message for an external image whose digest the lock lacks."""
+    return (
+        f"{where}.external.digest is absent: unpinned: run `podman image inspect --format "
+        f"{{{{.Digest}}}} {image}` on the host whose local storage holds it and put it in "
+        "the lock (it was built elsewhere; no reachable source knows its digest)"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,6 +208,9 @@ class Target:
     build_args: Mapping[str, str]
     serve: Serve
     allow_copy: bool = True
+    # An image built elsewhere: nothing to build, fingerprint or fetch (context, tag,
+    # bases, … are then empty); see External.
+    external: External | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -236,6 +267,8 @@ def parse_lock(doc: Any, path: Path, root: Path | None = None, *, schema_ok: boo
                 ref=b["ref"],
                 digest=b.get("digest"),
                 platform=b.get("platform", DEFAULT_PLATFORM),
+                platforms=dict(b.get("platforms", {})),
+                version_label=b.get("version_label"),
             )
             for n, b in doc["bases"].items()
         },
@@ -248,6 +281,8 @@ def parse_lock(doc: Any, path: Path, root: Path | None = None, *, schema_ok: boo
                 url=x.get("url"),
                 sha256=x.get("sha256"),
                 root=x.get("root", ""),
+                tree_sha256=x.get("tree_sha256"),
+                follow=x.get("follow"),
             )
             for n, x in doc.get("sources", {}).items()
         },
@@ -255,10 +290,10 @@ def parse_lock(doc: Any, path: Path, root: Path | None = None, *, schema_ok: boo
         targets={
             n: Target(
                 name=n,
-                context=t["context"],
-                dockerfile=t.get("dockerfile", "Dockerfile"),
-                tag=t["tag"],
-                bases=dict(t["bases"]),
+                context=t.get("context", ""),
+                dockerfile=t.get("dockerfile", "" if "external" in t else "Dockerfile"),
+                tag=t.get("tag", t.get("external", {}).get("image", "")),
+                bases=dict(t.get("bases", {})),
                 source=t.get("source"),
                 pip=tuple(t.get("pip", [])),
                 payloads=tuple(t.get("payloads", [])),
@@ -266,11 +301,15 @@ def parse_lock(doc: Any, path: Path, root: Path | None = None, *, schema_ok: boo
                 serve=Serve(
                     **{
                         **t["serve"],
-                        "command": tuple(t["serve"]["command"]),
+                        "command": tuple(t["serve"].get("command", ())),
+                        "env": dict(t["serve"].get("env", {})),
                         "modalities": tuple(t["serve"].get("modalities", ["text"])),
                     }
                 ),
                 allow_copy=t.get("allow_copy", True),
+                external=External(image=t["external"]["image"], digest=t["external"].get("digest"))
+                if "external" in t
+                else None,
             )
             for n, t in s.items()
         },

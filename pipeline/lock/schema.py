@@ -16,6 +16,7 @@ SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
 COMMIT = {"type": "string", "pattern": "^[0-9a-f]{40}$"}
 NAME = "^[a-z0-9][a-z0-9._-]*$"
+PLATFORM = "^[a-z0-9]+/[a-z0-9]+(/[a-z0-9]+)?$"
 MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z: inside time_t, and datetime can show it
 MAX_SIZE = 2**63 - 1  # a file offset (off_t)
 COUNT = {"type": "integer", "minimum": 1, "maximum": 2**31 - 1}
@@ -48,7 +49,10 @@ BASE = _obj(
     ["ref"],
     ref={"type": "string", "minLength": 1},
     digest=DIGEST,
-    platform={"type": "string", "pattern": "^[a-z0-9]+/[a-z0-9]+(/[a-z0-9]+)?$"},
+    platform={"type": "string", "pattern": PLATFORM},
+    # refresh-digests records each platform's child digest and the image's version label
+    platforms=_table(DIGEST) | {"propertyNames": {"pattern": PLATFORM}},
+    version_label={"type": "string"},
     origin=ORIGIN,
 )
 PIP = _obj(["file", "sha256"], file={"type": "string"}, sha256=SHA256, origin=ORIGIN)
@@ -58,6 +62,8 @@ SOURCE = _obj(
     commit=COMMIT,
     url={"type": "string", "pattern": "^https?://"},
     sha256=SHA256,
+    tree_sha256=SHA256,  # the extracted tree (pipeline.refresh.archive): same content, other bytes
+    follow={"type": "string", "minLength": 1},  # what refresh-digests moves to (docs/refresh.md)
     root={"type": "string"},
     origin=ORIGIN,
 )
@@ -88,10 +94,12 @@ PAYLOAD = {
     ],
 }  # fmt: skip
 SERVE = _obj(
-    ["runtime", "command", "port"],
-    runtime={"enum": ["vllm", "llama.cpp"]},
+    ["runtime", "port"],  # command: required of built targets (TARGET below)
+    runtime={"enum": ["vllm", "llama.cpp", "halogen"]},
     command={"type": "array", "items": {"type": "string"}, "minItems": 1},
     port={"type": "integer", "minimum": 1, "maximum": 65535},
+    # environment of the serving container (an external image reads its shape from it)
+    env=_table({"type": "string"}) | {"propertyNames": {"pattern": "^[A-Z_][A-Z0-9_]*$"}},
     context=COUNT,
     parallel=COUNT,
     kv_dtype={"type": "string"},
@@ -103,8 +111,21 @@ SERVE = _obj(
         "minItems": 1,
     },
 )
+# An image built elsewhere (frank-large): pinned by digest, never built here. The digest
+# may be absent (only its host knows it); every consumer then says how to pin it.
+EXTERNAL = _obj(
+    ["image"],
+    # a repository without tag or digest: the digest goes in digest
+    image={"type": "string", "pattern": "^[a-z0-9][a-z0-9._-]*(:[0-9]+)?(/[a-z0-9][a-z0-9._-]*)+$"},
+    digest=DIGEST,
+    origin=ORIGIN,
+)
+_BUILT_ONLY = ("context", "dockerfile", "tag", "bases", "source", "pip", "payloads",
+               "build_args", "allow_copy")  # fmt: skip
 TARGET = _obj(
-    ["context", "tag", "bases", "serve"],
+    ["serve"],
+    external=EXTERNAL,
+    origin=ORIGIN,
     context={"type": "string", "pattern": "^images/[a-z0-9._-]+$"},
     dockerfile={"type": "string"},
     tag={"type": "string", "minLength": 1},
@@ -115,7 +136,16 @@ TARGET = _obj(
     build_args={"type": "object", "additionalProperties": {"type": "string"}},
     allow_copy={"type": "boolean"},
     serve=SERVE,
-)
+) | {
+    "oneOf": [  # built here (a context, a tag, bases, a command), or external
+        {
+            "required": ["context", "tag", "bases"],
+            "not": {"required": ["external"]},
+            "properties": {"serve": {"required": ["command"]}},
+        },
+        {"required": ["external"], "not": {"anyOf": [{"required": [k]} for k in _BUILT_ONLY]}},
+    ]
+}
 LOCK_SCHEMA: dict[str, Any] = _obj(
     ["version", "source_date_epoch", "bases", "targets"],
     version={"const": 1},

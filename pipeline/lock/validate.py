@@ -166,6 +166,8 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
     tags: dict[str, str] = {}
     tables = {"bases": "bases", "source": "sources", "pip": "pip", "payloads": "payloads"}
     for tname, target in doc["targets"].items():
+        if "external" in target:  # built elsewhere: no tag, context or entries to check
+            continue
         if target["tag"] in tags:
             out.append(f"targets.{tname}.tag: {target['tag']!r} is also targets."
                        f"{tags[target['tag']]}'s tag; each target needs its own")  # fmt: skip

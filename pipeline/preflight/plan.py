@@ -36,8 +36,14 @@ class Overrides:
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-def model_shape(lock: Lock, cfg: PreflightConfig, target: Target, store: Path | None) -> ModelShape:
-    """The shape of the target's model payload: the stored file first, then preflight.json."""
+def model_shape(
+    lock: Lock, cfg: PreflightConfig, target: Target, store: Path | None
+) -> ModelShape | None:
+    """The shape of the target's model payload: the stored file first, then preflight.json.
+
+    None when neither has it: preflight then says UNKNOWN for the target rather than
+    judge it on numbers nobody measured (see :func:`unknown_check`).
+    """
     payload = next(
         (lock.payloads[p] for p in target.payloads if lock.payloads[p].role == "model"), None
     )
@@ -53,15 +59,26 @@ def model_shape(lock: Lock, cfg: PreflightConfig, target: Target, store: Path | 
             return from_hf_config(json.loads(config.read_text()), source=str(config))
     entry = cfg.models.get(payload.name)
     if entry is None:
-        raise FormatError(
-            f"payloads.{payload.name}: its model shape is unknown; fetch it (lockpipe "
-            f"payloads) and pass --store, or add models.{payload.name} to "
-            f"{cfg.path or 'locks/preflight.json'}"
-        )
+        return None
     source = f"{cfg.path}: models.{payload.name}"
     if entry.kind == "gguf":
         return from_gguf(entry.data, source=source)
     return from_hf_config(entry.data, source=source)
+
+
+def unknown_check(lock: Lock, cfg: PreflightConfig, target: Target) -> Check:
+    """The UNKNOWN verdict of a target whose model shape no stored header or entry gives."""
+    payload = next(p for p in target.payloads if lock.payloads[p].role == "model")
+    return Check(
+        name="model-shape",
+        status="unknown",
+        detail=f"the model shape of payloads.{payload} (layers, KV heads, head sizes, "
+        "sliding window, trained context) is unknown: no KV, slot or budget figure can "
+        "be computed",
+        fix=f"pin the model's GGUF header: run `nox -s payloads -- {payload}` then "
+        f"preflight reads it (--store), or add models.{payload} to "
+        f"{cfg.path or 'locks/preflight.json'} from the real header",
+    )
 
 
 def weights_bytes(lock: Lock, cfg: PreflightConfig, target: Target) -> int | None:
@@ -166,14 +183,22 @@ def evaluate(
     cfg: PreflightConfig,
     target: Target,
     card: host.Card | None,
-    shape: ModelShape,
+    shape: ModelShape | None,
     over: Overrides,
 ) -> TargetReport:
-    """The report of one target on ``card`` (None: a CPU build, or no card known)."""
+    """The report of one target on ``card`` (None: a CPU build, or no card known).
+
+    ``shape`` None (unknown): the host checks only, and an UNKNOWN verdict.
+    """
     plan, weights = cfg.target(target.name), weights_bytes(lock, cfg, target)
     cpu = target.build_args.get("GGML_CUDA", "ON").upper() == "OFF"
     gpu = None if cpu else card
-    if target.serve.runtime == "llama.cpp":
+    checks: list[Check]
+    figures: list[Figure]
+    numbers: dict[str, Any]
+    if shape is None:
+        checks, figures, numbers = [unknown_check(lock, cfg, target)], [], {}
+    elif target.serve.runtime == "llama.cpp":
         checks, figures, numbers = _llama(target, plan, gpu, shape, weights, over)
     elif gpu is None:
         raise UsageError(f"targets.{target.name}: a vLLM target needs a card (--gpu CARD)")
@@ -186,7 +211,12 @@ def evaluate(
         target=target.name,
         runtime=target.serve.runtime,
         card=name,
-        figures=(Figure(name="model", value=shape.name, note=shape.source), *figures),
+        figures=(
+            Figure(name="model", value=shape.name, note=shape.source)
+            if shape
+            else Figure(name="model", value="UNKNOWN", note="no stored header, no models entry"),
+            *figures,
+        ),
         checks=tuple(checks),
         numbers=numbers,
     )

@@ -13,7 +13,7 @@ from pipeline.fs import write_atomic
 from pipeline.log import console
 from pipeline.preflight.verdict import TargetReport
 
-STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
+STYLE = {"pass": "green", "warn": "yellow", "unknown": "bold magenta", "fail": "bold red"}
 
 
 def table(report: TargetReport) -> Table:
@@ -45,7 +45,9 @@ def show(reports: Sequence[TargetReport]) -> None:
 
 def write_json(path: Path, reports: Sequence[TargetReport]) -> None:
     doc = {
-        "verdict": "fail" if any(r.verdict == "fail" for r in reports) else "pass",
+        "verdict": next(
+            (v for v in ("fail", "unknown") if any(r.verdict == v for r in reports)), "pass"
+        ),
         "targets": [r.as_json() for r in reports],
     }
     write_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")

@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Status = Literal["pass", "warn", "fail"]
+# "unknown": a figure preflight needs (the model's shape) is not known, so nothing was
+# judged; it is not a pass, and --strict fails on it as on a warning.
+Status = Literal["pass", "warn", "unknown", "fail"]
 MIB = 1024 * 1024
 
 
@@ -39,7 +41,7 @@ class TargetReport:
     @property
     def verdict(self) -> Status:
         states = {c.status for c in self.checks}
-        return "fail" if "fail" in states else "warn" if "warn" in states else "pass"
+        return next((s for s in ("fail", "unknown", "warn") if s in states), "pass")
 
     @property
     def reasons(self) -> list[str]:

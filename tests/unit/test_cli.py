@@ -24,8 +24,10 @@ def pipeline(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 def test_plan_prints_all_targets_from_the_committed_lock() -> None:
     out = pipeline("plan")
     assert out.returncode == 0, out.stderr
-    for name in ("frank-small", "llama-cuda", "llama-cuda-mtp", "llama-cpu"):
+    for name in ("frank-small", "llama-cuda", "llama-cuda-mtp", "llama-cuda-slots", "llama-cpu"):
         assert f"\n{name} -> " in f"\n{out.stdout}"
+    assert "frank-large -> EXTERNAL (built elsewhere: no build, no payloads)" in out.stdout
+    assert "UNPINNED: targets.frank-large.external.digest is absent" in out.stdout
 
 
 def test_broken_lock_is_an_error_not_a_traceback(tmp_path: Path) -> None:
@@ -48,15 +50,17 @@ def test_unknown_target_lists_the_known_ones() -> None:
     out = pipeline("plan", "nope")
     assert out.returncode == 64
     assert (
-        "no target 'nope' (targets: frank-small, llama-cpu, llama-cuda, llama-cuda-mtp)"
-        in out.stderr
+        "no target 'nope' (targets: frank-large, frank-small, llama-cpu, llama-cuda, "
+        "llama-cuda-mtp, llama-cuda-slots)" in out.stderr
     )
 
 
 def test_build_llama_cuda_rejects_a_non_variant() -> None:
     out = pipeline("build-llama-cuda", "frank-small", "--engine", "buildah")
     assert out.returncode == UsageError.return_code
-    assert "not a llama-cuda variant; choose from llama-cuda, llama-cuda-mtp" in out.stderr
+    assert "not a llama-cuda variant; choose from llama-cuda, llama-cuda-mtp, llama-cuda-slots" in (
+        out.stderr
+    )
 
 
 def test_drifted_lock_stops_the_plan(tmp_path: Path) -> None:

@@ -1,11 +1,20 @@
-"""The llama.cpp recipe: its build fetches nothing the lock does not pin."""
+"""The llama.cpp recipe: its build fetches nothing the lock does not pin; the fleet's three
+llama.cpp shapes; ``-mtp`` means the GGUF that carries its own MTP head."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from pipeline.build.lint import mtp_problems
+from pipeline.lock.model import load_lock, parse_lock
+from pipeline.payloads.checks import check_file
+from pipeline.preflight.llama_args import LlamaArgs, parse
+from tests.unit.test_payload_formats import write_gguf
 
 DOCKERFILE = Path(__file__).resolve().parents[2] / "images" / "llama-cuda" / "Dockerfile"
 
@@ -43,3 +52,64 @@ def test_no_fetcher_is_turned_back_on() -> None:
     line = cmake_configure()
     for option in OFF:
         assert not re.search(rf"-D{option}=(ON|1|TRUE)\b", line), option
+
+
+# --- the fleet's three llama.cpp shapes (seeds 000_6a3c38fea55556cf) ------------------------
+
+LOCK_PATH = DOCKERFILE.parents[2] / "locks" / "digests.json"
+
+
+def _doc() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(LOCK_PATH.read_text(encoding="utf-8"))
+    return doc
+
+
+def _args(name: str) -> LlamaArgs:
+    return parse(load_lock(LOCK_PATH).target(name).serve.command)
+
+
+def test_the_three_shapes_are_the_seeds() -> None:
+    lock = load_lock(LOCK_PATH)
+    mtp, cuda, slots = (_args(n) for n in ("llama-cuda-mtp", "llama-cuda", "llama-cuda-slots"))
+    # Qwen3.8-27B -mtp: its own head, one 131,072-token slot, f16 KV, text+vision
+    assert lock.target("llama-cuda-mtp").payloads == (
+        "qwen3.8-27b-iq3_s-mtp",
+        "qwen3.8-27b-mmproj-bf16",
+    )
+    assert (mtp.ctx, mtp.slots, mtp.type_k, mtp.type_v) == (131072, 1, "f16", "f16")
+    # Gemma 4 + its assistant GGUF, q8_0, --fit (no -c), text+vision+audio
+    assert "gemma-4-12b-mtp-gguf" in lock.target("llama-cuda").payloads
+    assert (cuda.ctx, cuda.slots, cuda.type_k) == (None, 1, "q8_0")
+    assert lock.target("llama-cuda").serve.modalities == ("text", "vision", "audio")
+    # the slot grid: 1,048,576 / 4, each slot the trained window the target declares
+    assert (slots.ctx, slots.slots) == (1048576, 4)
+    assert lock.target("llama-cuda-slots").serve.context == 1048576 // 4
+
+
+def test_each_draft_mtp_target_passes_the_mtp_lint() -> None:
+    lock = load_lock(LOCK_PATH)
+    assert [p for t in lock.targets.values() for p in mtp_problems(lock, t)] == []
+
+
+def test_draft_mtp_without_a_draft_model_needs_a_model_that_says_it_carries_nextn() -> None:
+    doc = _doc()
+    del doc["payloads"]["qwen3.8-27b-iq3_s-mtp"]["expect"]
+    lock = parse_lock(doc, LOCK_PATH)
+    (problem,) = mtp_problems(lock, lock.target("llama-cuda-mtp"))
+    assert problem.startswith("targets.llama-cuda-mtp.serve.command: --spec-type draft-mtp")
+    assert "payloads.qwen3.8-27b-iq3_s-mtp.expect has no nextn_layers" in problem
+    # with a draft model the main model needs no head of its own
+    assert mtp_problems(lock, lock.target("llama-cuda")) == []
+
+
+def test_the_mtp_gguf_must_carry_the_nextn_tensors_its_expect_names(tmp_path: Path) -> None:
+    """A tiny GGUF under the Qwen payload's name: blk.64.nextn.* present passes, absent fails."""
+    payload = load_lock(LOCK_PATH).payloads["qwen3.8-27b-iq3_s-mtp"]
+    assert payload.expect["nextn_layers"] == 1
+    ok = write_gguf(tmp_path / payload.filename, "qwen35", 65, nextn=1, meta_nextn=1)
+    assert check_file(payload, ok, ok.stat().st_size).problems == []
+    bare = tmp_path / "bare" / payload.filename
+    bare.parent.mkdir()
+    write_gguf(bare, "qwen35", 65, nextn=0, meta_nextn=1)
+    (problem,) = check_file(payload, bare, bare.stat().st_size).problems
+    assert "blk.N.nextn.* tensors" in problem and "0 layers" in problem

@@ -26,9 +26,13 @@ def test_valid_lock_loads_into_dataclasses(tmp_path: Path) -> None:
 
 def test_committed_lock_is_valid_and_current() -> None:
     lock = load_lock(REPO / "locks" / "digests.json")
-    assert set(lock.targets) == {"frank-small", "llama-cuda", "llama-cuda-mtp", "llama-cpu"}
+    assert set(lock.targets) == {"frank-large", "frank-small", "llama-cuda", "llama-cuda-mtp",
+                                 "llama-cuda-slots", "llama-cpu"}  # fmt: skip
     for target in lock.targets.values():
         check_drift(lock, target)
+    # built elsewhere: no fingerprint, nothing to drift
+    assert "frank-large" not in lock.fingerprints
+    assert lock.target("frank-large").external is not None
 
 
 def _error(tmp_path: Path, mutate: Any) -> str:
@@ -184,3 +188,26 @@ def test_the_checkout_root_is_the_folder_that_holds_images(tmp_path: Path) -> No
     assert checkout_root(tmp_path / "repo/locks/test/x.json") == (tmp_path / "repo").resolve()
     assert checkout_root(tmp_path / "repo/x.json") == (tmp_path / "repo").resolve()
     assert checkout_root(tmp_path / "elsewhere/x.json") == tmp_path.resolve()
+
+
+def _with_frank_large(mutate: Any) -> str:
+    """The committed lock with frank-large mutated: the LockError's message."""
+    from pipeline.lock.model import parse_lock
+
+    path = REPO / "locks" / "digests.json"
+    d = json.loads(path.read_text())
+    mutate(d["targets"])
+    with pytest.raises(LockError) as info:
+        parse_lock(d, path)
+    return str(info.value)
+
+
+def test_an_external_target_needs_no_command_but_a_built_one_does() -> None:
+    message = _with_frank_large(lambda t: t["llama-cpu"]["serve"].pop("command"))
+    assert "targets.llama-cpu" in message
+    message = _with_frank_large(lambda t: t["frank-large"]["external"].update(digest="sha256:1"))
+    assert "targets.frank-large.external.digest" in message
+    message = _with_frank_large(lambda t: t["frank-large"]["serve"]["env"].update(bad_name="1"))
+    assert "targets.frank-large.serve.env" in message
+    message = _with_frank_large(lambda t: t["frank-large"]["serve"].update(runtime="halo"))
+    assert "targets.frank-large.serve.runtime" in message

@@ -135,5 +135,5 @@ def test_a_llama_target_that_serves_images_must_pass_an_mmproj() -> None:
     doc["targets"]["llama-cuda"]["payloads"].remove("gemma-4-12b-mmproj-bf16")
     broken = parse_lock(doc, lock.path, lock.root)
     (problem,) = check_targets(broken, ["llama-cuda"], {})
-    assert problem.startswith("targets.llama-cuda.serve.modalities has ['vision']")
+    assert problem.startswith("targets.llama-cuda.serve.modalities has ['audio', 'vision']")
     assert "--mmproj {payload:NAME}" in problem

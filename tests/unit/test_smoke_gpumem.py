@@ -134,11 +134,12 @@ def test_vllm_tensor_parallel_needs_as_many_cards() -> None:
 def test_llama_cpp_needs_at_least_its_payloads_and_says_it_is_a_lower_bound() -> None:
     need = need_of(LOCK.target("llama-cuda"), LOCK.payloads)
     assert need.utilization is None
-    assert need.payload_bytes == 7121861440 + 175115840  # model + mmproj, from the lock
+    # model + MTP assistant + mmproj, from the lock
+    assert need.payload_bytes == 7121861440 + 465109248 + 175115840
     small = card(0, "NVIDIA GeForce RTX 3060", 12288, 6000, 6000)
     message = shortage("llama-cuda", need, [small], [Holder(7, "ollama", 5990)])
     assert message is not None
-    assert "6000 MiB free, llama-cuda needs 6959 MiB" in message
+    assert "6000 MiB free, llama-cuda needs 7403 MiB" in message
     assert "lower bound" in message and "pid 7 ollama: 5990 MiB" in message
     roomy = dataclasses.replace(small, free_mib=12037)
     assert shortage("llama-cuda", need, [roomy], []) is None
@@ -154,9 +155,9 @@ def test_a_host_without_nvidia_smi_is_told_it_has_no_driver_tools(
 
 def test_llama_cpp_counts_the_free_memory_of_every_card_together() -> None:
     """llama.cpp splits its layers over all the cards it sees (-ngl 999, no --split-mode none)."""
-    need = need_of(LOCK.target("llama-cuda"), LOCK.payloads)  # 6959 MiB
-    two = [card(i, "NVIDIA GeForce RTX 3060", 12288, 8300, 3600) for i in (0, 1)]
-    assert shortage("llama-cuda", need, two, []) is None  # 7200 MiB together
+    need = need_of(LOCK.target("llama-cuda"), LOCK.payloads)  # 7403 MiB
+    two = [card(i, "NVIDIA GeForce RTX 3060", 12288, 8300, 3800) for i in (0, 1)]
+    assert shortage("llama-cuda", need, two, []) is None  # 7600 MiB together
     tight = [dataclasses.replace(c, free_mib=3000) for c in two]
     message = shortage("llama-cuda", need, tight, [])
     assert message is not None and "GPUs 0, 1 together: 6000 MiB free" in message

@@ -40,7 +40,7 @@ def _paths(target: str) -> dict[str, Path]:
 
 
 def test_payload_placeholders_become_paths_under_the_store_mount() -> None:
-    cmd = container_command(LOCK.target("llama-cuda-mtp"), _paths("llama-cuda-mtp"), STORE)
+    cmd = container_command(LOCK.target("llama-cuda"), _paths("llama-cuda"), STORE)
     assert cmd[:3] == (
         "llama-server",
         "-m",
@@ -74,7 +74,8 @@ def test_run_spec_mounts_the_store_read_only_and_publishes_the_serve_port() -> N
 
 def test_which_targets_need_a_gpu() -> None:
     assert {n: needs_gpu(t) for n, t in LOCK.targets.items()} == {
-        "frank-small": True, "llama-cuda": True, "llama-cuda-mtp": True, "llama-cpu": False,
+        "frank-large": True, "frank-small": True, "llama-cuda": True, "llama-cuda-mtp": True,
+        "llama-cuda-slots": True, "llama-cpu": False,
     }  # fmt: skip
 
 

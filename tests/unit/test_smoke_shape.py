@@ -18,7 +18,9 @@ def test_each_committed_target_has_the_shape_its_serve_entry_declares() -> None:
         "frank-small": "kv=turboquant_k8v4,ctx=262144,par=2",
         "llama-cpu": "kv=f16,ctx=8192,par=1",
         "llama-cuda": "kv=q8_0,ctx=default,par=1",  # --fit sizes the context
-        "llama-cuda-mtp": "kv=q8_0,ctx=default,par=1",
+        "llama-cuda-mtp": "kv=f16,ctx=131072,par=1",  # Qwen3.8-27B -mtp, one slot
+        "llama-cuda-slots": "kv=q8_0,ctx=262144,par=4",  # each of 4 slots the full window
+        "frank-large": "kv=default,ctx=200192,par=2",  # external: HALOGEN_CTX, two slots
     }
 
 

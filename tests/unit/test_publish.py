@@ -1,0 +1,126 @@
+"""Pure parts of publish and verify: images.json, the destination, the referrer manifest,
+and the comparison of a statement with the lock."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.build.plan import plan_target
+from pipeline.build.provenance import MEDIA_TYPE, dumps, read_pip, statement
+from pipeline.errors import LockError, UsageError
+from pipeline.lock.model import Lock
+from pipeline.publish.outputs import (
+    Published,
+    dump_images,
+    images_path,
+    published_for,
+    read_images,
+    write_images,
+)
+from pipeline.publish.push import EMPTY_MEDIA_TYPE, artifact_manifest, destination, is_loopback
+from pipeline.verify.check import compare, pinned_image
+from tests.lockfactory import reparse
+from tests.unit.test_provenance import pip_lock, record_for
+
+ENTRY = Published(
+    reference="127.0.0.1:5000/lockpipe/app:0123456789ab", digest="sha256:" + "9" * 64,
+    key="0123456789ab" + "0" * 52, engine="buildah", engine_version="1.28.2",
+    published="2026-11-30",
+)  # fmt: skip
+
+
+def test_images_json_round_trip_is_canonical(tmp_path: Path) -> None:
+    path = images_path(tmp_path / "locks" / "digests.json")
+    assert path == tmp_path / "locks" / "images.json"
+    assert read_images(path) == {}
+    write_images(path, {"z": ENTRY, "app": ENTRY})
+    assert read_images(path) == {"app": ENTRY, "z": ENTRY}
+    text = path.read_text()
+    assert text == dump_images(read_images(path)) and text.endswith("\n")
+    assert list(json.loads(text)["images"]) == ["app", "z"]
+    assert published_for(path, "app").pinned == f"127.0.0.1:5000/lockpipe/app@{ENTRY.digest}"
+    with pytest.raises(LockError, match="nox -s publish -- other"):
+        published_for(path, "other")
+
+
+BAD = ["not json", '{"version": 2, "images": {}}', '{"version": 1, "images": {"a": {"x": 1}}}']
+
+
+@pytest.mark.parametrize("text", BAD)
+def test_bad_images_json_names_the_file(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "images.json"
+    path.write_text(text)
+    with pytest.raises(LockError, match=r"images\.json"):
+        read_images(path)
+
+
+def test_destination_is_keyed_and_checked() -> None:
+    assert destination("127.0.0.1:5000/lockpipe/", "app", "abcdef0123456789") == (
+        "127.0.0.1:5000/lockpipe/app:abcdef012345"
+    )
+    with pytest.raises(UsageError, match="name the registry host"):
+        destination("lockpipe", "app", "k" * 64)
+    assert is_loopback("127.0.0.1:5000/x/app:1") and is_loopback("localhost:5000/x:1")
+    assert not is_loopback("ghcr.io/o/app:1")
+
+
+def test_artifact_manifest_points_at_its_subject() -> None:
+    blob = b'{"_type": "x"}'
+    subject = {"mediaType": "application/vnd.oci.image.manifest.v1+json",
+               "digest": "sha256:" + "9" * 64, "size": 123}  # fmt: skip
+    doc = json.loads(artifact_manifest(blob, subject))
+    assert doc["artifactType"] == MEDIA_TYPE and doc["subject"] == subject
+    assert doc["config"] == {"mediaType": EMPTY_MEDIA_TYPE, "size": 2,
+                             "digest": "sha256:" + hashlib.sha256(b"{}").hexdigest()}  # fmt: skip
+    assert doc["layers"][0]["digest"] == "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+def test_verify_wants_a_digest() -> None:
+    with pytest.raises(UsageError, match="by digest"):
+        pinned_image("127.0.0.1:5000/lockpipe/app:1")
+    assert pinned_image(f"127.0.0.1:5000/lockpipe/app@{ENTRY.digest}")[1:] == (
+        "lockpipe/app",
+        ENTRY.digest,
+    )
+
+
+def _published(lock: Lock) -> tuple[dict[str, Any], dict[str, Any]]:
+    plan = plan_target(lock, "app")
+    doc = statement(plan, record_for(lock), read_pip(lock, plan), subject=("r", ENTRY.digest))
+    return {"config": {"digest": "sha256:" + "c" * 64}}, json.loads(dumps(doc))
+
+
+def test_compare_agrees_with_the_lock_it_was_built_from(tmp_path: Path) -> None:
+    lock = pip_lock(tmp_path)
+    manifest, doc = _published(lock)
+    assert compare(lock, "app", ENTRY.digest, manifest, doc) == []
+
+
+def test_compare_names_a_moved_base_and_pip_file(tmp_path: Path) -> None:
+    lock = pip_lock(tmp_path)
+    manifest, doc = _published(lock)
+
+    def move(d: dict[str, Any]) -> None:
+        d["bases"]["busybox"]["digest"] = "sha256:" + "e" * 64
+        d["pip"]["req"]["sha256"] = "f" * 64
+
+    problems = compare(reparse(lock.path, move), "app", ENTRY.digest, manifest, doc)
+    names = [p.split(":")[0] for p in problems]
+    assert "bases.busybox" in names and "pip.req" in names
+    assert all("the lock moved since this image was built" in p for p in problems)
+
+
+def test_compare_names_a_wrong_subject_and_config(tmp_path: Path) -> None:
+    lock = pip_lock(tmp_path)
+    manifest, doc = _published(lock)
+    other = "sha256:" + "8" * 64
+    problems = compare(lock, "app", other, {"config": {"digest": other}}, doc)
+    assert [p.split(":")[0] for p in problems] == ["subject", "config"]
+    assert compare(lock, "app", ENTRY.digest, manifest, {"_type": "x"})[0].startswith(
+        "the referrer is not"
+    )
