@@ -1,100 +1,214 @@
-"""A minimal OCI distribution client: resolve a tag to its manifest digest.
+"""Resolve image references to digests, with the platforms and version they hold.
 
-Speaks the registry v2 API with ``requests``: HEAD on the manifest, with the
-anonymous Bearer token dance when the registry asks for it.
+A tag is asked with HEAD (Docker Hub does not count HEAD against its pull
+limit), falling back to GET when the registry sends no digest. Whenever bytes
+are read they are checked against the digest they claim. For an index, the
+required platforms are picked out of it; the first required platform's config
+blob gives ``org.opencontainers.image.version``. Mirrors from registries.conf
+are tried before the registry itself, as podman and skopeo do.
 """
 
 from __future__ import annotations
 
-import re
-from urllib.parse import urlsplit
-
-import requests
+import threading
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from pipeline.errors import RegistryError
-from pipeline.lock.refs import parse_ref
+from pipeline.lock.refs import DIGEST_RE, parse_ref
+from pipeline.log import echo
+from pipeline.registry import platforms as pf
+from pipeline.registry.cache import BlobCache, default_root
+from pipeline.registry.creds import credentials
+from pipeline.registry.names import (
+    Endpoint,
+    endpoint,
+    host_confs,
+    is_loopback,
+    mirror_insecure,
+    split_location,
+)
+from pipeline.registry.transport import Registry
 
-ACCEPT = ", ".join([
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-])  # fmt: skip
-HUB_API = "registry-1.docker.io"
-
-
-def _token(ref: str, challenge: str, timeout: float) -> str | None:
-    """An anonymous Bearer token for ``challenge``; None when it asks for no Bearer token."""
-    fields = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
-    if not challenge.lower().startswith("bearer") or "realm" not in fields:
-        return None
-    realm = fields["realm"]
-    params = {k: v for k, v in fields.items() if k in ("service", "scope")}
-    try:
-        resp = requests.get(realm, params=params, timeout=timeout)
-    except requests.RequestException as exc:
-        raise RegistryError(
-            f"{ref}: token server {urlsplit(realm).netloc or realm} unreachable "
-            f"({type(exc).__name__}); check the network, DNS or proxy (HTTPS_PROXY) from this host"
-        ) from None
-    return _token_from(ref, resp, realm, fields.get("scope", "this repository"))
+__all__ = ["Registry", "Resolved", "exists", "manifest_digest", "registry_for", "resolve",
+           "resolve_many"]  # fmt: skip
 
 
-def _token_from(ref: str, resp: requests.Response, realm: str, scope: str) -> str:
-    if resp.status_code in (401, 403):
-        raise RegistryError(
-            f"{ref}: the token server at {realm} refused credentials ({resp.status_code}) "
-            f"for {scope}; lockpipe asks anonymously, so the image must be public: check "
-            "the name, or pin a public mirror of it"
-        )
-    if resp.status_code != 200:
-        raise RegistryError(
-            f"{ref}: the token server at {realm} answered {resp.status_code}; retry later, or pin "
-            "the base from another registry"
-        )
-    try:
-        body = resp.json()
-    except ValueError:
-        body = None
-    token = (body.get("token") or body.get("access_token")) if isinstance(body, dict) else None
-    if not isinstance(token, str) or not token:
-        raise RegistryError(
-            f"{ref}: the token server at {realm} answered without a token (no 'token' or "
-            "'access_token' in its JSON); it is not a registry token server, or it is "
-            "misconfigured: check the registry's auth settings"
-        )
-    return token
+@dataclass(frozen=True, kw_only=True)
+class Resolved:
+    """What a reference points at now."""
+
+    ref: str  # as asked
+    digest: str  # the tag's top digest (the index digest for multi-arch)
+    media_type: str
+    platforms: Mapping[str, str]  # required platform -> child digest; {} for a single manifest
+    available: tuple[str, ...]  # every platform the index lists (unknown/unknown skipped)
+    version_label: str | None  # org.opencontainers.image.version of the first required platform
+    ratelimit_remaining: int | None
+
+
+class Pool:
+    """One :class:`Registry` per (host, scheme), shared by every reference and thread."""
+
+    def __init__(self, timeout: float = 30.0, cache: BlobCache | None = None) -> None:
+        self.timeout = timeout
+        self.cache = cache
+        self._lock = threading.Lock()
+        self._registries: dict[tuple[str, str], Registry] = {}
+
+    def get(self, host: str, scheme: str, registry: str) -> Registry:
+        with self._lock:
+            key = (host, scheme)
+            if key not in self._registries:
+                self._registries[key] = Registry(
+                    host, scheme=scheme, credential=credentials(registry), timeout=self.timeout
+                )
+            return self._registries[key]
+
+
+def registry_for(ref: str) -> tuple[Registry, Endpoint]:
+    """The endpoint of ``ref`` and a Registry for its host, with this user's credentials."""
+    ep = endpoint(ref)
+    return Registry(ep.host, scheme=ep.scheme, credential=credentials(ep.registry)), ep
+
+
+def resolve(
+    ref: str, *, platforms: Sequence[str] = ("linux/amd64",), registry: Registry | None = None
+) -> Resolved:
+    """What ``ref`` points at; ``platforms=()`` asks for the digest alone (one HEAD)."""
+    if registry is not None:
+        return _resolve_at(registry, endpoint(ref).repository, ref, platforms)
+    return _resolve_via(endpoint(ref), ref, platforms, Pool(cache=BlobCache(default_root())))
+
+
+def resolve_many(
+    refs: Sequence[str], *, platforms: Sequence[str] = ("linux/amd64",), concurrency: int = 8
+) -> list[Resolved | RegistryError]:
+    """Resolve ``refs`` in parallel, sharing sessions and tokens per host; input order kept."""
+    pool = Pool(cache=BlobCache(default_root()))
+
+    def one(ref: str) -> Resolved | RegistryError:
+        try:
+            return _resolve_via(endpoint(ref), ref, platforms, pool)
+        except RegistryError as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as workers:
+        return list(workers.map(one, refs))
+
+
+def exists(ref_with_digest: str) -> bool:
+    """Whether the registry holds ``repo@sha256:…``; False on 404, raises on any other failure."""
+    reg, ep = registry_for(ref_with_digest)  # raises on a malformed reference
+    digest = parse_ref(ref_with_digest).digest
+    if digest is None:
+        raise RegistryError(f"{ref_with_digest}: exists() needs repo@sha256:…; add the digest")
+    resp = reg.request("HEAD", ep.repository, f"manifests/{digest}",
+                       headers={"Accept": pf.ACCEPT}, ok=(200, 404))  # fmt: skip
+    return resp.status_code == 200
 
 
 def manifest_digest(ref: str, *, insecure: bool = False, timeout: float = 30.0) -> str:
-    """The digest the registry serves for ``ref``'s tag (``sha256:…``)."""
+    """The digest the registry serves for ``ref``'s tag (``sha256:…``); kept for old callers."""
+    ep = endpoint(ref)
+    reg = Registry(ep.host, scheme="http" if insecure else ep.scheme,
+                   credential=credentials(ep.registry), timeout=timeout)  # fmt: skip
+    return resolve(ref, platforms=(), registry=reg).digest
+
+
+def _resolve_via(ep: Endpoint, ref: str, platforms: Sequence[str], pool: Pool) -> Resolved:
+    """Try each mirror, then the registry itself; the registry's own error is the one raised."""
+    if ep.mirrors:
+        confs = host_confs()
+        for location in ep.mirrors:
+            host, repository = split_location(location)
+            plain = mirror_insecure(location, confs) or is_loopback(host)
+            reg = pool.get(host, "http" if plain else "https", host)
+            try:
+                return _resolve_at(reg, repository, ref, platforms, pool.cache)
+            except RegistryError as exc:
+                echo(f"note: mirror {location} failed, trying the next source: {exc}")
+    reg = pool.get(ep.host, ep.scheme, ep.registry)
+    return _resolve_at(reg, ep.repository, ref, platforms, pool.cache)
+
+
+def _resolve_at(
+    reg: Registry,
+    repository: str,
+    ref: str,
+    platforms: Sequence[str],
+    cache: BlobCache | None = None,
+) -> Resolved:
+    """Resolve at one registry; bytes named by a digest may come from ``cache``."""
     image = parse_ref(ref)
-    host = HUB_API if image.registry == "docker.io" else image.registry
-    scheme = "http" if insecure else "https"
-    url = (
-        f"{scheme}://{host}/v2/{image.repository}/manifests/{image.digest or image.tag or 'latest'}"
-    )
-    headers = {"Accept": ACCEPT}
-    resp = _head(ref, host, url, headers, timeout)
-    if resp.status_code == 401:
-        token = _token(ref, resp.headers.get("WWW-Authenticate", ""), timeout)
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-            resp = _head(ref, host, url, headers, timeout)
-    if resp.status_code == 404:
-        raise RegistryError(f"{ref}: not found at {host} (wrong repository or tag?)")
-    if resp.status_code != 200 or "Docker-Content-Digest" not in resp.headers:
-        raise RegistryError(f"{ref}: {host} answered {resp.status_code} without a digest")
-    return str(resp.headers["Docker-Content-Digest"])
+    reference = image.digest or image.tag or "latest"
+    accept = {"Accept": pf.ACCEPT}
+    head = reg.request("HEAD", repository, f"manifests/{reference}", headers=accept)
+    digest = head.headers.get("Docker-Content-Digest")
+    ctype = head.headers.get("Content-Type")
+    if image.digest and digest and digest != image.digest:
+        raise RegistryError(f"{ref}: {reg.host} answered for {digest}, not the digest asked; "
+                            "a proxy or mirror is broken: bypass it")  # fmt: skip
+    digest = image.digest or digest
+    body = None
+    if not digest:
+        body, ctype, digest = _get_manifest(reg, repository, ref, reference, None)
+    if not platforms:
+        return Resolved(ref=ref, digest=digest, media_type=(ctype or "").split(";")[0],
+                        platforms={}, available=(), version_label=None,
+                        ratelimit_remaining=reg.ratelimit_remaining)  # fmt: skip
+    if body is None:
+        body, served_as, _ = _get_manifest(reg, repository, ref, digest, digest, cache)
+        ctype = served_as or ctype
+    doc = pf.parse_json(ref, body)
+    chosen: dict[str, str] = {}
+    if pf.is_index(doc, ctype):
+        available = tuple(name for name, _ in pf.entries(doc))
+        chosen = pf.select(ref, pf.entries(doc), platforms)
+        first = chosen[platforms[0]]
+        child, _, _ = _get_manifest(reg, repository, ref, first, first, cache)
+        manifest = pf.parse_json(ref, child)
+    else:
+        manifest, available = doc, ()
+    label = None
+    desc = pf.config_descriptor(ref, manifest)
+    if desc is not None:
+        blob = cache.get(desc[0]) if cache else None
+        if blob is None:
+            blob = reg.request("GET", repository, f"blobs/{desc[0]}").content
+            pf.check_digest(f"{ref} config {desc[0]}", blob, desc[0])
+            if cache:
+                cache.put(desc[0], blob)
+        config = pf.parse_json(ref, blob)
+        label = pf.version_label(config)
+        if not available:  # a single manifest: its config says which platform it is
+            available = (pf.config_platform(config),)
+            pf.select(ref, [(available[0], digest)], platforms)
+    return Resolved(ref=ref, digest=digest, media_type=pf.media_type(doc, ctype),
+                    platforms=chosen, available=available, version_label=label,
+                    ratelimit_remaining=reg.ratelimit_remaining)  # fmt: skip
 
 
-def _head(
-    ref: str, host: str, url: str, headers: dict[str, str], timeout: float
-) -> requests.Response:
-    try:
-        return requests.head(url, headers=headers, timeout=timeout)
-    except requests.RequestException as exc:
-        raise RegistryError(
-            f"{ref}: registry {host} unreachable ({type(exc).__name__}); check the network, "
-            "DNS or proxy (HTTPS_PROXY) from this host"
-        ) from None
+def _get_manifest(
+    reg: Registry,
+    repository: str,
+    ref: str,
+    reference: str,
+    expect: str | None,
+    cache: BlobCache | None = None,
+) -> tuple[bytes, str | None, str]:
+    """(bytes, Content-Type, digest) of a manifest, checked against what it claims to be."""
+    cached = cache.get(expect) if cache and expect else None
+    if cached is not None and expect is not None:
+        return cached, None, expect
+    resp = reg.request("GET", repository, f"manifests/{reference}", headers={"Accept": pf.ACCEPT})
+    body = resp.content
+    claimed = expect or resp.headers.get("Docker-Content-Digest")
+    if claimed is None and DIGEST_RE.match(reference):
+        claimed = reference
+    if claimed is not None:
+        pf.check_digest(f"{ref} manifest", body, claimed)
+        if cache:
+            cache.put(claimed, body)
+    return body, resp.headers.get("Content-Type"), claimed or pf.sha256_digest(body)

@@ -1,0 +1,148 @@
+"""Refreshing 40 base pins: ``lockpipe refresh-digests --check`` versus a skopeo loop.
+
+    python benchmarks/bench_refresh.py [--bases 40] [--repeat 3] [--latency-ms 0]
+
+Needs the loopback registry .ci/start-services starts (127.0.0.1:5000, or
+PIPELINE_TEST_REGISTRY) and skopeo. Pushes ``--bases`` distinct tags (tiny
+images sharing one layer, each with its own version label), writes a lock
+pinning all of them, then times in one run, median of ``--repeat``:
+
+- ``python -m pipeline refresh-digests --lock LOCK --check --kind bases``, the
+  whole CLI, resolving every base through ``resolve_many`` (8 at a time):
+  cold (an empty manifest cache: HEAD, manifest, config blob per base) and
+  warm (the cache from the run before: one HEAD per base);
+- the same resolution in-process (``resolve_many`` alone, no interpreter
+  start), cold and warm;
+- a loop of ``skopeo inspect --no-tags --tls-verify=false docker://…``, one
+  process per base, as a script would do it.
+
+``--latency-ms N`` sends everything (both tools) through a loopback proxy that
+waits N ms before each answer, as a registry across the internet would.
+Prints the times and the ratios skopeo / lockpipe (the goal is at least 5x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline.errors import RegistryError  # noqa: E402
+from pipeline.registry.client import resolve_many  # noqa: E402
+from pipeline.registry.push import put_manifest, registry_for, upload_blob  # noqa: E402
+from tests.lockfactory import doc, make_repo  # noqa: E402
+from tests.registry_servers import OCI_MANIFEST, FaultProxy, image_blobs  # noqa: E402
+
+REGISTRY = os.environ.get("PIPELINE_TEST_REGISTRY", "127.0.0.1:5000")
+REPOSITORY = "lockpipe-bench/refresh"
+
+
+def push_tags(n: int) -> dict[str, tuple[str, str]]:
+    """name -> (ref, digest) for ``n`` tags, each its own image over one shared layer."""
+    reg, _ = registry_for(f"{REGISTRY}/{REPOSITORY}:b0")
+    out = {}
+    for i in range(n):
+        blobs = image_blobs("linux/amd64", f"bench-{i}", b"shared layer\n")
+        for part in ("layer", "config"):
+            upload_blob(
+                reg, REPOSITORY, blobs[part], "sha256:" + hashlib.sha256(blobs[part]).hexdigest()
+            )
+        digest = put_manifest(reg, REPOSITORY, f"b{i}", blobs["manifest"], OCI_MANIFEST)
+        out[f"b{i:02d}"] = (f"{REGISTRY}/{REPOSITORY}:b{i}", digest)
+    return out
+
+
+def write_lock(root: Path, tags: dict[str, tuple[str, str]]) -> Path:
+    bases = {name: {"ref": ref, "digest": digest, "version_label": f"bench-{int(name[1:])}"}
+             for name, (ref, digest) in tags.items()}  # fmt: skip
+    document = doc(bases=bases)
+    document["targets"]["app"]["bases"] = {"BASE": next(iter(tags))}
+    return make_repo(root, document)
+
+
+def median(run: Callable[[int], None], repeat: int) -> float:
+    times = []
+    for i in range(repeat):
+        start = time.perf_counter()
+        run(i)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bases", type=int, default=40)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    args = parser.parse_args()
+    tags = push_tags(args.bases)
+    host = REGISTRY
+    if args.latency_ms:
+        proxy = FaultProxy(REGISTRY)
+        proxy.delay = args.latency_ms / 1000
+        host = proxy.host
+        tags = {n: (ref.replace(REGISTRY, host, 1), d) for n, (ref, d) in tags.items()}
+    refs = [ref for ref, _ in tags.values()]
+    with tempfile.TemporaryDirectory(prefix="bench-refresh-") as tmp:
+        lock = write_lock(Path(tmp), tags)
+        cli = [sys.executable, "-m", "pipeline", "refresh-digests", "--lock", str(lock), "--check",
+               "--kind", "bases"]  # fmt: skip
+        warm = str(Path(tmp) / "warm-cache")
+
+        def env(cache: str) -> dict[str, str]:
+            return {**os.environ, "PIPELINE_CACHE": cache}
+
+        probe = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, env=env(warm))
+        if probe.returncode != 0:
+            print(f"the CLI failed (exit {probe.returncode}); its output:\n{probe.stderr}")
+            return 1
+
+        def run_cli(cache: str) -> None:
+            subprocess.run(cli, cwd=ROOT, check=True, capture_output=True, env=env(cache))
+
+        def run_library(cache: str) -> None:
+            os.environ["PIPELINE_CACHE"] = cache
+            results = resolve_many(refs)
+            failed = [r for r in results if isinstance(r, RegistryError)]
+            assert not failed, failed
+            assert [r.digest for r in results if not isinstance(r, RegistryError)] == [
+                d for _, d in tags.values()]  # fmt: skip
+
+        def run_skopeo(_: int) -> None:
+            for ref in refs:
+                subprocess.run(["skopeo", "inspect", "--no-tags", "--tls-verify=false",
+                                f"docker://{ref}"], check=True, capture_output=True)  # fmt: skip
+
+        def cold(run: Callable[[str], None], name: str) -> Callable[[int], None]:
+            return lambda i: run(str(Path(tmp) / f"{name}-cold-{i}"))
+
+        t_cli_cold = median(cold(run_cli, "cli"), args.repeat)
+        t_cli_warm = median(lambda _: run_cli(warm), args.repeat)
+        t_lib_cold = median(cold(run_library, "lib"), args.repeat)
+        t_lib_warm = median(lambda _: run_library(warm), args.repeat)
+        t_skopeo = median(run_skopeo, args.repeat)
+    n = args.bases
+    print(f"{n} bases on {host} ({args.latency_ms:g} ms added per answer), median of "
+          f"{args.repeat} runs, {os.cpu_count()} CPUs")  # fmt: skip
+    rows = [("lockpipe refresh-digests --check, cold cache", t_cli_cold),
+            ("lockpipe refresh-digests --check, warm cache", t_cli_warm),
+            ("resolve_many in-process, cold cache", t_lib_cold),
+            ("resolve_many in-process, warm cache", t_lib_warm)]  # fmt: skip
+    print(f"  {n} x skopeo inspect{'':27s}: {t_skopeo:6.2f} s")
+    for label, seconds in rows:
+        print(f"  {label:45s}: {seconds:6.2f} s   skopeo / this = {t_skopeo / seconds:5.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,62 @@
+"""Pure parsers for the registry headers that steer the client.
+
+``WWW-Authenticate`` (which auth scheme, and where to get a token),
+``Retry-After`` (how long a 429 asks us to wait) and ``ratelimit-remaining``
+(how many pulls Docker Hub still allows). No I/O: unit tests feed them text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+
+_PARAM = re.compile(r'([A-Za-z_][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))')
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """One auth challenge: ``Bearer`` or ``Basic``, with its parameters (realm, service, scope)."""
+
+    scheme: str
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def parse_challenge(header: str) -> Challenge | None:
+    """The first challenge of a ``WWW-Authenticate`` value; None when there is none."""
+    header = header.strip()
+    if not header:
+        return None
+    scheme, _, rest = header.partition(" ")
+    params = {}
+    for match in _PARAM.finditer(rest):
+        value = match.group(2) if match.group(2) is not None else match.group(3)
+        params[match.group(1).lower()] = re.sub(r"\\(.)", r"\1", value)
+    return Challenge(scheme.lower(), params)
+
+
+def retry_after(value: str | None, *, now: float, cap: float) -> float | None:
+    """Seconds a ``Retry-After`` asks for (delta seconds or an HTTP date), within 0..cap."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), cap)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, min(when.timestamp() - now, cap))
+
+
+def ratelimit_remaining(value: str | None) -> int | None:
+    """``ratelimit-remaining: 76;w=21600`` → 76; None when absent or unreadable."""
+    if not value:
+        return None
+    head = value.split(";", 1)[0].strip()
+    return int(head) if head.isdigit() else None
+
+
+def backoff(attempt: int, *, base: float, cap: float, jitter: float) -> float:
+    """Exponential backoff for ``attempt`` (0-based), scaled by ``jitter`` in [0, 1)."""
+    return float(min(cap, base * 2.0**attempt) * (0.5 + jitter / 2))

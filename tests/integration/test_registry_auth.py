@@ -1,0 +1,218 @@
+"""Registry auth against real distribution 2.8 registries: token (JWT x5c) and htpasswd.
+
+Every digest is cross-checked with skopeo reading the same registry.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import stat
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import RegistryError
+from pipeline.registry.client import Registry, resolve
+from pipeline.registry.creds import Credential
+from tests.policy import unavailable
+from tests.registry_servers import (
+    PASSWORD,
+    USER,
+    RegistryProc,
+    TokenServer,
+    htpasswd_auth,
+    oci_layout,
+    skopeo_copy,
+    skopeo_raw_digest,
+    token_auth,
+)
+
+pytestmark = pytest.mark.integration
+CREDS = f"{USER}:{PASSWORD}"
+GOOD = Credential(username=USER, secret=PASSWORD, source="test")
+WRONG_PASSWORD = "not-the-password-42"
+BAD = Credential(username=USER, secret=WRONG_PASSWORD, source="test")
+
+
+def _need(*tools: str) -> None:
+    for tool in tools:
+        if shutil.which(tool) is None:
+            unavailable(f"{tool} is not installed")
+
+
+@pytest.fixture(scope="module")
+def token_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TokenServer, str]]:
+    """(token server, ref of an image pushed with skopeo) on a token-auth registry."""
+    _need("docker-registry", "skopeo")
+    work = tmp_path_factory.mktemp("token-registry")
+    tokens = TokenServer(work)
+    registry = RegistryProc(work / "registry", token_auth(tokens))
+    try:
+        ref = f"{registry.host}/team/app:1"
+        skopeo_copy(oci_layout(work / "layout", ["linux/amd64"], "1.0"), ref, creds=CREDS)
+        yield tokens, ref
+    finally:
+        registry.stop()
+        tokens.shutdown()
+        tokens.server_close()
+
+
+@pytest.fixture(scope="module")
+def basic_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The ref of an image on an htpasswd (Basic auth) registry."""
+    _need("docker-registry", "skopeo", "htpasswd")
+    work = tmp_path_factory.mktemp("basic-registry")
+    registry = RegistryProc(work / "registry", htpasswd_auth(work))
+    try:
+        ref = f"{registry.host}/team/basic:1"
+        skopeo_copy(oci_layout(work / "layout", ["linux/amd64"], "2.0"), ref, creds=CREDS)
+        yield ref
+    finally:
+        registry.stop()
+
+
+def _reg(ref: str, credential: Credential | None) -> Registry:
+    return Registry(ref.split("/", 1)[0], scheme="http", credential=credential, timeout=10)
+
+
+@pytest.mark.parametrize("field", ["token", "access_token"])
+def test_the_bearer_flow_resolves_what_skopeo_sees(
+    token_registry: tuple[TokenServer, str], field: str
+) -> None:
+    tokens, ref = token_registry
+    tokens.field = field
+    try:
+        got = resolve(ref, registry=_reg(ref, GOOD))
+    finally:
+        tokens.field = "token"
+    assert got.digest == skopeo_raw_digest(ref, creds=CREDS)
+    assert got.version_label == "1.0" and got.available == ("linux/amd64",)
+
+
+def test_an_expired_token_is_renewed_mid_run(token_registry: tuple[TokenServer, str]) -> None:
+    tokens, ref = token_registry
+    tokens.expires_in = 2  # cached for 1 s (the client renews 5 s early, at least 1 s)
+    reg = _reg(ref, GOOD)
+    try:
+        before = len(tokens.requests)
+        first = resolve(ref, registry=reg, platforms=())
+        assert len(tokens.requests) == before + 1
+        resolve(ref, registry=reg, platforms=())
+        assert len(tokens.requests) == before + 1, "a live token was not reused"
+        time.sleep(1.2)
+        again = resolve(ref, registry=reg, platforms=())
+    finally:
+        tokens.expires_in = 300
+    assert len(tokens.requests) == before + 2, "the expired token was not renewed"
+    assert again.digest == first.digest
+
+
+def test_a_cached_token_the_registry_rejects_is_renewed_once(
+    token_registry: tuple[TokenServer, str],
+) -> None:
+    tokens, ref = token_registry
+    reg = _reg(ref, GOOD)
+    tokens.expires_in = -600  # signed already expired: the registry answers 401 to it
+    stale = tokens.token(USER, ["repository:team/app:pull"])
+    tokens.expires_in = 300
+    reg._tokens["repository:team/app:pull"] = (stale, time.monotonic() + 300)
+    expected = skopeo_raw_digest(ref, creds=CREDS)
+    before = len(tokens.requests)
+    assert resolve(ref, registry=reg, platforms=()).digest == expected
+    assert len(tokens.requests) == before + 1, "no renewal, or more than one"
+
+
+def test_a_wrong_password_reads_refused_and_leaks_nothing(
+    token_registry: tuple[TokenServer, str],
+) -> None:
+    tokens, ref = token_registry
+    with pytest.raises(RegistryError) as info:
+        resolve(ref, registry=_reg(ref, BAD))
+    message = str(info.value)
+    assert "refused" in message and "unreachable" not in message
+    assert tokens.realm in message and USER in message
+    assert WRONG_PASSWORD not in message and PASSWORD not in message
+    assert not any(token in message for token in tokens.issued)
+    assert WRONG_PASSWORD not in repr(BAD)
+
+
+def test_no_credentials_on_a_private_registry_reads_refused(
+    token_registry: tuple[TokenServer, str],
+) -> None:
+    _, ref = token_registry
+    with pytest.raises(RegistryError, match=r"refused credentials \(401\): anonymous access"):
+        resolve(ref, registry=_reg(ref, None))
+
+
+def test_basic_auth_with_htpasswd(basic_registry: str) -> None:
+    got = resolve(basic_registry, registry=_reg(basic_registry, GOOD))
+    assert got.digest == skopeo_raw_digest(basic_registry, creds=CREDS)
+    assert got.version_label == "2.0"
+    with pytest.raises(RegistryError) as info:
+        resolve(basic_registry, registry=_reg(basic_registry, BAD))
+    assert "refused" in str(info.value) and WRONG_PASSWORD not in str(info.value)
+    with pytest.raises(RegistryError, match=r"asks for a user and password \(Basic\)"):
+        resolve(basic_registry, registry=_reg(basic_registry, None))
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No auth file of this machine's user is read: HOME and the rest point into tmp."""
+    for name in ("REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR", "DOCKER_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def _auth(user: str, password: str) -> str:
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def test_credentials_from_registry_auth_file(
+    token_registry: tuple[TokenServer, str], clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, ref = token_registry
+    host = ref.split("/", 1)[0]
+    auth = clean_env / "auth.json"
+    auth.write_text(json.dumps({"auths": {host: {"auth": _auth(USER, PASSWORD)}}}))
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(auth))
+    assert resolve(ref).digest == skopeo_raw_digest(ref, creds=CREDS)
+
+
+def test_credentials_from_a_docker_config(
+    basic_registry: str, clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    host = basic_registry.split("/", 1)[0]
+    config = clean_env / "docker"
+    config.mkdir()
+    (config / "config.json").write_text(
+        json.dumps({"auths": {f"http://{host}": {"auth": _auth(USER, PASSWORD)}}})
+    )
+    monkeypatch.setenv("DOCKER_CONFIG", str(config))
+    assert resolve(basic_registry).digest == skopeo_raw_digest(basic_registry, creds=CREDS)
+
+
+def test_credentials_from_a_credential_helper(
+    token_registry: tuple[TokenServer, str], clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, ref = token_registry
+    host = ref.split("/", 1)[0]
+    bin_dir, asked = clean_env / "bin", clean_env / "asked"
+    bin_dir.mkdir()
+    helper = bin_dir / "docker-credential-test"
+    answer = json.dumps({"ServerURL": host, "Username": USER, "Secret": PASSWORD})
+    helper.write_text(f"#!/bin/sh\n[ \"$1\" = get ] || exit 3\ncat > {asked}\necho '{answer}'\n")
+    helper.chmod(helper.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    config = clean_env / "docker"
+    config.mkdir()
+    (config / "config.json").write_text(json.dumps({"credHelpers": {host: "test"}}))
+    monkeypatch.setenv("DOCKER_CONFIG", str(config))
+    assert resolve(ref).digest == skopeo_raw_digest(ref, creds=CREDS)
+    assert asked.read_text() == host, "the helper was not asked for this registry"

@@ -1,0 +1,358 @@
+"""Real registries on 127.0.0.1 for the registry client's tests and benchmark.
+
+- :class:`RegistryProc`: Debian's ``docker-registry serve`` (distribution 2.8)
+  with its own config and storage in a tmp folder, on a free port; with
+  ``auth: token:`` pointing at :class:`TokenServer`, or ``auth: htpasswd:``
+  with a file made by the real ``htpasswd -Bbn``.
+- :class:`TokenServer`: a real token server. It checks Basic credentials and
+  signs RS256 JWTs whose ``x5c`` chain ends at a CA the registry trusts
+  (``rootcertbundle``), granting what the scope asks; ``expires_in`` and the
+  answer's field name (``token`` or ``access_token``) are settable.
+- :class:`FaultProxy`: a real HTTP proxy in front of a registry that answers
+  429 with Retry-After or 5xx for the next N requests, drops
+  Docker-Content-Digest, or flips a byte of manifest bodies.
+- :func:`oci_layout` writes small OCI images (and a multi-arch index with an
+  ``unknown/unknown`` attestation) that :func:`skopeo_copy` pushes.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import gzip
+import hashlib
+import io
+import json
+import shutil
+import socket
+import subprocess
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import jwt
+import requests
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+
+SERVICE = "lockpipe-test-registry"
+ISSUER = "lockpipe-test-issuer"
+USER, PASSWORD = "alice", "s3cret-pass-do-not-log"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _serve(server: ThreadingHTTPServer) -> None:
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
+class _Quiet(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def reply(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+
+def _cert(subject: str, key: rsa.RSAPrivateKey, issuer: x509.Name | None,
+          signer: rsa.RSAPrivateKey, ca: bool) -> x509.Certificate:  # fmt: skip
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer or name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .sign(signer, hashes.SHA256())
+    )
+
+
+class TokenServer(ThreadingHTTPServer):
+    """Issues registry tokens for ``USER``/``PASSWORD``; 401 for anyone else."""
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(("127.0.0.1", 0), _TokenHandler)
+        self.expires_in = 300
+        self.field = "token"  # or "access_token"
+        self.requests: list[str] = []  # the scope of each token request
+        self.issued: list[str] = []  # every token handed out
+        ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        ca = _cert("lockpipe test CA", ca_key, None, ca_key, ca=True)
+        leaf = _cert("lockpipe token signer", self.key, ca.subject, ca_key, ca=False)
+        self.x5c = [base64.b64encode(leaf.public_bytes(serialization.Encoding.DER)).decode()]
+        self.rootcerts = workdir / "root.pem"
+        self.rootcerts.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+        self.realm = f"http://127.0.0.1:{self.server_address[1]}/token"
+        _serve(self)
+
+    def token(self, user: str, scopes: Sequence[str]) -> str:
+        access = []
+        for scope in scopes:
+            kind, _, rest = scope.partition(":")
+            name, _, actions = rest.rpartition(":")
+            access.append({"type": kind, "name": name, "actions": actions.split(",")})
+        now = int(time.time())
+        claims = {
+            "iss": ISSUER, "sub": user, "aud": SERVICE, "iat": now, "nbf": now - 5,
+            "exp": now + self.expires_in, "jti": uuid.uuid4().hex, "access": access,
+        }  # fmt: skip
+        token = jwt.encode(claims, self.key, algorithm="RS256", headers={"x5c": self.x5c})
+        self.issued.append(token)
+        return token
+
+
+class _TokenHandler(_Quiet):
+    server: TokenServer
+
+    def do_GET(self) -> None:
+        query = parse_qs(urlsplit(self.path).query)
+        scopes = query.get("scope", [])
+        self.server.requests.append(" ".join(scopes))
+        auth = self.headers.get("Authorization", "")
+        good = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+        if auth != good:
+            self.reply(401, b'{"details":"bad credentials"}', {"Content-Type": "application/json"})
+            return
+        body = {self.server.field: self.server.token(USER, scopes),
+                "expires_in": self.server.expires_in}  # fmt: skip
+        self.reply(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
+
+
+class RegistryProc:
+    """``docker-registry serve`` on a free port, storage and config in ``workdir``."""
+
+    def __init__(self, workdir: Path, auth: str = "") -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        config = workdir / "config.yml"
+        config.write_text(
+            f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {workdir / 'data'}\n"
+            f"  delete:\n    enabled: true\nhttp:\n  addr: {self.host}\n{auth}"
+        )
+        self.log = (workdir / "registry.log").open("wb")
+        self.proc = subprocess.Popen(
+            ["docker-registry", "serve", str(config)], stdout=self.log, stderr=subprocess.STDOUT
+        )
+        for _ in range(100):
+            try:
+                requests.get(f"http://{self.host}/v2/", timeout=1)
+                return
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"docker-registry did not start; see {workdir / 'registry.log'}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def token_auth(tokens: TokenServer) -> str:
+    return (f"auth:\n  token:\n    realm: {tokens.realm}\n    service: {SERVICE}\n"
+            f"    issuer: {ISSUER}\n    rootcertbundle: {tokens.rootcerts}\n")  # fmt: skip
+
+
+def htpasswd_auth(workdir: Path) -> str:
+    """The config section for Basic auth, with a bcrypt file made by the real htpasswd."""
+    line = subprocess.run(["htpasswd", "-Bbn", USER, PASSWORD], check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    (workdir / "htpasswd").write_text(line + "\n")
+    return f"auth:\n  htpasswd:\n    realm: lockpipe-basic\n    path: {workdir / 'htpasswd'}\n"
+
+
+class FaultProxy(ThreadingHTTPServer):
+    """Forwards to ``upstream`` (host:port), misbehaving as its fields say.
+
+    ``fail_status``/``fail_times``: answer that status (with ``retry_after`` if
+    set) to the next N requests. ``drop_digest``: strip Docker-Content-Digest.
+    ``delay``: wait that long before each answer, as a distant registry would.
+    ``extra``: headers added to every relayed answer (``ratelimit-remaining``).
+    ``corrupt``: add a byte to every manifest body it relays (still valid JSON).
+    """
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(("127.0.0.1", 0), _ProxyHandler)
+        self.upstream = upstream
+        self.host = f"127.0.0.1:{self.server_address[1]}"
+        self.fail_status, self.fail_times, self.retry_after = 503, 0, ""
+        self.drop_digest = self.corrupt = False
+        self.delay = 0.0  # seconds added to every answer: a remote registry's round trip
+        self.extra: dict[str, str] = {}  # headers added to every relayed answer
+        self.seen: list[tuple[str, str, int]] = []  # (method, path, status answered)
+        self.lock = threading.Lock()
+        _serve(self)
+
+
+class _ProxyHandler(_Quiet):
+    server: FaultProxy
+
+    def do_HEAD(self) -> None:
+        self.relay()
+
+    def do_GET(self) -> None:
+        self.relay()
+
+    def relay(self) -> None:
+        proxy = self.server
+        time.sleep(proxy.delay)
+        with proxy.lock:
+            failing = proxy.fail_times > 0
+            proxy.fail_times -= 1 if failing else 0
+        if failing:
+            extra = {"Retry-After": proxy.retry_after} if proxy.retry_after else {}
+            proxy.seen.append((self.command, self.path, proxy.fail_status))
+            self.reply(proxy.fail_status, b'{"errors":[]}', extra)
+            return
+        headers = {
+            k: ", ".join(self.headers.get_all(k) or [])
+            for k in set(self.headers.keys())
+            if k.lower() not in ("host", "connection")
+        }  # repeated Accept lines joined
+        upstream = requests.request(
+            self.command,
+            f"http://{proxy.upstream}{self.path}",
+            headers=headers,
+            timeout=30,
+            allow_redirects=False,
+        )
+        body = upstream.content
+        hop = ("content-length", "connection", "transfer-encoding")
+        headers = {k: v for k, v in upstream.headers.items() if k.lower() not in hop}
+        headers.update(proxy.extra)
+        if proxy.drop_digest:
+            headers.pop("Docker-Content-Digest", None)
+        if proxy.corrupt and "/manifests/" in self.path and body:
+            body += b" "  # still valid JSON, so only the digest check can catch it
+        proxy.seen.append((self.command, self.path, upstream.status_code))
+        self.reply(upstream.status_code, body, headers)
+
+
+# --- images -----------------------------------------------------------------------------------
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+
+
+def _blob(root: Path, data: bytes) -> dict[str, Any]:
+    digest = hashlib.sha256(data).hexdigest()
+    (root / "blobs" / "sha256").mkdir(parents=True, exist_ok=True)
+    (root / "blobs" / "sha256" / digest).write_bytes(data)
+    return {"digest": f"sha256:{digest}", "size": len(data)}
+
+
+def image_blobs(platform: str, version: str, content: bytes) -> dict[str, bytes]:
+    """The config, layer and manifest bytes of a one-file image, by those names."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("hello.txt")
+        info.size, info.mtime = len(content), 0
+        tar.addfile(info, io.BytesIO(content))
+    layer = gzip.compress(raw.getvalue(), mtime=0)
+    os_, arch = platform.split("/")[:2]
+    config = json.dumps({
+        "architecture": arch, "os": os_,
+        "config": {"Labels": {"org.opencontainers.image.version": version}},
+        "rootfs": {"type": "layers",
+                   "diff_ids": ["sha256:" + hashlib.sha256(raw.getvalue()).hexdigest()]},
+    }, sort_keys=True).encode()  # fmt: skip
+
+    def desc(data: bytes, media: str) -> dict[str, Any]:
+        return {"mediaType": media, "digest": "sha256:" + hashlib.sha256(data).hexdigest(),
+                "size": len(data)}  # fmt: skip
+
+    manifest = json.dumps({
+        "schemaVersion": 2, "mediaType": OCI_MANIFEST,
+        "config": desc(config, "application/vnd.oci.image.config.v1+json"),
+        "layers": [desc(layer, "application/vnd.oci.image.layer.v1.tar+gzip")],
+    }, sort_keys=True).encode()  # fmt: skip
+    return {"config": config, "layer": layer, "manifest": manifest}
+
+
+def oci_layout(root: Path, platforms: Sequence[str], version: str, *, tag: str = "t",
+               attestation: bool = False) -> Path:  # fmt: skip
+    """An OCI layout at ``root`` holding ``tag``: one image, or an index when >1 platform."""
+    entries = []
+    for platform in platforms:
+        blobs = image_blobs(platform, version, f"{platform} {version}\n".encode())
+        _blob(root, blobs["config"])
+        _blob(root, blobs["layer"])
+        desc = {"mediaType": OCI_MANIFEST, **_blob(root, blobs["manifest"])}
+        os_, arch = platform.split("/")[:2]
+        entries.append({**desc, "platform": {"os": os_, "architecture": arch}})
+    if attestation:
+        blobs = image_blobs("unknown/unknown", version, b'{"_type":"in-toto"}')
+        _blob(root, blobs["config"])
+        _blob(root, blobs["layer"])
+        entries.append({"mediaType": OCI_MANIFEST, **_blob(root, blobs["manifest"]),
+                        "platform": {"os": "unknown", "architecture": "unknown"}})  # fmt: skip
+    if len(entries) == 1:
+        top = {k: v for k, v in entries[0].items() if k != "platform"}
+    else:
+        body = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries},
+                          sort_keys=True).encode()  # fmt: skip
+        top = {"mediaType": OCI_INDEX, **_blob(root, body)}
+    top["annotations"] = {"org.opencontainers.image.ref.name": tag}
+    (root / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+    (root / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [top]}))
+    return root
+
+
+def skopeo(*args: str) -> str:
+    if shutil.which("skopeo") is None:
+        raise FileNotFoundError("skopeo")
+    return subprocess.run(["skopeo", *args], check=True, capture_output=True).stdout.decode(
+        "latin-1"
+    )
+
+
+def skopeo_copy(layout: Path, dest: str, *, creds: str | None = None, tag: str = "t") -> None:
+    auth = ["--dest-creds", creds] if creds else []
+    skopeo("copy", "--all", "--preserve-digests", "--dest-tls-verify=false", *auth,
+           f"oci:{layout}:{tag}", f"docker://{dest}")  # fmt: skip
+
+
+def skopeo_raw_digest(ref: str, *, creds: str | None = None) -> str:
+    """sha256 of the bytes ``skopeo inspect --raw`` reads: the tag's top digest."""
+    auth = ["--creds", creds] if creds else []
+    out = subprocess.run(["skopeo", "inspect", "--raw", "--tls-verify=false", *auth,
+                          f"docker://{ref}"], check=True, capture_output=True).stdout  # fmt: skip
+    return "sha256:" + hashlib.sha256(out).hexdigest()
+
+
+def skopeo_digest(ref: str, *, creds: str | None = None) -> str:
+    """``skopeo inspect --format {{.Digest}}``: the digest of the image for this host's arch."""
+    auth = ["--creds", creds] if creds else []
+    return skopeo("inspect", "--no-tags", "--tls-verify=false", *auth, "--format",
+                  "{{.Digest}}", f"docker://{ref}").strip()  # fmt: skip

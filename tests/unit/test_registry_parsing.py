@@ -1,0 +1,110 @@
+"""Pure parsers: WWW-Authenticate, Retry-After, rate limits, backoff, platform selection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import RegistryError
+from pipeline.registry import platforms as pf
+from pipeline.registry.cache import BlobCache, default_root
+from pipeline.registry.headers import (
+    Challenge,
+    backoff,
+    parse_challenge,
+    ratelimit_remaining,
+    retry_after,
+)
+
+
+def test_bearer_challenges() -> None:
+    got = parse_challenge(
+        'Bearer realm="https://auth.docker.io/token",service="registry.docker.io",'
+        'scope="repository:library/ubuntu:pull"'
+    )
+    assert got == Challenge("bearer", {"realm": "https://auth.docker.io/token",
+                                       "service": "registry.docker.io",
+                                       "scope": "repository:library/ubuntu:pull"})  # fmt: skip
+    spaced = parse_challenge('Bearer realm = "https://x/t" , error="insufficient_scope"')
+    assert spaced is not None and spaced.params["realm"] == "https://x/t"
+    assert spaced.params["error"] == "insufficient_scope"
+    assert parse_challenge('Basic realm="Registry Realm"') == Challenge(
+        "basic", {"realm": "Registry Realm"}
+    )
+    assert parse_challenge("") is None
+    quoted = parse_challenge(r'Bearer realm="https://x/t?a=\"b\""')
+    assert quoted is not None and quoted.params["realm"] == 'https://x/t?a="b"'
+
+
+def test_retry_after() -> None:
+    now = 1_700_000_000.0
+    assert retry_after("7", now=now, cap=60) == 7.0
+    assert retry_after("3600", now=now, cap=60) == 60.0
+    assert retry_after("Tue, 14 Nov 2023 22:13:40 GMT", now=now, cap=60) == 20.0
+    assert retry_after("Tue, 14 Nov 2023 22:00:00 GMT", now=now, cap=60) == 0.0
+    assert retry_after("soon", now=now, cap=60) is None
+    assert retry_after(None, now=now, cap=60) is None
+
+
+def test_ratelimit_and_backoff() -> None:
+    assert ratelimit_remaining("76;w=21600") == 76
+    assert ratelimit_remaining("bogus") is None and ratelimit_remaining(None) is None
+    waits = [backoff(n, base=0.5, cap=8.0, jitter=1.0) for n in range(6)]
+    assert waits == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
+    assert backoff(2, base=0.5, cap=8.0, jitter=0.0) == 1.0
+
+
+INDEX = {
+    "mediaType": pf.OCI_INDEX,
+    "manifests": [
+        {"digest": "sha256:a", "platform": {"os": "linux", "architecture": "amd64"}},
+        {"digest": "sha256:b", "platform": {"os": "linux", "architecture": "arm64",
+                                            "variant": "v8"}},
+        {"digest": "sha256:c", "platform": {"os": "unknown", "architecture": "unknown"}},
+        {"digest": "sha256:d", "platform": {"os": "linux", "architecture": "arm", "variant": "v7"}},
+    ],
+}  # fmt: skip
+
+
+def test_platform_selection() -> None:
+    entries = pf.entries(INDEX)
+    assert [n for n, _ in entries] == ["linux/amd64", "linux/arm64/v8", "linux/arm/v7"]
+    got = pf.select("r", entries, ["linux/amd64", "linux/arm64", "linux/arm/v7"])
+    assert got == {"linux/amd64": "sha256:a", "linux/arm64": "sha256:b", "linux/arm/v7": "sha256:d"}
+    assert pf.select("r", entries, ["linux/arm64/v8"]) == {"linux/arm64/v8": "sha256:b"}
+    with pytest.raises(RegistryError) as info:
+        pf.select("r", entries, ["linux/arm/v6"])
+    assert "no linux/arm/v6 image" in str(info.value)
+    assert "available: linux/amd64, linux/arm64/v8, linux/arm/v7" in str(info.value)
+
+
+def test_media_types_and_digests() -> None:
+    body = json.dumps(INDEX).encode()
+    assert pf.is_index(json.loads(body), None)
+    assert pf.media_type({"manifests": []}, None) == pf.OCI_INDEX
+    assert pf.media_type({}, pf.DOCKER_MANIFEST + "; charset=utf-8") == pf.DOCKER_MANIFEST
+    pf.check_digest("r", body, pf.sha256_digest(body))
+    with pytest.raises(RegistryError, match="bytes do not match their digest"):
+        pf.check_digest("r", body + b" ", pf.sha256_digest(body))
+    assert (
+        pf.version_label({"config": {"Labels": {"org.opencontainers.image.version": "1"}}}) == "1"
+    )
+    assert pf.version_label({"config": {"Labels": None}}) is None
+
+
+def test_the_blob_cache_answers_only_with_bytes_that_match(tmp_path: Path) -> None:
+    cache = BlobCache(tmp_path)
+    data = b'{"schemaVersion":2}'
+    digest = pf.sha256_digest(data)
+    assert cache.get(digest) is None
+    cache.put(digest, data)
+    assert cache.get(digest) == data
+    cache.put(pf.sha256_digest(b"x"), b"not x")  # wrong name: not kept
+    assert cache.get(pf.sha256_digest(b"x")) is None
+    (tmp_path / "sha256" / digest.removeprefix("sha256:")).write_bytes(b"damaged")
+    assert cache.get(digest) is None
+    assert not (tmp_path / "sha256" / digest.removeprefix("sha256:")).exists()
+    assert default_root({"PIPELINE_CACHE": "/c"}) == Path("/c/registry")
+    assert default_root({"HOME": "/h"}) == Path("/h/.cache/lockpipe/registry")
