@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from pipeline.build.plan import built_here
 from pipeline.build.run import Settings, build_target
 from pipeline.cli.options import state_dir, targets
 from pipeline.engines import get_engine
-from pipeline.lock.model import load_lock
+from pipeline.errors import UsageError
+from pipeline.lock.model import Lock, load_lock
 from pipeline.log import echo
 from pipeline.verify.reproduce import reproduce_and_explain
 
@@ -31,7 +33,26 @@ def do_reproduce(args: argparse.Namespace) -> int:
                         mirror=args.mirror, force=True)  # fmt: skip
     # Two builds each; when they differ, both images are read and compared down to the file.
     names = built_here(loaded, targets(args, loaded), "reproduce")
+    if args.across_engines:
+        return _across(args, loaded, names, settings)
     results = [reproduce_and_explain(loaded, n, engine, settings) for n in names]
     for r in results:
         echo(str(r), style=None if r.same else "yellow")
     return 0 if all(r.same for r in results) else 1
+
+
+def _across(args: argparse.Namespace, lock: Lock, names: list[str], settings: Settings) -> int:
+    """One build per engine (records kept, so a later plain build is a no-op), then the
+    file trees compared pairwise; exit 1 when any pair differs, as a failed reproduce."""
+    from pipeline.verify.across import build_across
+
+    wanted = [e.strip() for e in args.across_engines.split(",") if e.strip()]
+    if len(wanted) < 2:
+        raise UsageError(f"--across-engines {args.across_engines!r}: name two engines or more")
+    engines = [get_engine(e) for e in wanted]  # EngineMissing names what to install
+    same = True
+    for n in names:
+        for comparison in build_across(lock, n, engines, replace(settings, force=False)):
+            echo(f"{n}: {comparison}", style=None if comparison.same else "yellow")
+            same = same and comparison.same
+    return 0 if same else 1

@@ -39,7 +39,7 @@ def test_a_published_image_is_smoked_by_digest_without_a_local_build(
                          "--to", PREFIX)  # fmt: skip
     assert published.returncode == 0, published.stderr[-3000:]
     images = json.loads((llama_cpu.lock.parent / "images.json").read_text())
-    pinned = images["llama-cpu"]
+    pinned = images["images"]["llama-cpu"]
     assert pinned["digest"].startswith("sha256:")
 
     fresh = tmp_path / "fresh-state"  # a host that never built it: no build record

@@ -9,6 +9,8 @@ owner's names ("root") that buildah leaves empty.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,3 +99,34 @@ def test_docker_tree_differs_where_its_step_wrote(
         return  # a dockerd with rewrite-timestamp: mtimes may agree; nothing more to hold
     assert differing >= WRITTEN, comparison.text()
     assert "mtime" in comparison.fields()
+
+
+@pytest.mark.buildah
+@pytest.mark.podman
+@pytest.mark.docker
+def test_reproduce_across_engines_from_the_command_line(
+    busybox_base: tuple[str, str], tmp_path: Path
+) -> None:
+    """`lockpipe reproduce --across-engines buildah,docker`: docker 20.10's tree differs, so
+    it exits 1 and names the differing paths; podman and buildah's identical trees exit 0."""
+    lock = _lock(tmp_path, busybox_base)
+    for name in ("buildah", "podman", "docker"):
+        _engine(name)  # on CI a missing engine fails here, not as a skipped comparison
+
+    def reproduce(engines: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "pipeline", "reproduce", "app", "--lock", str(lock.path),
+                "--state", str(tmp_path / "s"), "--across-engines", engines]  # fmt: skip
+        return subprocess.run(argv, text=True, capture_output=True, check=False,
+                              cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+
+    both = reproduce("buildah,podman")
+    assert both.returncode == 0, both.stderr[-2000:]
+    assert "buildah vs podman: the same file tree" in both.stdout + both.stderr
+    docker = reproduce("buildah,docker")
+    out = docker.stdout + docker.stderr
+    if "the same file tree" in out:  # a dockerd that clamps file times (>= 26, where honoured)
+        assert docker.returncode == 0
+        return
+    assert docker.returncode == 1, out[-2000:]
+    assert "buildah vs docker:" in out and "/app/greeting" in out, out[-2000:]
+    assert "Traceback" not in out
