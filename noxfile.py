@@ -35,6 +35,8 @@ VERBS = [
     "smoke",
     "preflight",
     "deploy",
+    "publish",
+    "verify",
 ]
 
 

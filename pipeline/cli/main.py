@@ -27,19 +27,27 @@ VERBS: dict[str, tuple[str, str]] = {
     "reproduce": ("build:do_reproduce", "build each target twice without cache and compare"),
     "lint": ("check:do_lint", "check every Dockerfile against the pinning rules"),
     "lock": ("check:do_lock", "bring pip hashes and drift fingerprints up to date (after review)"),
-    "refresh-digests": ("refresh:do_refresh", "re-resolve base image digests at their registries"),
+    "refresh-digests": ("refresh:do_refresh", "re-resolve every pin upstream (bases, llama.cpp, "
+                        "the Hub; newer pip releases reported) and write one reviewable change"),
     "payloads": ("serve:do_payloads", "fetch and verify the payloads of the lock (or NAME…)"),
     "smoke": ("serve:do_smoke", "run each built image with its payloads and check it serves"),
     "preflight": ("preflight:do_preflight", "check each target's KV cache and memory against "
                   "its card, before anything starts"),
     "deploy": ("deploy:do_deploy", "render, check and install a podman quadlet for one "
                "smoke-tested target"),
+    "publish": ("publish:do_publish", "push each built image by digest with its provenance "
+                "(--to REGISTRY/PREFIX); record it in images.json"),
+    "verify": ("publish:do_verify", "check a published image against its provenance and the "
+               "lock (--image REF@sha256:… or --published)"),
 }  # fmt: skip
 EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "payloads": options.add_payload_options,
     "smoke": options.add_smoke_options,
     "preflight": options.add_preflight_options,
     "deploy": options.add_deploy_options,
+    "reproduce": options.add_reproduce_options,
+    "publish": options.add_publish_options,
+    "verify": options.add_verify_options,
 }
 
 
@@ -59,8 +67,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             p.add_argument("--check", action="store_true", help="fail on drift instead of writing")
             p.set_defaults(targets=[])
         elif verb == "refresh-digests":
-            p.add_argument("targets", nargs="*", metavar="BASE")
-            p.add_argument("--check", action="store_true", help="fail if a digest moved; no write")
+            options.add_refresh_options(p)
         else:
             p.add_argument("targets", nargs="*", metavar="TARGET")
         if verb in EXTRA_OPTIONS:

@@ -102,6 +102,7 @@ def add_smoke_options(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for a held port to clear (90)")  # fmt: skip
     p.add_argument("--out", type=Path, default=None,
                    help="logs, smoke.json and smoke.junit.xml (default STATE/smoke)")  # fmt: skip
+    add_image_options(p)
 
 
 def add_preflight_options(p: argparse.ArgumentParser) -> None:
@@ -177,6 +178,90 @@ def add_deploy_options(p: argparse.ArgumentParser) -> None:
                    "ExecStartPre)")  # fmt: skip
     p.add_argument("--port-timeout", type=float, default=90.0,
                    help="seconds to wait for a held port to clear (90)")  # fmt: skip
+    add_image_options(p)
+
+
+def add_reproduce_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--across-engines", nargs="?", const="buildah,podman,docker", metavar="A,B,…",
+                   help="build each target once with each engine (default buildah,podman,docker) "
+                   "and compare the file trees, ignoring the tar encoding")  # fmt: skip
+
+
+def add_image_options(p: argparse.ArgumentParser) -> None:
+    """--image REF@sha256:… or --published: an image pushed by ``publish``, not a local build."""
+    p.add_argument("--image", metavar="REF@sha256:…",
+                   help="a published image by digest, pulled instead of the local build "
+                   "record's")  # fmt: skip
+    p.add_argument("--published", action="store_true",
+                   help="the image images.json (beside the lock) records for the "
+                   "target")  # fmt: skip
+
+
+def add_publish_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--to", metavar="REGISTRY/PREFIX", default=_env("PIPELINE_PUBLISH_TO"),
+                   help="where images go, as PREFIX/TARGET:KEY12 (PIPELINE_PUBLISH_TO; "
+                   "loopback registries use plain HTTP)")  # fmt: skip
+
+
+def add_verify_options(p: argparse.ArgumentParser) -> None:
+    add_image_options(p)
+    p.add_argument("--rebuild", action="store_true",
+                   help="also rebuild here without cache and compare with the published "
+                   "digest")  # fmt: skip
+
+
+DEFAULT_GITHUB_API = "https://api.github.com"
+DEFAULT_PYPI = "https://pypi.org"
+REFRESH_KINDS = ("bases", "sources", "payloads", "pip")  # pipeline.refresh.model.KINDS
+
+
+def add_refresh_options(p: argparse.ArgumentParser) -> None:
+    """refresh-digests: what to refresh, whether to write, where the report goes, which APIs.
+
+    ``HF_ENDPOINT`` is read as huggingface_hub reads it; ``GITHUB_TOKEN`` and ``HF_TOKEN``
+    are read when the refresh runs (pipeline.cli.refresh), never shown as a default here.
+    """
+    p.add_argument(
+        "targets",
+        nargs="*",
+        metavar="NAME",
+        help="entries to refresh: any kind's name, or KIND.NAME (default: all)",
+    )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="the same as NAME…, after other options",
+    )
+    p.add_argument("--kind", choices=REFRESH_KINDS, help="refresh only this table of the lock")
+    p.add_argument(
+        "--check", action="store_true", help="fail (exit 3) if anything would change; write nothing"
+    )
+    p.add_argument("--dry-run", action="store_true", help="resolve and report; write nothing")
+    p.add_argument(
+        "--report-md",
+        type=Path,
+        metavar="FILE",
+        help="write the Markdown report (a pull request body) here",
+    )
+    p.add_argument("--report-json", type=Path, metavar="FILE", help="write the JSON report here")
+    p.add_argument(
+        "--github-api",
+        default=_env("PIPELINE_GITHUB_API") or DEFAULT_GITHUB_API,
+        help="GitHub's API (PIPELINE_GITHUB_API; default api.github.com; "
+        "GITHUB_TOKEN is sent when set)",
+    )
+    p.add_argument(
+        "--hub",
+        default=(_env("HF_ENDPOINT") or "https://huggingface.co"),
+        help="the Hugging Face Hub (HF_ENDPOINT; HF_TOKEN for gated repositories)",
+    )
+    p.add_argument(
+        "--pypi",
+        default=_env("PIPELINE_PYPI") or DEFAULT_PYPI,
+        help="the package index's JSON API (PIPELINE_PYPI; default pypi.org)",
+    )
 
 
 def quiet() -> bool:

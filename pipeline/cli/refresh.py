@@ -1,30 +1,82 @@
-"""The ``refresh-digests`` verb: re-resolve what the lock pins, write one reviewable change."""
+"""The ``refresh-digests`` verb: re-resolve every pin upstream, write one reviewable change.
+
+Everything is resolved before anything is written; the report files and the
+lock are each written atomically, the lock last, and only when something moved
+(never with ``--check`` or ``--dry-run``). Any failure leaves the lock as it was.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 
 from pipeline.errors import DriftError
-from pipeline.lock.model import load_lock, write_lock
+from pipeline.fs import write_atomic
+from pipeline.lock.model import Lock, load_lock, write_lock
 from pipeline.log import echo
-from pipeline.refresh.bases import refresh_bases
+from pipeline.payloads.sources import hf_token
+from pipeline.refresh import report
+from pipeline.refresh.api import Api
+from pipeline.refresh.archive import fetch_unpinned, tree_hash
+from pipeline.refresh.bases import default_registry
+from pipeline.refresh.plan import World, apply, resolve, select
+from pipeline.refresh.sources import Archives
+
+
+def world(args: argparse.Namespace) -> World:
+    """The real clients, configured from the options and the tokens in the environment."""
+    cache, mirror = args.cache, args.mirror
+    github = Api(
+        base=args.github_api,
+        name="GitHub's API",
+        refused="set GITHUB_TOKEN (a token also lifts the anonymous limit of 60 requests an hour)",
+        token=os.environ.get("GITHUB_TOKEN") or None,
+    )
+    hub = Api(
+        base=args.hub,
+        name="the Hub",
+        token=hf_token(os.environ),
+        refused="gated or private: set HF_TOKEN and accept the repository's licence "
+        "on its Hub page",
+    )
+    pypi = Api(
+        base=args.pypi,
+        name="the package index",
+        refused="check PIPELINE_PYPI and the index's credentials",
+    )
+    archives = Archives(
+        fetch=lambda url: fetch_unpinned(url, cache, mirror), tree=tree_hash, cache=cache
+    )
+    return World(registry=default_registry(), github=github, hub=hub, pypi=pypi,
+                 archives=archives)  # fmt: skip
 
 
 def do_refresh(args: argparse.Namespace) -> int:
-    loaded = load_lock(args.lock)
-    doc, changes = refresh_bases(loaded, args.targets)
-    for change in changes:
-        echo(str(change))
+    loaded: Lock = load_lock(args.lock)
+    chosen = select(loaded, [*args.targets, *args.only], args.kind)
+    outcome = resolve(loaded, chosen, world(args))
+    doc = apply(loaded, outcome)
+    for line in report.lines(outcome):
+        echo(line)
+    if args.report_md:
+        write_atomic(args.report_md, report.markdown(outcome, str(args.lock)))
+    if args.report_json:
+        write_atomic(args.report_json, report.as_json(outcome, str(args.lock)))
+    n = len(outcome.changes)
     if args.check:
-        if changes:
-            raise DriftError(f"{args.lock}: {len(changes)} base digest(s) moved; run nox -s "
+        if n:
+            raise DriftError(f"{args.lock}: {n} pin(s) moved upstream; run nox -s "
                              "refresh-digests and review the diff")  # fmt: skip
-        echo(f"{args.lock}: every base digest is current")
+        echo(f"{args.lock}: every pin checked is current")
         return 0
-    if doc == loaded.document:
-        echo(f"{args.lock}: every base digest is current; nothing written")
+    if not n or doc == loaded.document:
+        echo(f"{args.lock}: every pin checked is current; nothing written")
+        return 0
+    if args.dry_run:
+        echo(f"{args.lock}: {n} entr{'y' if n == 1 else 'ies'} would change (--dry-run: "
+             "nothing written)")  # fmt: skip
         return 0
     write_lock(args.lock, doc)
-    echo(f"{args.lock}: {len(changes)} digest(s) and their origins updated; "
+    echo(f"{args.lock}: {n} entr{'y' if n == 1 else 'ies'} and their origins updated; "
          f"review with git diff {args.lock}")  # fmt: skip
     return 0

@@ -26,10 +26,9 @@ Modality = Literal["text", "vision", "audio"]
 
 DEFAULT_PLATFORM = "linux/amd64"
 REFRESH = "run nox -s refresh-digests"
-# refresh-digests re-resolves base images; sources and payloads are pinned by hand for now.
 PIN_BY_HAND = (
-    "pin it from the publisher's release or file page (nox -s refresh-digests covers "
-    "base images only, for now)"
+    "pin it from the publisher's release or file page, or run nox -s refresh-digests -- NAME "
+    "(it reads revisions, sizes and hashes from the Hub's API)"
 )
 
 

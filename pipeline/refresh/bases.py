@@ -1,73 +1,120 @@
-"""Re-resolve what the lock pins by tag, and write the change for review.
+"""Base images: re-resolve each ``bases.NAME.ref`` for the platforms the lock requires.
 
-Today this covers base images: each ``bases.NAME.ref`` is asked of its registry
-(HEAD on the manifest, which answers with the digest of the tag's index or
-manifest), and a changed digest is written with a fresh ``origin``. Every
-reference is resolved before anything is written, so a dead registry leaves
-the lock untouched; the write is canonical and atomic, and the fingerprints
-are brought up to date, so the result is one reviewable diff.
+Every base is asked of its registry at once (``resolve_many``, a bounded pool
+that shares tokens per host). The index digest stays the entry's ``digest``;
+the child digest of each required platform goes to ``platforms``, the
+image's version label to ``version_label``, so the next refresh can tell a
+rebuild of the same version from a new one. A failure to resolve any base is
+an error for the whole refresh: nothing is written on half an answer.
 """
 
 from __future__ import annotations
 
-import copy
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date
-from typing import Any
+from typing import Any, Protocol
 
-from pipeline.errors import RegistryError, UsageError
-from pipeline.lock.fingerprint import relock
-from pipeline.lock.model import Lock, parse_lock
+from pipeline.errors import RegistryError
+from pipeline.lock.model import Base, Lock
 from pipeline.lock.refs import parse_ref
-from pipeline.registry.client import manifest_digest
+from pipeline.refresh import rules
+from pipeline.refresh.model import Change, Moved, Warn
 
-LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
+
+class Answer(Protocol):
+    """What :class:`pipeline.registry.client.Resolved` offers a refresh."""
+
+    @property
+    def digest(self) -> str: ...
+    @property
+    def platforms(self) -> Any: ...  # Mapping[str, str]: required platform -> child digest
+    @property
+    def available(self) -> tuple[str, ...]: ...
+    @property
+    def version_label(self) -> str | None: ...
 
 
 @dataclass(frozen=True, kw_only=True)
-class Change:
-    name: str
-    ref: str
-    old: str | None
-    new: str
+class Registry:
+    """How bases are resolved: the registry client's functions, or a test's."""
 
-    def __str__(self) -> str:
-        return f"bases.{self.name}: {self.ref} {self.old or '(unpinned)'} -> {self.new}"
+    resolve_many: Callable[[Sequence[str], tuple[str, ...]], Sequence[Answer | RegistryError]]
+    exists: Callable[[str], bool]
 
 
-def insecure(ref: str) -> bool:
-    """Plain HTTP for loopback registries, as the engines do by default."""
-    registry = parse_ref(ref).registry
-    return registry.rsplit(":", 1)[0] in LOOPBACK or registry in LOOPBACK
+def default_registry() -> Registry:
+    from pipeline.registry import client
+
+    return Registry(
+        resolve_many=lambda refs, platforms: client.resolve_many(refs, platforms=platforms),
+        exists=client.exists,
+    )
+
+
+def required(base: Base) -> tuple[str, ...]:
+    """The lock's platform first, then every other platform it recorded."""
+    return (base.platform, *sorted(set(base.platforms) - {base.platform}))
+
+
+def resolve_all(bases: Sequence[Base], registry: Registry) -> dict[str, Answer]:
+    """Each base's answer; a RegistryError for the first that fails, naming it."""
+    groups: dict[tuple[str, ...], list[Base]] = defaultdict(list)
+    for base in bases:
+        groups[required(base)].append(base)
+    out: dict[str, Answer] = {}
+    for platforms, members in groups.items():
+        answers = registry.resolve_many([b.ref for b in members], platforms)
+        for base, answer in zip(members, answers, strict=True):
+            if isinstance(answer, RegistryError) and len(platforms) > 1:
+                # A recorded platform may be gone: ask for the lock's own one alone, and
+                # let the platform-gone warning say what went.
+                answer = registry.resolve_many([base.ref], (base.platform,))[0]
+            if isinstance(answer, RegistryError):
+                raise RegistryError(f"bases.{base.name}: {answer}; nothing was written")
+            out[base.name] = answer
+    return out
+
+
+def _offered(base: Base, answer: Answer) -> set[str]:
+    """The platforms the tag offers now (a single manifest: the lock's own one)."""
+    return set(answer.available) | set(answer.platforms) or {base.platform}
 
 
 def refresh_bases(
-    lock: Lock,
-    names: Sequence[str] = (),
-    *,
-    resolve: Callable[[str, bool], str] = lambda ref, plain: manifest_digest(ref, insecure=plain),
-    today: str | None = None,
-) -> tuple[dict[str, Any], list[Change]]:
-    """The lock document with re-resolved base digests, and what changed."""
-    unknown = [n for n in names if n not in lock.bases]
-    if unknown:
-        raise UsageError(f"{', '.join(unknown)}: not in bases; choose from {', '.join(lock.bases)}")
-    doc: dict[str, Any] = copy.deepcopy(dict(lock.document))
-    changes = []
-    for name in names or sorted(lock.bases):
-        base = lock.bases[name]
-        registry = parse_ref(base.ref).registry
-        try:
-            digest = resolve(base.ref, insecure(base.ref))
-        except RegistryError as exc:
-            raise RegistryError(f"bases.{name}: {exc}; nothing was written") from None
-        if digest != base.digest:
-            # Only a moved digest gets a new origin: an unchanged entry keeps its
-            # provenance and notes, so a refresh with no change writes nothing.
-            entry = doc["bases"][name]
-            entry["digest"] = digest
-            entry["origin"] = {"source": f"registry {registry}: HEAD of the tag's manifest",
-                               "seen": today or date.today().isoformat()}  # fmt: skip
-            changes.append(Change(name=name, ref=base.ref, old=base.digest, new=digest))
-    return relock(parse_lock(doc, lock.path, lock.root)), changes
+    lock: Lock, names: Sequence[str], registry: Registry
+) -> tuple[list[Change], list[Warn]]:
+    """The changes to the named bases (only those whose upstream moved) and the warnings."""
+    bases = [lock.bases[n] for n in names]
+    answers = resolve_all(bases, registry)
+    changes, warns = [], []
+    for base in bases:
+        a = answers[base.name]
+        platforms = {p: d for p, d in sorted(a.platforms.items()) if p in required(base)}
+        warns += rules.platforms_gone(base.name, base.platforms, {p: "" for p in _offered(base, a)})
+        moved = [Moved("digest", base.digest, a.digest)] if a.digest != base.digest else []
+        moved += [Moved(f"platforms.{p}", base.platforms.get(p), d)
+                  for p, d in platforms.items() if base.platforms.get(p) != d]  # fmt: skip
+        label = a.version_label
+        if label is not None and label != base.version_label:
+            moved.append(Moved("version_label", base.version_label, label))
+        if not moved:
+            continue
+        digest_moved = a.digest != base.digest
+        warns += rules.label_unchanged(base.name, base.version_label, label, digest_moved)
+        if digest_moved and base.digest is not None:
+            old = parse_ref(base.ref).pinned(base.digest)
+            warns += rules.unfetchable(base.name, base.digest, registry.exists(old))
+        updates: dict[str, Any] = {"digest": a.digest}
+        if platforms:
+            updates["platforms"] = platforms
+        if label is not None:
+            updates["version_label"] = label
+        registry_host = parse_ref(base.ref).registry
+        changes.append(Change(
+            kind="bases", name=base.name, what=base.ref, moved=tuple(moved), updates=updates,
+            tag=label or parse_ref(base.ref).tag,
+            source=f"registry {registry_host}: the tag's manifest"
+            + (f" and its {', '.join(platforms)} child" if platforms else ""),
+        ))  # fmt: skip
+    return changes, warns

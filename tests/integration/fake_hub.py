@@ -12,7 +12,11 @@ shapes the real Hub answers with:
           "lfs": {"oid": <sha256>, "size": N, "pointerSize": ...}},  # LFS files only
          {"type": "directory", "oid": <git tree sha1>, "size": 0, "path": ...}]
     GET /api/models/{org}/{name}/revision/{rev}
-        {"id": repo, "sha": commit, "siblings": [{"rfilename": path}, ...]}
+        {"id": repo, "sha": commit, "lastModified": date, "siblings": [{"rfilename": path}, ...]}
+        (also for an older commit listed in ``FakeHub.past``: its sha and date, no files)
+
+A repository in ``FakeHub.gated`` answers 401 to any request without
+``Authorization: Bearer <its token>``, as a gated repository does.
 
 ``rev`` is the commit or the branch ``main``. As on the Hub, files over 10 MB
 and ``*.safetensors`` are LFS: their tree ``oid`` is the git blob id of their
@@ -80,6 +84,7 @@ class Repo:
     name: str
     commit: str
     files: dict[str, RepoFile] = field(default_factory=dict)
+    date: str = "2026-11-01T00:00:00.000Z"  # lastModified of the commit
 
     def tree(self, folder: str, recursive: bool) -> list[dict[str, Any]]:
         prefix = f"{folder.strip('/')}/" if folder.strip("/") else ""
@@ -161,6 +166,8 @@ class FakeHub(ThreadingHTTPServer):
         self.repos: dict[str, Repo] = {}
         self.flipped: set[tuple[str, str]] = set()
         self.requests: list[str] = []
+        self.past: dict[tuple[str, str], str] = {}  # (repo, older commit) -> its date
+        self.gated: dict[str, str] = {}  # repo -> the token it needs
         self.lock = threading.Lock()
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -199,12 +206,16 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.requests.append(path)
         if api := _API.fullmatch(path):
+            old = self.server.past.get((api[1], api[3]))
+            if api[2] == "revision" and old is not None and self._allowed(api[1]):
+                return self._json({"id": api[1], "sha": api[3], "lastModified": old})
             repo = self._repo(api[1], api[3])
             if repo is None:
                 return None
             if api[2] == "revision":
                 siblings = [{"rfilename": p} for p in sorted(repo.files)]
-                return self._json({"id": repo.name, "sha": repo.commit, "siblings": siblings})
+                return self._json({"id": repo.name, "sha": repo.commit, "lastModified": repo.date,
+                                   "siblings": siblings})  # fmt: skip
             recursive = parse_qs(url.query).get("recursive", ["false"])[0].lower() == "true"
             return self._json(repo.tree(api[4] or "", recursive))
         resolve = _RESOLVE.fullmatch(path)
@@ -218,9 +229,13 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, "Entry not found", {"X-Error-Code": "EntryNotFound"})
         return self._file(repo, f, head)
 
+    def _allowed(self, name: str) -> bool:
+        token = self.server.gated.get(name)
+        return token is None or self.headers.get("Authorization") == f"Bearer {token}"
+
     def _repo(self, name: str, rev: str) -> Repo | None:
         repo = self.server.repos.get(name)
-        if repo is None:
+        if repo is None or not self._allowed(name):
             self._error(401, "Repository not found", {"X-Error-Code": "RepoNotFound"})
             return None
         if rev not in (repo.commit, "main"):

@@ -1,20 +1,30 @@
-"""refresh-digests against the real loopback registry."""
+"""refresh-digests on base images against the real loopback registry: a tag that moves,
+--check, and registry faults that must leave the lock byte for byte as it was."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pipeline.errors import RegistryError
+from pipeline.errors import DriftError, RegistryError
+from tests.bases import BUSYBOX, push_busybox_base, push_scratch_image
 from tests.lockfactory import doc, make_repo
+from tests.policy import unavailable
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
+ORIGIN = {"source": "pushed by the test", "seen": "2026-01-01", "note": "keep me"}
 
 
 def refresh(lock: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -25,24 +35,63 @@ def refresh(lock: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def test_a_moved_tag_is_written_with_its_origin_and_a_current_fingerprint(
-    busybox_base: tuple[str, str], tmp_path: Path
-) -> None:
-    ref, digest = busybox_base
+@pytest.fixture
+def moved_tag(registry: str, tmp_path: Path) -> tuple[str, str, str]:
+    """(ref, digest before, digest after) of a fresh tag pushed twice with other content."""
+    if shutil.which("buildah") is None or not BUSYBOX.is_file():
+        unavailable("buildah and busybox-static are needed to push the test images")
+    name = f"lockpipe-test/refresh-{uuid.uuid4().hex[:8]}:1"
+    ref, before = push_busybox_base(registry, tmp_path / "one", name)
+    (tmp_path / "two").mkdir()
+    (tmp_path / "two" / "stamp").write_text(uuid.uuid4().hex)
+    _, after = push_scratch_image(tmp_path / "two", "FROM scratch\nCOPY stamp /stamp\n", ref)
+    assert before != after
+    return ref, before, after
+
+
+def _lock(tmp_path: Path, bases: dict[str, Any]) -> Path:
     document = doc()
-    document["bases"]["busybox"] = {"ref": ref, "digest": "sha256:" + "0" * 64}
-    lock = make_repo(tmp_path, document)
+    document["bases"] = bases
+    return make_repo(tmp_path / "checkout", document)
 
-    check = refresh(lock, "--check")
-    assert check.returncode == 3 and "1 base digest(s) moved" in check.stderr
 
-    result = refresh(lock)
+def test_a_moved_tag_is_exactly_one_change_with_its_report(
+    moved_tag: tuple[str, str, str], busybox_base: tuple[str, str], tmp_path: Path
+) -> None:
+    ref, before, after = moved_tag
+    still, still_digest = busybox_base
+    lock = _lock(tmp_path, {
+        "busybox": {"ref": ref, "digest": before, "origin": dict(ORIGIN)},
+        "steady": {"ref": still, "digest": still_digest, "origin": dict(ORIGIN)},
+    })  # fmt: skip
+    original = lock.read_bytes()
+
+    check = refresh(lock, "--check", "--kind", "bases")
+    assert check.returncode == DriftError.return_code, check.stderr
+    assert "1 pin(s) moved upstream" in check.stderr and lock.read_bytes() == original
+
+    dry = refresh(lock, "--dry-run", "--kind", "bases")
+    assert dry.returncode == 0 and "would change" in dry.stderr and lock.read_bytes() == original
+
+    md, js = tmp_path / "report.md", tmp_path / "report.json"
+    result = refresh(lock, "--kind", "bases", "--report-md", str(md), "--report-json", str(js))
     assert result.returncode == 0, result.stderr
-    assert f"bases.busybox: {ref} sha256:{'0' * 64} -> {digest}" in result.stderr
     written = json.loads(lock.read_text())
-    assert written["bases"]["busybox"]["digest"] == digest
+    assert written["bases"]["busybox"]["digest"] == after
     assert written["bases"]["busybox"]["origin"]["source"].startswith("registry 127.0.0.1:5000")
-    assert refresh(lock, "--check").returncode == 0
+    assert written["bases"]["steady"] == json.loads(original)["bases"]["steady"]  # origin kept
+    (change,) = json.loads(js.read_text())["changes"]
+    assert (change["key"], change["moved"][0]) == (
+        "bases.busybox", {"key": "digest", "old": before, "new": after})  # fmt: skip
+    assert f"| digest | `{before}` | `{after}` |" in md.read_text()
+    assert "1 entry changed of 2 checked (bases 2)" in md.read_text()
+    # skopeo, an independent client, sees the digest the lock now pins
+    if shutil.which("skopeo"):
+        argv = ["skopeo", "inspect", "--tls-verify=false", "--no-tags", f"docker://{ref}"]
+        inspect = subprocess.run(argv, capture_output=True, text=True, check=True)
+        assert json.loads(inspect.stdout)["Digest"] == after
+    again = refresh(lock, "--check")
+    assert again.returncode == 0, again.stderr
     lock_check = subprocess.run(
         [sys.executable, "-m", "pipeline", "lock", "--check", "--lock", str(lock)],
         cwd=REPO, capture_output=True, check=False, env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -50,34 +99,121 @@ def test_a_moved_tag_is_written_with_its_origin_and_a_current_fingerprint(
     assert lock_check.returncode == 0
 
 
-def test_a_dead_registry_names_the_ref_and_writes_nothing(tmp_path: Path) -> None:
-    document = doc()
-    document["bases"]["busybox"]["ref"] = "127.0.0.1:9/lockpipe-test/busybox:1"
-    lock = make_repo(tmp_path, document)
-    before = lock.read_text()
-    result = refresh(lock)
-    assert result.returncode == RegistryError.return_code  # 18: the one table
-    assert (
-        "bases.busybox: 127.0.0.1:9/lockpipe-test/busybox:1: registry 127.0.0.1:9 unreachable"
-        in (result.stderr)
-    )
-    assert "nothing was written" in result.stderr
-    assert "Traceback" not in result.stderr
-    assert lock.read_text() == before
-
-
-def test_a_refresh_with_nothing_moved_writes_nothing(
+def test_a_pinned_digest_the_registry_no_longer_has_is_warned_about(
     busybox_base: tuple[str, str], tmp_path: Path
 ) -> None:
     ref, digest = busybox_base
-    document = doc()
-    document["bases"]["busybox"] = {
-        "ref": ref, "digest": digest,
-        "origin": {"source": "pushed by the test", "seen": "2026-01-01", "note": "keep me"},
-    }  # fmt: skip
-    lock = make_repo(tmp_path, document)
-    before = lock.read_text()
+    lock = _lock(tmp_path, {"busybox": {"ref": ref, "digest": "sha256:" + "0" * 64}})
+    md = tmp_path / "report.md"
+    result = refresh(lock, "--report-md", str(md), "--kind", "bases")
+    assert result.returncode == 0, result.stderr
+    assert "(unfetchable): the pinned sha256:" + "0" * 64 in md.read_text()
+    assert json.loads(lock.read_text())["bases"]["busybox"]["digest"] == digest
+
+
+class _Refuses(BaseHTTPRequestHandler):
+    """A registry that refuses every request with a Basic challenge."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_HEAD(self) -> None:
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Basic realm="test"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_HEAD
+
+
+@pytest.fixture
+def refusing() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Refuses)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("fault", ["unreachable", "unknown-tag", "refused"])
+def test_a_registry_fault_names_the_base_and_leaves_the_lock_byte_identical(
+    fault: str, busybox_base: tuple[str, str], registry: str, refusing: str, tmp_path: Path
+) -> None:
+    ref, digest = busybox_base
+    bad = {"unreachable": "127.0.0.1:9/lockpipe-test/busybox:1",
+           "unknown-tag": f"{registry}/lockpipe-test/busybox:no-such-tag",
+           "refused": f"{refusing}/lockpipe-test/busybox:1"}[fault]  # fmt: skip
+    lock = _lock(tmp_path, {
+        "busybox": {"ref": ref, "digest": "sha256:" + "0" * 64},  # moves: yet nothing is written
+        "bad": {"ref": bad, "digest": digest},
+    })  # fmt: skip
+    before = lock.read_bytes()
+    result = refresh(lock, "--report-md", str(tmp_path / "r.md"))
+    assert result.returncode == RegistryError.return_code, result.stderr
+    assert "bases.bad: " in result.stderr and "nothing was written" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert lock.read_bytes() == before
+    assert not (tmp_path / "r.md").exists()
+
+
+def push_index(ref: str, arches: tuple[str, ...], label: str, work: Path) -> str:
+    """Push a multi-arch index of tiny scratch images (each labelled with version ``label``)
+    as ``ref`` with buildah; its digest."""
+    stamp = uuid.uuid4().hex[:8]
+    made = []
+
+    def bah(*args: str) -> str:
+        done = subprocess.run(["buildah", *args], capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    try:
+        for arch in arches:
+            (work / arch).write_text(f"{arch} {stamp}\n")
+            ctr = bah("from", "scratch")
+            bah("copy", ctr, str(work / arch), "/stamp")
+            bah("config", "--arch", arch, "--os", "linux", "--label",
+                f"org.opencontainers.image.version={label}", ctr)  # fmt: skip
+            made.append(f"localhost/lockpipe-refresh-{arch}:{stamp}")
+            bah("commit", "-q", ctr, made[-1])
+            bah("rm", ctr)
+        index = f"localhost/lockpipe-refresh-index:{stamp}"
+        bah("manifest", "create", index)
+        made.append(index)
+        for image in made[:-1]:
+            bah("manifest", "add", index, f"containers-storage:{image}")
+        bah("manifest", "push", "-q", "--all", "--tls-verify=false", "--digestfile",
+            str(work / "digest"), index, f"docker://{ref}")  # fmt: skip
+        return (work / "digest").read_text().strip()
+    finally:
+        for image in reversed(made):
+            subprocess.run(["buildah", "rmi", image], capture_output=True, check=False)
+
+
+def test_a_multi_arch_index_records_its_platforms_and_warns_when_one_goes(
+    registry: str, tmp_path: Path
+) -> None:
+    if shutil.which("buildah") is None:
+        unavailable("buildah is needed to push the test index")
+    ref = f"{registry}/lockpipe-test/refresh-index-{uuid.uuid4().hex[:8]}:1"
+    first = push_index(ref, ("amd64", "arm64"), "1.0", tmp_path)
+    zero = "sha256:" + "0" * 64
+    lock = _lock(tmp_path, {"busybox": {
+        "ref": ref, "digest": zero, "platform": "linux/amd64",
+        "platforms": {"linux/amd64": zero, "linux/arm64": zero}}})  # fmt: skip
     result = refresh(lock)
     assert result.returncode == 0, result.stderr
-    assert "every base digest is current; nothing written" in result.stderr
-    assert lock.read_text() == before
+    entry = json.loads(lock.read_text())["bases"]["busybox"]
+    assert entry["digest"] == first and entry["version_label"] == "1.0"
+    assert set(entry["platforms"]) == {"linux/amd64", "linux/arm64"} and zero not in entry[
+        "platforms"].values()  # fmt: skip
+
+    second = push_index(ref, ("amd64",), "1.0", tmp_path)  # arm64 dropped, same version
+    md = tmp_path / "report.md"
+    result = refresh(lock, "--report-md", str(md))
+    assert result.returncode == 0, result.stderr
+    entry = json.loads(lock.read_text())["bases"]["busybox"]
+    assert entry["digest"] == second and set(entry["platforms"]) == {"linux/amd64"}
+    report = md.read_text()
+    assert "(platform-gone): platform gone: linux/arm64" in report
+    assert "(label-unchanged): the digest changed while the version label stayed '1.0'" in report
+    assert "1 entry changed of 1 checked (bases 1)" in report

@@ -176,3 +176,32 @@ def test_a_target_input_that_is_not_a_name_is_refused(tmp_path: Path, targets: s
     rc, chosen, out = _choose(tmp_path, PINNED_PLAN, targets=targets)
     assert (rc, chosen) == (64, ""), out
     assert "::error::not a target name" in out
+
+
+# The scheduled refresh (.github/workflows/refresh.yml); its pull-request step is run
+# with a FAKE gh in tests/unit/test_refresh_jobs.py.
+REFRESH = REPO / ".github/workflows/refresh.yml"
+
+
+def test_the_refresh_workflow_is_valid_and_clean_under_zizmor() -> None:
+    schema = [_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows",
+              str(REFRESH)]  # fmt: skip
+    for argv in (schema, [_tool("zizmor"), "--offline", "--no-progress", "--persona", "auditor",
+                          str(REFRESH)]):  # fmt: skip
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_refresh_workflow_is_scheduled_least_privilege_and_pinned() -> None:
+    flow = yaml.safe_load(REFRESH.read_text())
+    on = flow.get("on", flow.get(True))
+    assert on["schedule"][0]["cron"] and "workflow_dispatch" in on
+    assert flow["permissions"] == {}
+    (job,) = flow["jobs"].values()
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    for step in job["steps"]:
+        if "uses" in step:
+            ref = step["uses"].rpartition("@")[2]
+            assert len(ref) == 40 and all(c in "0123456789abcdef" for c in ref), step["uses"]
+    (run,) = [s["run"] for s in job["steps"] if s.get("name") == "refresh"]
+    assert run.startswith("nox -s refresh-digests -- --report-md")

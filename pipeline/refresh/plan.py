@@ -1,0 +1,100 @@
+"""One refresh: choose the entries, resolve them all, then make the new lock document.
+
+:func:`select` is pure (names and ``--kind`` → entries per kind). :func:`resolve`
+asks every upstream and returns an :class:`Outcome` without touching the lock
+file; only when all of it succeeded does :func:`apply` make the new document
+(each changed entry with a fresh ``origin``, every other entry as it was, the
+fingerprints brought up to date). Writing it is the caller's one atomic step.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import Any
+
+from pipeline.errors import UsageError
+from pipeline.lock.fingerprint import relock
+from pipeline.lock.model import Lock, parse_lock
+from pipeline.refresh.api import Api
+from pipeline.refresh.bases import Registry, refresh_bases
+from pipeline.refresh.model import KINDS, Change, Kind, Outcome, Warn
+from pipeline.refresh.payloads import refresh_payload
+from pipeline.refresh.pypi import newer_releases
+from pipeline.refresh.sources import Archives, refresh_source
+
+
+@dataclass(frozen=True, kw_only=True)
+class World:
+    """Every upstream a refresh asks: real clients in the CLI, fakes' URLs in tests."""
+
+    registry: Registry
+    github: Api
+    hub: Api
+    pypi: Api
+    archives: Archives
+
+
+def table(lock: Lock, kind: Kind) -> Mapping[str, Any]:
+    return {"bases": lock.bases, "sources": lock.sources, "payloads": lock.payloads,
+            "pip": lock.pip}[kind]  # fmt: skip
+
+
+def select(lock: Lock, names: Sequence[str], kind: Kind | None) -> dict[Kind, list[str]]:
+    """The entries to refresh, per kind: ``names`` (any kind's, or ``kind.name``), narrowed
+    to ``kind``; every entry when no name is given. UsageError for a name the lock lacks."""
+    kinds = [kind] if kind else list(KINDS)
+    if not names:
+        return {k: sorted(table(lock, k)) for k in kinds if table(lock, k)}
+    out: dict[Kind, list[str]] = {k: [] for k in kinds}
+    for name in names:
+        prefix, _, rest = name.partition(".")
+        hits = [k for k in kinds if prefix == k and rest in table(lock, k)]
+        hits = hits or [k for k in kinds if name in table(lock, k)]
+        if not hits:
+            where = f"in {kind}" if kind else "in bases, sources, payloads or pip"
+            known = ", ".join(n for k in kinds for n in sorted(table(lock, k)))
+            raise UsageError(f"{name}: not {where} of {lock.path}; choose from {known}")
+        for k in hits:
+            entry = rest if prefix == k and rest in table(lock, k) else name
+            if entry not in out[k]:
+                out[k].append(entry)
+    return {k: v for k, v in out.items() if v}
+
+
+def resolve(lock: Lock, chosen: Mapping[Kind, Sequence[str]], world: World) -> Outcome:
+    """Ask every upstream about the chosen entries; raises before anything is written."""
+    changes: list[Change] = []
+    warns: list[Warn] = []
+    if chosen.get("bases"):
+        c, w = refresh_bases(lock, chosen["bases"], world.registry)
+        changes += c
+        warns += w
+    for name in chosen.get("sources", ()):
+        change, w = refresh_source(lock.sources[name], world.github, world.archives)
+        changes += [change] if change else []
+        warns += w
+    for name in chosen.get("payloads", ()):
+        change, w = refresh_payload(lock.payloads[name], world.hub)
+        changes += [change] if change else []
+        warns += w
+    pips = list(chosen.get("pip", ()))
+    newer = newer_releases(lock, pips, world.pypi) if pips else ()
+    checked = {k: tuple(v) for k, v in chosen.items()}
+    return Outcome(changes=tuple(changes), warnings=tuple(warns), newer=newer, checked=checked)
+
+
+def apply(lock: Lock, outcome: Outcome, today: str | None = None) -> dict[str, Any]:
+    """The lock document with every change in it, fresh origins on changed entries only,
+    fingerprints brought up to date. Pure: nothing is written."""
+    doc: dict[str, Any] = copy.deepcopy(dict(lock.document))
+    seen = today or date.today().isoformat()
+    for change in outcome.changes:
+        entry = doc[change.kind][change.name]
+        entry.update(copy.deepcopy(dict(change.updates)))
+        entry["origin"] = {"source": change.source, "seen": seen}
+    if not outcome.changes:
+        return doc
+    return relock(parse_lock(doc, lock.path, lock.root))

@@ -1,0 +1,114 @@
+"""A FAKE of GitHub's REST API on 127.0.0.1, for tests only. It is not GitHub.
+
+It answers the few endpoints ``lockpipe refresh-digests`` reads, in the shapes
+GitHub documents (https://docs.github.com/rest), from a literal history:
+
+    GET /repos/{owner}/{repo}/releases/latest   {"tag_name": ...}
+    GET /repos/{owner}/{repo}/commits/{ref}
+        {"sha": ..., "commit": {"committer": {"date": ...}}}
+    GET /repos/{owner}/{repo}/compare/{base}...{head}
+        {"status": "ahead|behind|identical", "ahead_by", "behind_by", "total_commits"}
+
+``ref`` is a commit sha, a tag or a branch. History is one straight line of
+commits, so compare is index arithmetic. With ``token`` set, a request without
+``Authorization: Bearer <token>`` gets 401, as a private repository does;
+``auth_seen`` keeps every Authorization header, for tests that check the token
+travels and nowhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_PATH = re.compile(r"/repos/([^/]+/[^/]+)/(releases/latest|commits/([^/]+)|compare/(.+)\.\.\.(.+))")
+
+
+@dataclass
+class FakeRepo:
+    """A straight history: ``commits`` oldest first as (sha, ISO date); tags and branches."""
+
+    commits: list[tuple[str, str]] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+    branches: dict[str, str] = field(default_factory=dict)
+    latest_release: str | None = None
+
+    def sha(self, ref: str) -> str | None:
+        if ref in self.tags:
+            return self.tags[ref]
+        if ref in self.branches:
+            return self.branches[ref]
+        return ref if any(ref == c for c, _ in self.commits) else None
+
+    def index(self, sha: str) -> int:
+        return [c for c, _ in self.commits].index(sha)
+
+
+class FakeGitHub(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, token: str | None = None) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.repos: dict[str, FakeRepo] = {}
+        self.token = token
+        self.auth_seen: list[str | None] = []
+        self.requests: list[str] = []
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: FakeGitHub
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        srv = self.server
+        srv.requests.append(self.path)
+        srv.auth_seen.append(self.headers.get("Authorization"))
+        if srv.token and self.headers.get("Authorization") != f"Bearer {srv.token}":
+            return self._send(401, {"message": "Bad credentials"})
+        m = _PATH.fullmatch(self.path.split("?")[0])
+        repo = srv.repos.get(m[1]) if m else None
+        if m is None or repo is None:
+            return self._send(404, {"message": "Not Found"})
+        if m[2] == "releases/latest":
+            if repo.latest_release is None:
+                return self._send(404, {"message": "Not Found"})
+            return self._send(200, {"tag_name": repo.latest_release})
+        if m[3] is not None:
+            sha = repo.sha(m[3])
+            if sha is None:
+                return self._send(422, {"message": f"No commit found for SHA: {m[3]}"})
+            date = dict(repo.commits)[sha]
+            return self._send(200, {"sha": sha, "commit": {"committer": {"date": date}}})
+        base, head = repo.sha(m[4]), repo.sha(m[5])
+        if base is None or head is None:
+            return self._send(404, {"message": "Not Found"})
+        delta = repo.index(head) - repo.index(base)
+        status = "ahead" if delta > 0 else "behind" if delta < 0 else "identical"
+        ahead, behind = max(delta, 0), max(-delta, 0)
+        return self._send(200, {"status": status, "ahead_by": ahead, "behind_by": behind,
+                                "total_commits": ahead})  # fmt: skip
+
+    def _send(self, status: int, doc: Any) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)

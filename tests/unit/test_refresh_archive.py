@@ -1,0 +1,62 @@
+"""The tree hash of a source archive: the same content in other bytes hashes the same."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from pipeline.errors import FetchError
+from pipeline.refresh.archive import tree_hash
+
+
+def archive(
+    path: Path, members: dict[str, bytes | str], mode: Literal["w", "w:gz", "w:xz"] = "w:gz"
+) -> Path:
+    """A tar with ``members``: bytes are files, a str is a symlink's target."""
+    with tarfile.open(path, mode) as tar:
+        for name, body in members.items():
+            info = tarfile.TarInfo(name)
+            if isinstance(body, str):
+                info.type, info.linkname = tarfile.SYMTYPE, body
+                tar.addfile(info)
+            else:
+                info.size = len(body)
+                tar.addfile(info, io.BytesIO(body))
+    return path
+
+
+FILES: dict[str, bytes | str] = {"top/a.c": b"int a;\n", "top/sub/b.h": b"#pragma once\n",
+                                 "top/link": "a.c"}  # fmt: skip
+
+
+def test_other_compression_or_member_order_keeps_the_tree_hash(tmp_path: Path) -> None:
+    gz = tree_hash(archive(tmp_path / "a.tar.gz", FILES))
+    xz = tree_hash(archive(tmp_path / "a.tar.xz", dict(reversed(FILES.items())), "w:xz"))
+    assert gz == xz and gz.root == "top" and gz.files == 3
+
+
+def test_other_content_mode_or_link_target_changes_it(tmp_path: Path) -> None:
+    base = tree_hash(archive(tmp_path / "a.tar", FILES, "w")).sha256
+    content = tree_hash(archive(tmp_path / "b.tar", {**FILES, "top/a.c": b"int b;\n"}, "w"))
+    link = tree_hash(archive(tmp_path / "c.tar", {**FILES, "top/link": "sub/b.h"}, "w"))
+    assert len({base, content.sha256, link.sha256}) == 3
+
+
+def test_the_top_folder_name_is_not_part_of_the_hash(tmp_path: Path) -> None:
+    """A tag's archive (llama.cpp-b10069/) and its commit's (llama.cpp-<sha>/) hash the same."""
+    other = {k.replace("top/", "llama.cpp-b1/"): v for k, v in FILES.items()}
+    renamed = tree_hash(archive(tmp_path / "b.tar", other, "w"))
+    assert renamed.sha256 == tree_hash(archive(tmp_path / "a.tar", FILES, "w")).sha256
+    assert renamed.root == "llama.cpp-b1"
+
+
+def test_two_top_folders_or_a_damaged_file_is_a_fetch_error(tmp_path: Path) -> None:
+    with pytest.raises(FetchError, match="2 top folders, not one"):
+        tree_hash(archive(tmp_path / "a.tar", {**FILES, "other/x": b"x"}, "w"))
+    (tmp_path / "bad.tar.gz").write_bytes(b"\x1f\x8b not really gzip")
+    with pytest.raises(FetchError, match="not a readable tar archive"):
+        tree_hash(tmp_path / "bad.tar.gz")

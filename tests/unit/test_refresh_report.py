@@ -1,0 +1,64 @@
+"""The refresh report rendered from literal outcomes: Markdown for the PR, JSON, terminal lines."""
+
+from __future__ import annotations
+
+import json
+
+from pipeline.refresh import report
+from pipeline.refresh.model import Change, Link, Moved, Newer, Outcome, Warn
+
+OLD, NEW = "178a6c44937154dc4c4eff0d166f4a044c4fceba", "b" * 40
+LLAMA = Change(
+    kind="sources", name="llama.cpp", what="ggml-org/llama.cpp@latest-release",
+    moved=(Moved("commit", OLD, NEW), Moved("sha256", "1" * 64, "2" * 64)),
+    updates={"commit": NEW}, source="GitHub API", tag="b10100",
+    dates=(("pinned commit", "2026-11-01T00:00:00Z"), ("new commit", "2026-11-20T00:00:00Z")),
+    links=(Link("compare b10069...b10100 (31 commits, ahead)",
+                "https://github.com/ggml-org/llama.cpp/compare/b10069...b10100"),),
+)  # fmt: skip
+WARN = Warn(kind="bases", name="vllm-openai", rule="label-unchanged", message="same label")
+NEWER = Newer(pip="frank-small-audio", file="images/frank-small/requirements-audio.txt",
+              package="vllm", pinned="0.29.0", latest="0.33.0",
+              url="https://pypi.org/project/vllm/0.33.0/")  # fmt: skip
+OUTCOME = Outcome(changes=(LLAMA,), warnings=(WARN,), newer=(NEWER,),
+                  checked={"sources": ("llama.cpp",), "pip": ("frank-small-audio",)})  # fmt: skip
+
+
+def test_markdown_puts_warnings_first_then_each_change_old_to_new_with_links() -> None:
+    md = report.markdown(OUTCOME, "locks/digests.json")
+    assert "1 entry changed of 2 checked (sources 1, pip 1)" in md
+    assert md.index("### Warnings") < md.index("### `sources.llama.cpp`")
+    assert "`bases.vllm-openai` (label-unchanged): same label" in md
+    assert f"| commit | `{OLD}` | `{NEW}` |" in md
+    assert "### `sources.llama.cpp` — ggml-org/llama.cpp@latest-release (b10100)" in md
+    assert ("[compare b10069...b10100 (31 commits, ahead)]"
+            "(https://github.com/ggml-org/llama.cpp/compare/b10069...b10100)") in md  # fmt: skip
+    assert "- pinned commit: 2026-11-01T00:00:00Z" in md
+    assert "| vllm | 0.29.0 | [0.33.0](https://pypi.org/project/vllm/0.33.0/) |" in md
+
+
+def test_an_unpinned_value_reads_as_unpinned_and_nothing_moved_reads_as_current() -> None:
+    moved = (Moved("files.config.json.size", None, "42"),)
+    change = Change(kind="payloads", name="m", what="org/m@main", updates={}, moved=moved,
+                    source="the Hub")  # fmt: skip
+    assert "| files.config.json.size | *(unpinned)* | `42` |" in report.markdown(
+        Outcome(changes=(change,)), "lock"
+    )
+    assert "Every pin is current." in report.markdown(Outcome(checked={"bases": ("a",)}), "l")
+
+
+def test_json_carries_the_same_facts() -> None:
+    doc = json.loads(report.as_json(OUTCOME, "locks/digests.json"))
+    (change,) = doc["changes"]
+    assert change["key"] == "sources.llama.cpp" and change["tag"] == "b10100"
+    assert change["moved"][0] == {"key": "commit", "old": OLD, "new": NEW}
+    assert doc["warnings"][0]["rule"] == "label-unchanged"
+    assert doc["newer"][0]["latest"] == "0.33.0"
+    assert doc["checked"] == {"sources": ["llama.cpp"], "pip": ["frank-small-audio"]}
+
+
+def test_terminal_lines_name_each_change_warning_and_newer_release() -> None:
+    out = report.lines(OUTCOME)
+    assert out[0].startswith(f"sources.llama.cpp: ggml-org/llama.cpp@latest-release: commit {OLD}")
+    assert "warning: bases.vllm-openai: same label" in out
+    assert out[-1] == "pip.frank-small-audio: vllm 0.29.0 pinned, 0.33.0 released (not moved)"

@@ -1,0 +1,147 @@
+"""Choosing what a refresh asks about (names, KIND.NAME, --kind), and the pure lock update
+with an injected registry: only moved entries change, fresh origins only on them."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.errors import RegistryError, UsageError
+from pipeline.lock.model import Lock, load_lock
+from pipeline.refresh.api import Api
+from pipeline.refresh.bases import Registry
+from pipeline.refresh.plan import World, apply, select
+from pipeline.refresh.plan import resolve as resolve_all
+from pipeline.refresh.sources import Archives
+from tests.lockfactory import DIGEST, doc, make_repo
+
+NEW = "sha256:" + "cd" * 32
+ORIGIN = {"source": "by hand", "seen": "2026-01-01", "note": "keep me"}
+
+
+def _lock(tmp_path: Path) -> Lock:
+    document = doc()
+    document["bases"]["busybox"]["origin"] = dict(ORIGIN)
+    document["bases"]["other"] = {"ref": "127.0.0.1:5000/x/other:2", "digest": DIGEST,
+                                  "origin": dict(ORIGIN)}  # fmt: skip
+    document["sources"] = {"llama.cpp": {"repository": "https://github.com/ggml-org/llama.cpp"}}
+    document["payloads"] = {"other": {"repository": "org/m", "filename": "m.gguf",
+                                      "role": "model"}}  # fmt: skip
+    return load_lock(make_repo(tmp_path, document))
+
+
+def test_no_name_selects_every_entry_of_every_kind_or_of_the_kind(tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    assert select(lock, [], None) == {"bases": ["busybox", "other"], "sources": ["llama.cpp"],
+                                      "payloads": ["other"]}  # fmt: skip
+    assert select(lock, [], "bases") == {"bases": ["busybox", "other"]}
+
+
+def test_a_name_matches_every_kind_that_has_it_unless_kind_or_a_prefix_narrows(
+    tmp_path: Path,
+) -> None:
+    lock = _lock(tmp_path)
+    assert select(lock, ["other"], None) == {"bases": ["other"], "payloads": ["other"]}
+    assert select(lock, ["payloads.other"], None) == {"payloads": ["other"]}
+    assert select(lock, ["other"], "bases") == {"bases": ["other"]}
+    assert select(lock, ["llama.cpp", "busybox"], None) == {"bases": ["busybox"],
+                                                            "sources": ["llama.cpp"]}  # fmt: skip
+
+
+def test_an_unknown_name_is_a_usage_error_listing_the_choices(tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    with pytest.raises(UsageError, match=r"nope: not in bases of .*choose from busybox, other"):
+        select(lock, ["nope"], "bases")
+    with pytest.raises(UsageError, match=r"llama\.cpp: not in bases"):
+        select(lock, ["llama.cpp"], "bases")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    digest: str
+    platforms: dict[str, str] = field(default_factory=dict)
+    available: tuple[str, ...] = ("linux/amd64",)
+    version_label: str | None = None
+
+
+def _registry(answers: dict[str, Any], gone: tuple[str, ...] = ()) -> Registry:
+    def resolve_many(refs: Any, platforms: tuple[str, ...]) -> list[Any]:
+        return [answers[r] for r in refs]
+
+    return Registry(resolve_many=resolve_many, exists=lambda ref: ref.split("@")[1] not in gone)
+
+
+def _world(registry: Registry) -> World:
+    """Only the registry is asked in these tests; the other clients point nowhere."""
+
+    def nowhere(*args: Any) -> Any:
+        raise AssertionError("a unit test reached for an archive")
+
+    api = Api(base="http://127.0.0.1:9", name="nothing", refused="nothing")
+    archives = Archives(fetch=nowhere, tree=nowhere, cache=Path("/nonexistent"))
+    return World(registry=registry, github=api, hub=api, pypi=api, archives=archives)
+
+
+def test_only_the_moved_base_changes_and_gets_a_fresh_origin(tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    registry = _registry({"127.0.0.1:5000/lockpipe-test/busybox:1": Answer(digest=NEW),
+                          "127.0.0.1:5000/x/other:2": Answer(digest=DIGEST)})  # fmt: skip
+    world = _world(registry)
+    outcome = resolve_all(lock, {"bases": ["busybox", "other"]}, world)
+    (change,) = outcome.changes
+    assert (change.key, change.moved[0].old, change.moved[0].new) == ("bases.busybox", DIGEST, NEW)
+    new = apply(lock, outcome, today="2026-11-30")
+    assert new["bases"]["busybox"]["digest"] == NEW
+    assert new["bases"]["busybox"]["origin"] == {
+        "source": "registry 127.0.0.1:5000: the tag's manifest", "seen": "2026-11-30"}  # fmt: skip
+    assert new["bases"]["other"] == lock.document["bases"]["other"]
+    assert new["fingerprints"]["app"] != lock.document["fingerprints"]["app"]
+
+
+def test_nothing_moved_gives_back_the_very_same_document(tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    before = copy.deepcopy(dict(lock.document))
+    registry = _registry({"127.0.0.1:5000/lockpipe-test/busybox:1": Answer(digest=DIGEST)})
+    world = _world(registry)
+    outcome = resolve_all(lock, {"bases": ["busybox"]}, world)
+    assert outcome.changes == () and apply(lock, outcome) == before
+
+
+def test_one_failing_base_fails_the_whole_refresh_naming_it(tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    refused = RegistryError("x/other:2: refused")
+    registry = _registry({"127.0.0.1:5000/lockpipe-test/busybox:1": Answer(digest=NEW),
+                          "127.0.0.1:5000/x/other:2": refused})  # fmt: skip
+    world = _world(registry)
+    with pytest.raises(RegistryError, match=r"bases.other: x/other:2: refused; nothing was"):
+        resolve_all(lock, {"bases": ["busybox", "other"]}, world)
+
+
+def test_base_warnings_label_unchanged_unfetchable_and_platform_gone(tmp_path: Path) -> None:
+    document = doc()
+    document["bases"]["busybox"].update(
+        version_label="1.0", platform="linux/amd64",
+        platforms={"linux/amd64": "sha256:" + "1" * 64, "linux/arm64": "sha256:" + "2" * 64},
+    )  # fmt: skip
+    lock = load_lock(make_repo(tmp_path, document))
+    calls: list[tuple[str, ...]] = []
+
+    def resolve_many(refs: Any, platforms: tuple[str, ...]) -> list[Any]:
+        calls.append(platforms)
+        if "linux/arm64" in platforms:
+            return [RegistryError("linux/arm64 not in the index")]
+        return [Answer(digest=NEW, platforms={"linux/amd64": "sha256:" + "3" * 64},
+                       available=("linux/amd64",), version_label="1.0")]  # fmt: skip
+
+    registry = Registry(resolve_many=resolve_many, exists=lambda ref: False)
+    world = _world(registry)
+    outcome = resolve_all(lock, {"bases": ["busybox"]}, world)
+    assert calls == [("linux/amd64", "linux/arm64"), ("linux/amd64",)]
+    assert sorted(w.rule for w in outcome.warnings) == ["label-unchanged", "platform-gone",
+                                                        "unfetchable"]  # fmt: skip
+    (change,) = outcome.changes
+    assert change.updates["platforms"] == {"linux/amd64": "sha256:" + "3" * 64}
