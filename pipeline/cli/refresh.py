@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Collection
 
 from pipeline.errors import DriftError
 from pipeline.fs import write_atomic
 from pipeline.lock.model import Lock, load_lock, write_lock
 from pipeline.log import echo
-from pipeline.payloads.sources import hf_token
 from pipeline.refresh import report
 from pipeline.refresh.api import Api
-from pipeline.refresh.archive import fetch_unpinned, tree_hash
 from pipeline.refresh.bases import default_registry
+from pipeline.refresh.model import Kind
 from pipeline.refresh.plan import World, apply, resolve, select
-from pipeline.refresh.sources import Archives
 
 
-def world(args: argparse.Namespace) -> World:
-    """The real clients, configured from the options and the tokens in the environment."""
+def world(args: argparse.Namespace, kinds: Collection[Kind]) -> World:
+    """The real clients, configured from the options and the tokens in the environment.
+
+    The archive tools and the Hub token reader are loaded only when their kind is
+    refreshed, so the scheduled `--kind bases` check starts quickly."""
     cache, mirror = args.cache, args.mirror
     github = Api(
         base=args.github_api,
@@ -35,7 +37,7 @@ def world(args: argparse.Namespace) -> World:
     hub = Api(
         base=args.hub,
         name="the Hub",
-        token=hf_token(os.environ),
+        token=_hf_token() if "payloads" in kinds else None,
         refused="gated or private: set HF_TOKEN and accept the repository's licence "
         "on its Hub page",
     )
@@ -44,17 +46,28 @@ def world(args: argparse.Namespace) -> World:
         name="the package index",
         refused="check PIPELINE_PYPI and the index's credentials",
     )
-    archives = Archives(
-        fetch=lambda url: fetch_unpinned(url, cache, mirror), tree=tree_hash, cache=cache
-    )
+    archives = None
+    if "sources" in kinds:
+        from pipeline.refresh.archive import fetch_unpinned, tree_hash
+        from pipeline.refresh.sources import Archives
+
+        archives = Archives(
+            fetch=lambda url: fetch_unpinned(url, cache, mirror), tree=tree_hash, cache=cache
+        )
     return World(registry=default_registry(), github=github, hub=hub, pypi=pypi,
                  archives=archives)  # fmt: skip
+
+
+def _hf_token() -> str | None:
+    from pipeline.payloads.sources import hf_token
+
+    return hf_token(os.environ)
 
 
 def do_refresh(args: argparse.Namespace) -> int:
     loaded: Lock = load_lock(args.lock)
     chosen = select(loaded, [*args.targets, *args.only], args.kind)
-    outcome = resolve(loaded, chosen, world(args))
+    outcome = resolve(loaded, chosen, world(args, chosen))
     doc = apply(loaded, outcome)
     for line in report.lines(outcome):
         echo(line)

@@ -13,17 +13,19 @@ import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import UsageError
 from pipeline.lock.fingerprint import relock
 from pipeline.lock.model import Lock, parse_lock
 from pipeline.refresh.api import Api
 from pipeline.refresh.bases import Registry, refresh_bases
-from pipeline.refresh.model import KINDS, Change, Kind, Outcome, Warn
-from pipeline.refresh.payloads import refresh_payload
-from pipeline.refresh.pypi import newer_releases
-from pipeline.refresh.sources import Archives, refresh_source
+from pipeline.refresh.model import KINDS, Change, Kind, Newer, Outcome, Warn
+
+if TYPE_CHECKING:  # each kind's module is imported when that kind is refreshed: a
+    # `--kind bases` run (the scheduled check) starts without packaging, the archive
+    # tools or the payload downloader
+    from pipeline.refresh.sources import Archives
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,7 +36,7 @@ class World:
     github: Api
     hub: Api
     pypi: Api
-    archives: Archives
+    archives: Archives | None  # None when no source is refreshed
 
 
 def table(lock: Lock, kind: Kind) -> Mapping[str, Any]:
@@ -73,15 +75,25 @@ def resolve(lock: Lock, chosen: Mapping[Kind, Sequence[str]], world: World) -> O
         changes += c
         warns += w
     for name in chosen.get("sources", ()):
+        from pipeline.refresh.sources import refresh_source
+
+        if world.archives is None:
+            raise UsageError("refreshing sources needs a way to fetch archives (World.archives)")
         change, w = refresh_source(lock.sources[name], world.github, world.archives)
         changes += [change] if change else []
         warns += w
     for name in chosen.get("payloads", ()):
+        from pipeline.refresh.payloads import refresh_payload
+
         change, w = refresh_payload(lock.payloads[name], world.hub)
         changes += [change] if change else []
         warns += w
     pips = list(chosen.get("pip", ()))
-    newer = newer_releases(lock, pips, world.pypi) if pips else ()
+    newer: tuple[Newer, ...] = ()
+    if pips:
+        from pipeline.refresh.pypi import newer_releases
+
+        newer = tuple(newer_releases(lock, pips, world.pypi))
     checked = {k: tuple(v) for k, v in chosen.items()}
     return Outcome(changes=tuple(changes), warnings=tuple(warns), newer=newer, checked=checked)
 
