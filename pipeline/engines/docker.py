@@ -38,6 +38,7 @@ SOURCE_DATE_EPOCH_SINCE = 23
 REWRITE_TIMESTAMP_SINCE = 26
 REWRITE_OUTPUT = [{"Type": "moby", "Attrs": {"rewrite-timestamp": "true"}}]
 DEFAULT_HOST = "unix:///var/run/docker.sock"
+CONTAINERD_STORE = "io.containerd.snapshotter.v1"  # DriverStatus driver-type of that store
 # The docker SDK versions whose private APIClient._post/_url the build was tested with.
 SUPPORTED_SDK = ">=7.1,<8"
 
@@ -79,16 +80,16 @@ class DockerEngine(SdkEngine):
     def reproducibility(self) -> Reproducibility:
         major = dockerd_major(self._version)
         if major >= REWRITE_TIMESTAMP_SINCE:
-            # Asked for, not claimed: dockerd's own image store (the graphdriver
-            # default before docker 29) is reported to ignore the exporter's
-            # rewrite-timestamp (moby/buildkit#4986), and no dockerd >= 26 was
-            # measured here. `reproduce` (and tests/integration/test_explain_docker.py)
-            # measure it where it runs.
+            # Asked for, not claimed: measured on Debian 13's dockerd 26.1.5 (docs/debian13.md),
+            # its default (graphdriver) image store clamps the config's times to
+            # SOURCE_DATE_EPOCH but ignores rewrite-timestamp (moby/buildkit#4986), so
+            # files a RUN step writes keep the build clock's mtimes.
             return Reproducibility(
                 False,
-                f"dockerd {self._version}: BuildKit gets SOURCE_DATE_EPOCH and is asked for "
-                "rewrite-timestamp=true, but dockerd's graphdriver image store is reported to "
-                "ignore it (moby/buildkit#4986): unproven; `lockpipe reproduce` measures it",
+                f"dockerd {self._version}: SOURCE_DATE_EPOCH clamps the image config's times "
+                "and rewrite-timestamp=true is asked for, but dockerd's graphdriver image store "
+                "ignores it (moby/buildkit#4986; measured on 26.1.5): files written by RUN keep "
+                "the build clock's mtimes",
             )
         if major < SOURCE_DATE_EPOCH_SINCE:
             return Reproducibility(
@@ -114,6 +115,7 @@ class DockerEngine(SdkEngine):
             **({"nocache": "1"} if req.no_cache else {}),
             **rewrite_params(self._version),
         }
+        self._refuse_containerd_store()
         post, url = private_post(self.client.api)
         image = None
         progress = Progress()
@@ -140,6 +142,20 @@ class DockerEngine(SdkEngine):
         if image is None:
             raise BuildError(f"docker build of {req.tag} ended without an image ID")
         return normalize_id(image)
+
+    def _refuse_containerd_store(self) -> None:
+        """dockerd's containerd image store cannot read a build context posted as a tar
+        (moby/moby#47717, measured on 26.1.5): say so before a build fails obscurely."""
+        status = dict(
+            tuple(pair) for pair in self.client.info().get("DriverStatus") or [] if len(pair) == 2
+        )
+        if status.get("driver-type") == CONTAINERD_STORE:
+            raise EngineError(
+                f"dockerd {self._version} at {self.url} uses the containerd image store, which "
+                "cannot read a build context sent over the API (moby/moby#47717); turn off "
+                '"containerd-snapshotter" in /etc/docker/daemon.json, or use --engine buildah '
+                "or podman"
+            )
 
     @sdk_call("inspect image")
     def image_id(self, ref: str) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 from pipeline.errors import RegistryError
 from pipeline.lock.refs import DIGEST_RE
@@ -87,7 +88,7 @@ def referrers(
     """Descriptors of the manifests whose ``subject`` is ``subject_digest``."""
     path = f"referrers/{subject_digest}"
     if artifact_type:
-        path += f"?artifactType={artifact_type}"
+        path += f"?artifactType={quote(artifact_type, safe='')}"  # the + in …in-toto+json
     resp = reg.request("GET", repository, path, ok=(200, 404))
     if resp.status_code == 200 and "json" in resp.headers.get("Content-Type", ""):
         index = pf.parse_json(f"{reg.host}/{repository} referrers", resp.content)

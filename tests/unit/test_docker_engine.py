@@ -1,0 +1,49 @@
+"""The docker engine's checks that need no daemon: a stand-in client answers ``info()``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pipeline.engines.base import BuildRequest
+from pipeline.engines.docker import CONTAINERD_STORE, DockerEngine
+from pipeline.errors import EngineError
+
+
+class _Client:  # a stand-in for docker.DockerClient: only what the checks call
+    def __init__(self, driver_status: list[list[str]]) -> None:
+        self._info = {"DriverStatus": driver_status}
+        self.api = object()  # no _post: a build that got past the check would fail differently
+
+    def info(self) -> dict[str, Any]:
+        return self._info
+
+
+def _engine(driver_status: list[list[str]], version: str = "26.1.5+dfsg1") -> DockerEngine:
+    engine = DockerEngine.__new__(DockerEngine)  # skip __init__: no daemon here
+    engine.client = _Client(driver_status)
+    engine.url = "unix:///test.sock"
+    engine._version = version
+    return engine
+
+
+def test_the_containerd_image_store_is_refused_with_the_fix(tmp_path: Any) -> None:
+    engine = _engine([["driver-type", CONTAINERD_STORE]])
+    req = BuildRequest(context=tmp_path, dockerfile="Dockerfile", tag="t:1", build_args={},
+                       platform="linux/amd64", timestamp=0, no_cache=False)  # fmt: skip
+    with pytest.raises(EngineError, match=r"moby/moby#47717.*containerd-snapshotter.*buildah"):
+        engine.build(req, lambda line: None)
+
+
+def test_the_graphdriver_store_passes_the_check() -> None:
+    _engine(
+        [["Backing Filesystem", "extfs"], ["Supports d_type", "true"]]
+    )._refuse_containerd_store()
+
+
+@pytest.mark.parametrize("version", ["20.10.24+dfsg1", "24.0.7", "26.1.5+dfsg1"])
+def test_docker_never_claims_reproducible_builds(version: str) -> None:
+    repro = _engine([], version).reproducibility()
+    assert repro.reproducible is False
+    assert repro.how.startswith(f"dockerd {version}:")
