@@ -7,7 +7,9 @@
 - :class:`TokenServer`: a real token server. It checks Basic credentials and
   signs RS256 JWTs whose ``x5c`` chain ends at a CA the registry trusts
   (``rootcertbundle``), granting what the scope asks; ``expires_in`` and the
-  answer's field name (``token`` or ``access_token``) are settable.
+  answer's field name (``token`` or ``access_token``) are settable. A POST
+  with ``grant_type=refresh_token`` exchanges ``REFRESH_TOKEN`` (an identity
+  token) for an ``access_token``, as the distribution token spec's OAuth2 flow.
 - :class:`FaultProxy`: a real HTTP proxy in front of a registry that answers
   429 with Retry-After or 5xx for the next N requests, drops
   Docker-Content-Digest, or flips a byte of manifest bodies.
@@ -46,6 +48,7 @@ from cryptography.x509.oid import NameOID
 SERVICE = "lockpipe-test-registry"
 ISSUER = "lockpipe-test-issuer"
 USER, PASSWORD = "alice", "s3cret-pass-do-not-log"
+REFRESH_TOKEN = "refresh-0f9e-do-not-log"  # the identity token docker login would have stored
 
 
 def free_port() -> int:
@@ -100,6 +103,8 @@ class TokenServer(ThreadingHTTPServer):
         self.expires_in = 300
         self.field = "token"  # or "access_token"
         self.requests: list[str] = []  # the scope of each token request
+        self.posts: list[dict[str, str]] = []  # the form of each OAuth2 (POST) request
+        self.delay = 0.0  # seconds before each answer: a distant token server
         self.issued: list[str] = []  # every token handed out
         ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -130,7 +135,27 @@ class TokenServer(ThreadingHTTPServer):
 class _TokenHandler(_Quiet):
     server: TokenServer
 
+    def do_POST(self) -> None:
+        """OAuth2 refresh-token grant (distribution's token spec, docs/spec/auth/oauth)."""
+        time.sleep(self.server.delay)
+        length = int(self.headers.get("Content-Length") or 0)
+        form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
+        self.server.posts.append(form)
+        scopes = form.get("scope", "").split()
+        self.server.requests.append(" ".join(scopes))
+        if form.get("grant_type") != "refresh_token" or not form.get("client_id"):
+            self.reply(400, b'{"error":"unsupported_grant_type"}',
+                       {"Content-Type": "application/json"})  # fmt: skip
+            return
+        if form.get("refresh_token") != REFRESH_TOKEN or form.get("service") != SERVICE:
+            self.reply(401, b'{"error":"invalid_grant"}', {"Content-Type": "application/json"})
+            return
+        body = {"access_token": self.server.token(USER, scopes), "scope": " ".join(scopes),
+                "expires_in": self.server.expires_in}  # fmt: skip
+        self.reply(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
+
     def do_GET(self) -> None:
+        time.sleep(self.server.delay)
         query = parse_qs(urlsplit(self.path).query)
         scopes = query.get("scope", [])
         self.server.requests.append(" ".join(scopes))
@@ -280,9 +305,9 @@ def image_blobs(platform: str, version: str, content: bytes) -> dict[str, bytes]
         info.size, info.mtime = len(content), 0
         tar.addfile(info, io.BytesIO(content))
     layer = gzip.compress(raw.getvalue(), mtime=0)
-    os_, arch = platform.split("/")[:2]
+    os_, arch, *variant = platform.split("/")
     config = json.dumps({
-        "architecture": arch, "os": os_,
+        "architecture": arch, "os": os_, **({"variant": variant[0]} if variant else {}),
         "config": {"Labels": {"org.opencontainers.image.version": version}},
         "rootfs": {"type": "layers",
                    "diff_ids": ["sha256:" + hashlib.sha256(raw.getvalue()).hexdigest()]},
@@ -302,15 +327,19 @@ def image_blobs(platform: str, version: str, content: bytes) -> dict[str, bytes]
 
 def oci_layout(root: Path, platforms: Sequence[str], version: str, *, tag: str = "t",
                attestation: bool = False) -> Path:  # fmt: skip
-    """An OCI layout at ``root`` holding ``tag``: one image, or an index when >1 platform."""
+    """An OCI layout at ``root`` holding ``tag``: one image, or an index when >1 platform.
+
+    A platform is ``os/arch`` or ``os/arch/variant``; the index lists them in the order given.
+    """
     entries = []
     for platform in platforms:
         blobs = image_blobs(platform, version, f"{platform} {version}\n".encode())
         _blob(root, blobs["config"])
         _blob(root, blobs["layer"])
         desc = {"mediaType": OCI_MANIFEST, **_blob(root, blobs["manifest"])}
-        os_, arch = platform.split("/")[:2]
-        entries.append({**desc, "platform": {"os": os_, "architecture": arch}})
+        os_, arch, *variant = platform.split("/")
+        named = {"os": os_, "architecture": arch, **({"variant": variant[0]} if variant else {})}
+        entries.append({**desc, "platform": named})
     if attestation:
         blobs = image_blobs("unknown/unknown", version, b'{"_type":"in-toto"}')
         _blob(root, blobs["config"])
@@ -356,3 +385,18 @@ def skopeo_digest(ref: str, *, creds: str | None = None) -> str:
     auth = ["--creds", creds] if creds else []
     return skopeo("inspect", "--no-tags", "--tls-verify=false", *auth, "--format",
                   "{{.Digest}}", f"docker://{ref}").strip()  # fmt: skip
+
+
+def skopeo_pick(ref: str, platform: str, dest: Path) -> str:
+    """The child containers/image itself picks for ``platform``: copied, then hashed.
+
+    ``skopeo inspect`` only reports the index digest, so the instance skopeo
+    chooses (``--override-os/-arch/-variant``) is copied to a ``dir:`` and its
+    manifest bytes hashed.
+    """
+    os_, arch, *variant = platform.split("/")
+    override = ["--override-os", os_, "--override-arch", arch]
+    override += ["--override-variant", variant[0]] if variant else []
+    shutil.rmtree(dest, ignore_errors=True)
+    skopeo(*override, "copy", "-q", "--src-tls-verify=false", f"docker://{ref}", f"dir:{dest}")
+    return "sha256:" + hashlib.sha256((dest / "manifest.json").read_bytes()).hexdigest()

@@ -4,8 +4,9 @@ A tag is asked with HEAD (Docker Hub does not count HEAD against its pull
 limit), falling back to GET when the registry sends no digest. Whenever bytes
 are read they are checked against the digest they claim. For an index, the
 required platforms are picked out of it; the first required platform's config
-blob gives ``org.opencontainers.image.version``. Mirrors from registries.conf
-are tried before the registry itself, as podman and skopeo do.
+blob gives ``org.opencontainers.image.version``. registries.conf is applied as
+podman and skopeo apply it (names.pull_sources): the mirrors that may answer
+for a tag are tried first, then the table's location.
 """
 
 from __future__ import annotations
@@ -21,14 +22,7 @@ from pipeline.log import echo
 from pipeline.registry import platforms as pf
 from pipeline.registry.cache import BlobCache, default_root
 from pipeline.registry.creds import credentials
-from pipeline.registry.names import (
-    Endpoint,
-    endpoint,
-    host_confs,
-    is_loopback,
-    mirror_insecure,
-    split_location,
-)
+from pipeline.registry.names import Endpoint, endpoint, pull_sources
 from pipeline.registry.transport import Registry
 
 __all__ = ["Registry", "Resolved", "exists", "manifest_digest", "registry_for", "resolve",
@@ -79,7 +73,7 @@ def resolve(
     """What ``ref`` points at; ``platforms=()`` asks for the digest alone (one HEAD)."""
     if registry is not None:
         return _resolve_at(registry, endpoint(ref).repository, ref, platforms)
-    return _resolve_via(endpoint(ref), ref, platforms, Pool(cache=BlobCache(default_root())))
+    return _resolve_via(ref, platforms, Pool(cache=BlobCache(default_root())))
 
 
 def resolve_many(
@@ -90,7 +84,7 @@ def resolve_many(
 
     def one(ref: str) -> Resolved | RegistryError:
         try:
-            return _resolve_via(endpoint(ref), ref, platforms, pool)
+            return _resolve_via(ref, platforms, pool)
         except RegistryError as exc:
             return exc
 
@@ -99,14 +93,29 @@ def resolve_many(
 
 
 def exists(ref_with_digest: str) -> bool:
-    """Whether the registry holds ``repo@sha256:…``; False on 404, raises on any other failure."""
-    reg, ep = registry_for(ref_with_digest)  # raises on a malformed reference
+    """Whether a pull of ``repo@sha256:…`` finds it: its mirrors, then the registry.
+
+    False on 404 everywhere; a mirror's failure is noted and passed over, the
+    registry's own failure is raised (a dead registry is not "gone").
+    """
+    sources = pull_sources(ref_with_digest)  # raises on a malformed reference
     digest = parse_ref(ref_with_digest).digest
     if digest is None:
         raise RegistryError(f"{ref_with_digest}: exists() needs repo@sha256:…; add the digest")
-    resp = reg.request("HEAD", ep.repository, f"manifests/{digest}",
-                       headers={"Accept": pf.ACCEPT}, ok=(200, 404))  # fmt: skip
-    return resp.status_code == 200
+    pool = Pool()
+    for source in sources:
+        reg = pool.get(source.host, source.scheme, source.registry)
+        try:
+            resp = reg.request("HEAD", source.repository, f"manifests/{digest}",
+                               headers={"Accept": pf.ACCEPT}, ok=(200, 404))  # fmt: skip
+        except RegistryError as exc:
+            if not source.mirror:
+                raise
+            echo(f"note: mirror {source.location} failed, trying the next source: {exc}")
+            continue
+        if resp.status_code == 200:
+            return True
+    return False
 
 
 def manifest_digest(ref: str, *, insecure: bool = False, timeout: float = 30.0) -> str:
@@ -117,20 +126,17 @@ def manifest_digest(ref: str, *, insecure: bool = False, timeout: float = 30.0) 
     return resolve(ref, platforms=(), registry=reg).digest
 
 
-def _resolve_via(ep: Endpoint, ref: str, platforms: Sequence[str], pool: Pool) -> Resolved:
-    """Try each mirror, then the registry itself; the registry's own error is the one raised."""
-    if ep.mirrors:
-        confs = host_confs()
-        for location in ep.mirrors:
-            host, repository = split_location(location)
-            plain = mirror_insecure(location, confs) or is_loopback(host)
-            reg = pool.get(host, "http" if plain else "https", host)
-            try:
-                return _resolve_at(reg, repository, ref, platforms, pool.cache)
-            except RegistryError as exc:
-                echo(f"note: mirror {location} failed, trying the next source: {exc}")
-    reg = pool.get(ep.host, ep.scheme, ep.registry)
-    return _resolve_at(reg, ep.repository, ref, platforms, pool.cache)
+def _resolve_via(ref: str, platforms: Sequence[str], pool: Pool) -> Resolved:
+    """Try each mirror that applies, then the location; the location's error is the one raised."""
+    *mirrors, primary = pull_sources(ref)
+    for source in mirrors:
+        reg = pool.get(source.host, source.scheme, source.registry)
+        try:
+            return _resolve_at(reg, source.repository, ref, platforms, pool.cache)
+        except RegistryError as exc:
+            echo(f"note: mirror {source.location} failed, trying the next source: {exc}")
+    reg = pool.get(primary.host, primary.scheme, primary.registry)
+    return _resolve_at(reg, primary.repository, ref, platforms, pool.cache)
 
 
 def _resolve_at(
@@ -184,7 +190,7 @@ def _resolve_at(
         label = pf.version_label(config)
         if not available:  # a single manifest: its config says which platform it is
             available = (pf.config_platform(config),)
-            pf.select(ref, [(available[0], digest)], platforms)
+            pf.select(ref, [(available[0], digest)], platforms, index=False)
     return Resolved(ref=ref, digest=digest, media_type=pf.media_type(doc, ctype),
                     platforms=chosen, available=available, version_label=label,
                     ratelimit_remaining=reg.ratelimit_remaining)  # fmt: skip

@@ -1,11 +1,14 @@
 """Registry credentials, found where podman, skopeo and docker keep them.
 
-Order: ``REGISTRY_AUTH_FILE``, ``$XDG_RUNTIME_DIR/containers/auth.json``,
-``~/.config/containers/auth.json``, then ``$DOCKER_CONFIG/config.json`` or
-``~/.docker/config.json``. In each file ``credHelpers[registry]`` wins, then an
-``auths`` entry with ``auth`` or ``identitytoken``, then ``credsStore``. The
-first file that knows the registry answers. A secret never reaches a log, an
-error message or a repr.
+Order, as containers-auth.json(5) gives it: the primary file
+(``$REGISTRY_AUTH_FILE`` when set, in place of
+``$XDG_RUNTIME_DIR/containers/auth.json``, itself ``/run/containers/$UID/auth.json``
+without ``XDG_RUNTIME_DIR``), then ``$XDG_CONFIG_HOME/containers/auth.json``
+(``~/.config/…``), ``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``,
+and ``~/.dockercfg`` (the legacy format: the ``auths`` table alone). In each
+file ``credHelpers[registry]`` wins, then an ``auths`` entry with ``auth`` or
+``identitytoken``, then ``credsStore``. The first file that knows the registry
+answers. A secret never reaches a log, an error message or a repr.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pipeline.errors import RegistryError
 HUB_KEYS = ("docker.io", "index.docker.io", "registry-1.docker.io")
 HUB_SERVER = "https://index.docker.io/v1/"  # the key docker itself writes for Docker Hub
 HELPER_TIMEOUT = 30.0
+LEGACY = ".dockercfg"  # docker < 1.7: {registry: {auth, email}}, no "auths" around it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,18 +45,19 @@ class Credential:
         return f"{self.username} (from {self.source})"
 
 
-def auth_files(env: Mapping[str, str]) -> list[Path]:
+def auth_files(env: Mapping[str, str], uid: int | None = None) -> list[Path]:
     """The candidate files, in the order they are asked."""
     home = Path(env.get("HOME") or os.path.expanduser("~"))
-    files = []
     if env.get("REGISTRY_AUTH_FILE"):
-        files.append(Path(env["REGISTRY_AUTH_FILE"]))
-    if env.get("XDG_RUNTIME_DIR"):
-        files.append(Path(env["XDG_RUNTIME_DIR"]) / "containers" / "auth.json")
-    files.append(home / ".config" / "containers" / "auth.json")
+        primary = Path(env["REGISTRY_AUTH_FILE"])
+    elif env.get("XDG_RUNTIME_DIR"):
+        primary = Path(env["XDG_RUNTIME_DIR"]) / "containers" / "auth.json"
+    else:
+        primary = Path(f"/run/containers/{os.getuid() if uid is None else uid}/auth.json")
+    config = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else home / ".config"
     docker = Path(env["DOCKER_CONFIG"]) if env.get("DOCKER_CONFIG") else home / ".docker"
-    files.append(docker / "config.json")
-    return files
+    return [primary, config / "containers" / "auth.json", docker / "config.json",
+            home / LEGACY]  # fmt: skip
 
 
 def normalize(key: str) -> str:
@@ -70,6 +75,8 @@ def credentials(registry: str, env: Mapping[str, str] = os.environ) -> Credentia
     registry = normalize(registry)
     for path in auth_files(env):
         doc = _read(path)
+        if doc is not None and path.name == LEGACY:
+            doc = {"auths": doc}
         if doc is not None:
             found = from_config(doc, registry, str(path), env)
             if found is not None:

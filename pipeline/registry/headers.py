@@ -35,18 +35,21 @@ def parse_challenge(header: str) -> Challenge | None:
     return Challenge(scheme.lower(), params)
 
 
-def retry_after(value: str | None, *, now: float, cap: float) -> float | None:
-    """Seconds a ``Retry-After`` asks for (delta seconds or an HTTP date), within 0..cap."""
+def retry_after(value: str | None, *, now: float) -> float | None:
+    """Seconds a ``Retry-After`` asks for (delta seconds or an HTTP date), at least 0.
+
+    Not capped here: the caller decides whether a long wait is worth waiting.
+    """
     if not value:
         return None
     value = value.strip()
     if value.isdigit():
-        return min(float(value), cap)
+        return float(value)
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    return max(0.0, min(when.timestamp() - now, cap))
+    return max(0.0, when.timestamp() - now)
 
 
 def ratelimit_remaining(value: str | None) -> int | None:

@@ -64,7 +64,7 @@ def is_index(doc: Mapping[str, Any], header: str | None) -> bool:
 
 def platform_name(platform: Mapping[str, Any]) -> str:
     """``{"os": "linux", "architecture": "arm64", "variant": "v8"}`` → ``linux/arm64/v8``."""
-    name = f"{platform.get('os', 'unknown')}/{platform.get('architecture', 'unknown')}"
+    name = f"{platform.get('os') or 'unknown'}/{platform.get('architecture') or 'unknown'}"
     return f"{name}/{platform['variant']}" if platform.get("variant") else name
 
 
@@ -81,29 +81,67 @@ def entries(index: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def matches(required: str, offered: str) -> bool:
-    """``linux/amd64`` matches ``linux/amd64`` and ``linux/amd64/v2``; a variant must match."""
-    want, have = required.split("/"), offered.split("/")
-    if want[:2] != have[:2]:
-        return False
-    if len(want) > 2:
-        return want[2] == (have[2] if len(have) > 2 else ("v8" if want[1] == "arm64" else ""))
-    return True
+class PlatformMissing(RegistryError):
+    """The registry answered, and the image offers no entry for a required platform.
+
+    Not a transient failure: a caller may fall back on it (fewer platforms),
+    never on a plain RegistryError (a 5xx, a refused token).
+    """
+
+    def __init__(self, what: str, platform: str, available: Sequence[str], *, index: bool) -> None:
+        self.platform = platform
+        self.available = tuple(available)
+        names = ", ".join(self.available) or "none"
+        if index:
+            text = f"no {platform} image in its index (available: {names})"
+        else:
+            declared = "" if UNKNOWN not in names else ", as its config names no os/architecture"
+            text = f"a single-platform image for {names}{declared}, not {platform} (no index)"
+        super().__init__(f"{what}: {text}; pick a tag built for {platform}, or set the base's "
+                         "platform to one available")  # fmt: skip
+
+
+# containers/image's platform matcher (internal/pkg/platform): for an architecture with
+# variants, the compatible ones from most to least capable; and the variant every machine
+# of an architecture runs, accepted when none is asked for.
+COMPATIBLE = {"arm": ("v7", "v6", "v5"), "arm64": ("v8",)}
+BASE_VARIANT = {"arm64": "v8"}
+
+
+def wanted(required: str) -> list[str]:
+    """The index entries that may serve ``required``, best first, as podman and skopeo rank them.
+
+    ``linux/amd64`` takes only a plain amd64 entry (an ``amd64/v3`` build does
+    not run on every amd64 host); ``linux/amd64/v3`` takes v3, else plain;
+    ``linux/arm64`` and ``linux/arm64/v8`` are one platform; ``linux/arm/v7``
+    takes v7, v6, v5, then plain, and ``linux/arm/v6`` never takes v7.
+    """
+    parts = required.split("/")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise RegistryError(f"platform {required!r}: write it as os/arch or os/arch/variant")
+    os_, arch = parts[0], parts[1]
+    variant = parts[2] if len(parts) == 3 else ""
+    if variant:
+        order = COMPATIBLE.get(arch, ())
+        variants = [*order[order.index(variant) :], ""] if variant in order else [variant, ""]
+    else:
+        variants = ["", BASE_VARIANT[arch]] if arch in BASE_VARIANT else [""]
+    return [f"{os_}/{arch}/{v}" if v else f"{os_}/{arch}" for v in variants]
 
 
 def select(
-    what: str, available: Sequence[tuple[str, str]], required: Sequence[str]
+    what: str, available: Sequence[tuple[str, str]], required: Sequence[str], *, index: bool = True
 ) -> dict[str, str]:
-    """Required platform → child digest; the first matching entry wins, as engines pick."""
+    """Required platform → child digest: the best-ranked match, wherever it sits in the index.
+
+    Raises :class:`PlatformMissing` naming the first required platform nothing matches.
+    """
     chosen = {}
     for want in required:
-        found = next((digest for name, digest in available if matches(want, name)), None)
+        found = next((digest for candidate in wanted(want) for name, digest in available
+                      if name == candidate), None)  # fmt: skip
         if found is None:
-            names = ", ".join(name for name, _ in available) or "none"
-            raise RegistryError(
-                f"{what}: no {want} image in its index (available: {names}); pick a tag built "
-                f"for {want}, or set the base's platform to one available"
-            )
+            raise PlatformMissing(what, want, [name for name, _ in available], index=index)
         chosen[want] = found
     return chosen
 
@@ -123,5 +161,6 @@ def version_label(config: Mapping[str, Any]) -> str | None:
 
 
 def config_platform(config: Mapping[str, Any]) -> str:
+    """A single image's platform from its config; ``unknown`` for what it does not name."""
     return platform_name({"os": config.get("os"), "architecture": config.get("architecture"),
                           "variant": config.get("variant")})  # fmt: skip

@@ -10,6 +10,7 @@ asked, the status and the fix; ``requests`` exceptions never escape.
 from __future__ import annotations
 
 import base64
+import datetime
 import random
 import threading
 import time
@@ -30,7 +31,7 @@ from pipeline.registry.headers import (
     retry_after,
 )
 
-RETRY_AFTER_CAP = 60.0  # a 429 asking for longer is answered with this wait, then retried
+RETRY_AFTER_CAP = 60.0  # a Retry-After asking for longer fails at once: no run sleeps for hours
 BACKOFF_BASE, BACKOFF_CAP = 0.5, 8.0
 TOKEN_LIFETIME = 60  # seconds, when the token server names none (the distribution spec's default)
 LOW_RATELIMIT = 10
@@ -109,17 +110,19 @@ class Registry:
                 self._authenticate(resp, scope, what)
                 fresh_auth = True
                 continue
-            retryable = resp.status_code == 429 or resp.status_code >= 500
-            if retryable and attempt < limit and resp.status_code not in ok:
-                wait = retry_after(
-                    resp.headers.get("Retry-After"), now=time.time(), cap=RETRY_AFTER_CAP
-                )
-                if wait is None:
-                    wait = backoff(attempt, base=BACKOFF_BASE, cap=BACKOFF_CAP,
-                                   jitter=random.random())  # fmt: skip
-                self.sleep(wait)
-                attempt += 1
-                continue
+            status = resp.status_code
+            if (status == 429 or status >= 500) and status not in ok:
+                now = time.time()
+                wait = retry_after(resp.headers.get("Retry-After"), now=now)
+                if wait is not None and wait > RETRY_AFTER_CAP:
+                    raise self._rate_limited(what, status, wait, now)
+                if attempt < limit:
+                    if wait is None:
+                        wait = backoff(attempt, base=BACKOFF_BASE, cap=BACKOFF_CAP,
+                                       jitter=random.random())  # fmt: skip
+                    self.sleep(wait)
+                    attempt += 1
+                    continue
             if resp.status_code not in ok:
                 raise self._status_error(what, resp, authed=bool(auth), tries=attempt + 1)
             return resp
@@ -270,6 +273,16 @@ class Registry:
         return RegistryError(
             f"{what}: {self.host} answered {status}; check the reference and the registry"
         )
+
+    def _rate_limited(self, what: str, status: int, wait: float, now: float) -> RegistryError:
+        """A Retry-After past the cap: the time to come back, not an hour asleep."""
+        until = datetime.datetime.fromtimestamp(now + wait, datetime.timezone.utc)
+        after = f"{wait:.0f} s; try again after {until:%Y-%m-%d %H:%M:%S} UTC"
+        if status == 429:
+            return RegistryError(f"{what}: rate limited by {self.host} for {after}, log in for a "
+                                 "higher limit, or use a mirror (registries.conf)")  # fmt: skip
+        return RegistryError(f"{what}: {self.host} answered {status} and asks to wait {after}, "
+                             "or use a mirror (registries.conf)")  # fmt: skip
 
     def _note_ratelimit(self, resp: requests.Response) -> None:
         left = ratelimit_remaining(resp.headers.get("ratelimit-remaining"))

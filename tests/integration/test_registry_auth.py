@@ -17,16 +17,19 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import RegistryError
-from pipeline.registry.client import Registry, resolve
-from pipeline.registry.creds import Credential
+from pipeline.registry.client import Registry, resolve, resolve_many
+from pipeline.registry.creds import Credential, credentials
 from tests.policy import unavailable
 from tests.registry_servers import (
     PASSWORD,
+    REFRESH_TOKEN,
     USER,
+    FaultProxy,
     RegistryProc,
     TokenServer,
     htpasswd_auth,
     oci_layout,
+    skopeo,
     skopeo_copy,
     skopeo_raw_digest,
     token_auth,
@@ -45,16 +48,25 @@ def _need(*tools: str) -> None:
             unavailable(f"{tool} is not installed")
 
 
+FLEET = 8  # repositories on the token registry besides team/app: one token scope each
+
+
 @pytest.fixture(scope="module")
 def token_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TokenServer, str]]:
-    """(token server, ref of an image pushed with skopeo) on a token-auth registry."""
+    """(token server, ref of an image pushed with skopeo) on a token-auth registry.
+
+    ``team/fleet-0`` … ``team/fleet-7`` hold the same image under tag ``1``.
+    """
     _need("docker-registry", "skopeo")
     work = tmp_path_factory.mktemp("token-registry")
     tokens = TokenServer(work)
     registry = RegistryProc(work / "registry", token_auth(tokens))
     try:
         ref = f"{registry.host}/team/app:1"
-        skopeo_copy(oci_layout(work / "layout", ["linux/amd64"], "1.0"), ref, creds=CREDS)
+        layout = oci_layout(work / "layout", ["linux/amd64"], "1.0")
+        skopeo_copy(layout, ref, creds=CREDS)
+        for n in range(FLEET):
+            skopeo_copy(layout, f"{registry.host}/team/fleet-{n}:1", creds=CREDS)
         yield tokens, ref
     finally:
         registry.stop()
@@ -163,7 +175,7 @@ def test_basic_auth_with_htpasswd(basic_registry: str) -> None:
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No auth file of this machine's user is read: HOME and the rest point into tmp."""
-    for name in ("REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR", "DOCKER_CONFIG"):
+    for name in ("REGISTRY_AUTH_FILE", "XDG_RUNTIME_DIR", "DOCKER_CONFIG", "XDG_CONFIG_HOME"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / "cache"))
@@ -216,3 +228,130 @@ def test_credentials_from_a_credential_helper(
     monkeypatch.setenv("DOCKER_CONFIG", str(config))
     assert resolve(ref).digest == skopeo_raw_digest(ref, creds=CREDS)
     assert asked.read_text() == host, "the helper was not asked for this registry"
+
+
+def _helper(bin_dir: Path, name: str, body: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real ``docker-credential-<name>`` script, first on PATH."""
+    bin_dir.mkdir(exist_ok=True)
+    helper = bin_dir / f"docker-credential-{name}"
+    helper.write_text(f'#!/bin/sh\n[ "$1" = get ] || exit 3\n{body}')
+    helper.chmod(helper.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def _docker_config(root: Path, doc: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    config = root / "docker"
+    config.mkdir()
+    (config / "config.json").write_text(json.dumps(doc))
+    monkeypatch.setenv("DOCKER_CONFIG", str(config))
+
+
+def test_credentials_from_a_creds_store(
+    token_registry: tuple[TokenServer, str], clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, ref = token_registry
+    host, asked = ref.split("/", 1)[0], clean_env / "asked"
+    answer = json.dumps({"ServerURL": host, "Username": USER, "Secret": PASSWORD})
+    _helper(clean_env / "bin", "store", f"cat > {asked}\necho '{answer}'\n", monkeypatch)
+    _docker_config(clean_env, {"auths": {host: {}}, "credsStore": "store"}, monkeypatch)
+    assert resolve(ref).digest == skopeo_raw_digest(ref, creds=CREDS)
+    assert asked.read_text() == host, "the store was not asked for this registry"
+
+
+def test_a_store_without_the_credential_means_anonymous(
+    registry: str, clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docker-credential-helpers answer "credentials not found" (exit 1) for an unknown server."""
+    ref = f"{registry}/lockpipe-test/registry-anon:{clean_env.name[-8:].lower()}"
+    skopeo_copy(oci_layout(clean_env / "layout", ["linux/amd64"], "3.0"), ref)
+    _helper(clean_env / "bin", "store",
+            "echo 'credentials not found in native keychain'\nexit 1\n", monkeypatch)  # fmt: skip
+    _docker_config(clean_env, {"credsStore": "store"}, monkeypatch)
+    assert credentials(registry) is None
+    got = resolve(ref)
+    assert got.digest == skopeo_raw_digest(ref) and got.version_label == "3.0"
+
+
+def test_an_identity_token_is_exchanged_for_an_access_token(
+    token_registry: tuple[TokenServer, str],
+) -> None:
+    tokens, ref = token_registry
+    token = Credential(username="<token>", secret=REFRESH_TOKEN, identity_token=True,
+                       source="test")  # fmt: skip
+    before = len(tokens.posts)
+    got = resolve(ref, registry=_reg(ref, token))
+    assert got.digest == skopeo_raw_digest(ref, creds=CREDS)
+    form = tokens.posts[before]
+    assert form["grant_type"] == "refresh_token" and form["refresh_token"] == REFRESH_TOKEN
+    assert form["scope"] == "repository:team/app:pull" and form["client_id"]
+    stale = Credential(username="<token>", secret="revoked-token-77", identity_token=True,
+                       source="test")  # fmt: skip
+    with pytest.raises(RegistryError) as info:
+        resolve(ref, registry=_reg(ref, stale))
+    assert "refused" in str(info.value) and "revoked-token-77" not in str(info.value)
+    assert REFRESH_TOKEN not in str(info.value)
+
+
+def test_an_identity_token_from_an_auth_file(
+    token_registry: tuple[TokenServer, str], clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokens, ref = token_registry
+    host = ref.split("/", 1)[0]
+    auth = clean_env / "auth.json"
+    auth.write_text(json.dumps({"auths": {host: {"identitytoken": REFRESH_TOKEN}}}))
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(auth))
+    before = len(tokens.posts)
+    assert resolve(ref).digest == skopeo_raw_digest(ref, creds=CREDS)
+    assert len(tokens.posts) == before + 1, "the identity token was not exchanged"
+
+
+def test_registry_auth_file_does_not_hide_the_xdg_config_file(
+    basic_registry: str, clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """containers-auth.json(5): the override replaces the primary file; the search goes on."""
+    host = basic_registry.split("/", 1)[0]
+    override = clean_env / "override.json"
+    override.write_text(json.dumps({"auths": {"other.example": {"auth": _auth("x", "y")}}}))
+    config = clean_env / "xdg" / "containers"
+    config.mkdir(parents=True)
+    entry = {"auth": _auth(USER, PASSWORD)}
+    (config / "auth.json").write_text(json.dumps({"auths": {host: entry}}))
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(override))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(clean_env / "xdg"))
+    assert resolve(basic_registry).digest == skopeo_raw_digest(basic_registry, creds=CREDS)
+    # skopeo, reading the same environment with no --creds, finds the same credential
+    raw = skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{basic_registry}")
+    assert json.loads(raw)["schemaVersion"] == 2
+
+
+def test_resolve_many_shares_expiring_tokens_across_threads(
+    token_registry: tuple[TokenServer, str], clean_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """16 references, 8 threads, tokens alive 1 s and every request 0.2 s away."""
+    tokens, ref = token_registry
+    upstream = ref.split("/", 1)[0]
+    proxy = FaultProxy(upstream)
+    proxy.delay = 0.2
+    auth = clean_env / "auth.json"
+    auth.write_text(json.dumps({"auths": {proxy.host: {"auth": _auth(USER, PASSWORD)}}}))
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(auth))
+    refs = [f"{proxy.host}/team/fleet-{n % FLEET}:1" for n in range(2 * FLEET)]
+    tokens.expires_in = 2  # cached 1 s: each scope's token expires during the run
+    before = len(tokens.requests)
+    try:
+        results = resolve_many(refs, concurrency=8)
+    finally:
+        tokens.expires_in = 300
+        proxy.shutdown()
+        proxy.server_close()
+    errors = [r for r in results if isinstance(r, RegistryError)]
+    assert not errors, errors[0]
+    expected = {n: skopeo_raw_digest(f"{upstream}/team/fleet-{n}:1", creds=CREDS)
+                for n in range(FLEET)}  # fmt: skip
+    for n, got in enumerate(results):
+        assert not isinstance(got, RegistryError)
+        assert got.digest == expected[n % FLEET] and got.version_label == "1.0"
+    asked = len(tokens.requests) - before
+    sent = len(proxy.seen)
+    assert asked > FLEET, "no token was renewed mid-run"
+    assert asked < sent, f"{asked} tokens for {sent} requests: the cache was not shared"

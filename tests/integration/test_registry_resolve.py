@@ -6,6 +6,7 @@ cross-checked with ``skopeo inspect`` on the same registry.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -18,8 +19,16 @@ import pytest
 
 from pipeline.errors import RegistryError
 from pipeline.registry.client import Registry, exists, resolve, resolve_many
+from pipeline.registry.platforms import PlatformMissing
 from tests.policy import unavailable
-from tests.registry_servers import FaultProxy, oci_layout, skopeo_copy, skopeo_raw_digest
+from tests.registry_servers import (
+    FaultProxy,
+    oci_layout,
+    skopeo,
+    skopeo_copy,
+    skopeo_pick,
+    skopeo_raw_digest,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -35,6 +44,7 @@ def _own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 class Pushed:
     multi: str  # linux/amd64 + linux/arm64 + an unknown/unknown attestation
     single: str  # linux/amd64 only
+    variants: str  # linux/amd64/v3 (listed first), linux/amd64, linux/arm64/v8
     host: str
 
 
@@ -50,7 +60,10 @@ def pushed(registry: str, tmp_path_factory: pytest.TempPathFactory) -> Pushed:
                         attestation=True)  # fmt: skip
     skopeo_copy(layout, multi)
     skopeo_copy(oci_layout(work / "single", ["linux/amd64"], f"s-{run}"), single)
-    return Pushed(multi=multi, single=single, host=registry)
+    variants = f"{registry}/lockpipe-test/registry-variants:{run}"
+    skopeo_copy(oci_layout(work / "variants", ["linux/amd64/v3", "linux/amd64", "linux/arm64/v8"],
+                           f"v-{run}"), variants)  # fmt: skip
+    return Pushed(multi=multi, single=single, variants=variants, host=registry)
 
 
 def _skopeo_child(ref: str, platform: str) -> str:
@@ -89,8 +102,26 @@ def test_a_single_manifest_is_its_own_platform(pushed: Pushed) -> None:
     got = resolve(pushed.single)
     assert got.digest == skopeo_raw_digest(pushed.single)
     assert got.platforms == {} and got.available == ("linux/amd64",)
-    with pytest.raises(RegistryError, match=r"no linux/arm64 image .*available: linux/amd64"):
+    with pytest.raises(PlatformMissing) as info:
         resolve(pushed.single, platforms=("linux/arm64",))
+    assert "a single-platform image for linux/amd64, not linux/arm64" in str(info.value)
+    assert "index (" not in str(info.value) and info.value.available == ("linux/amd64",)
+
+
+def test_variants_are_chosen_as_skopeo_chooses_them(pushed: Pushed, tmp_path: Path) -> None:
+    """The index lists amd64/v3 before plain amd64: linux/amd64 must still get the plain one."""
+    wanted = ("linux/amd64", "linux/arm64", "linux/amd64/v3", "linux/arm64/v8", "linux/amd64/v2")
+    got = resolve(pushed.variants, platforms=wanted)
+    assert got.available == ("linux/amd64/v3", "linux/amd64", "linux/arm64/v8")
+    for platform in wanted:
+        assert got.platforms[platform] == skopeo_pick(pushed.variants, platform, tmp_path / "d"), (
+            platform
+        )
+    assert got.platforms["linux/amd64"] != got.platforms["linux/amd64/v3"]
+    assert got.platforms["linux/arm64"] == got.platforms["linux/arm64/v8"]
+    with pytest.raises(PlatformMissing) as info:
+        resolve(pushed.variants, platforms=("linux/amd64", "linux/arm/v7"))
+    assert info.value.platform == "linux/arm/v7" and "in its index" in str(info.value)
 
 
 def test_resolve_many_keeps_order_and_reports_each_failure(pushed: Pushed) -> None:
@@ -137,6 +168,21 @@ def test_429_waits_as_retry_after_says_then_succeeds(pushed: Pushed, proxy: Faul
     got = resolve(_via(proxy, pushed.single), registry=_reg(proxy, sleeps))
     assert sleeps == [3.0, 3.0]
     assert got.digest == skopeo_raw_digest(pushed.single)
+
+
+def test_a_retry_after_past_the_cap_fails_at_once(pushed: Pushed, proxy: FaultProxy) -> None:
+    proxy.fail_status, proxy.fail_times, proxy.retry_after = 429, 1000, "3600"
+    sleeps: list[float] = []
+    with pytest.raises(RegistryError) as info:
+        resolve(_via(proxy, pushed.single), registry=_reg(proxy, sleeps))
+    message = str(info.value)
+    assert f"rate limited by {proxy.host} for 3600 s; try again after 20" in message
+    assert message.count(" UTC") == 1
+    assert sleeps == [] and len(proxy.seen) == 1, "it slept or asked again"
+    proxy.fail_status, proxy.seen = 503, []
+    with pytest.raises(RegistryError, match=r"answered 503 and asks to wait 3600 s; try again"):
+        resolve(_via(proxy, pushed.single), registry=_reg(proxy, sleeps))
+    assert sleeps == [] and len(proxy.seen) == 1
 
 
 def test_5xx_is_retried_with_growing_waits_then_succeeds(pushed: Pushed, proxy: FaultProxy) -> None:
@@ -213,3 +259,56 @@ def test_mirrors_from_registries_conf_come_first_and_a_failing_one_is_skipped(
     got = resolve(f"upstream.invalid/{name}")  # upstream.invalid itself is never asked
     assert got.digest == skopeo_raw_digest(pushed.single)
     assert proxy.seen and proxy.seen[0][1].startswith("/v2/lockpipe-test/registry-single/")
+
+
+def _conf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> Path:
+    conf = tmp_path / "registries.conf"
+    conf.write_text(text)
+    monkeypatch.setenv("CONTAINERS_REGISTRIES_CONF", str(conf))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no user drop-ins of this machine
+    return conf
+
+
+def test_a_prefix_is_rewritten_to_its_location_as_skopeo_does(
+    pushed: Pushed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = _conf(tmp_path, monkeypatch, '[[registry]]\nprefix = "upstream.invalid/team"\n'
+                 f'location = "{pushed.host}/lockpipe-test"\n')  # fmt: skip
+    name = pushed.multi.split("/lockpipe-test/", 1)[1]  # registry-multi:<run>
+    got = resolve(f"upstream.invalid/team/{name}", platforms=("linux/arm64",))
+    raw = skopeo("--registries-conf", str(conf), "inspect", "--raw", "--tls-verify=false",
+                 f"docker://upstream.invalid/team/{name}")  # fmt: skip
+    assert got.digest == skopeo_raw_digest(pushed.multi)
+    assert got.digest == "sha256:" + hashlib.sha256(raw.encode("latin-1")).hexdigest()
+
+
+def test_a_digest_only_mirror_is_never_asked_for_a_tag(
+    pushed: Pushed, proxy: FaultProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a longer prefix than the loopback drop-in of /etc/containers/registries.conf.d, which
+    # (as in podman) is read after CONTAINERS_REGISTRIES_CONF and would win for the host
+    table = f'[[registry]]\nlocation = "{pushed.host}/lockpipe-test"\n'
+    mirror = f'[[registry.mirror]]\nlocation = "{proxy.host}/lockpipe-test"\n'
+    _conf(tmp_path, monkeypatch, f'{table}{mirror}pull-from-mirror = "digest-only"\n')
+    got = resolve(pushed.single)
+    assert got.digest == skopeo_raw_digest(pushed.single)
+    assert proxy.seen == [], "the digest-only mirror answered for a tag"
+    name = pushed.single.rsplit(":", 1)[0]
+    assert exists(f"{name}@{got.digest}")
+    assert proxy.seen and proxy.seen[0][0] == "HEAD", "the mirror was not asked for the digest"
+    proxy.seen.clear()
+    _conf(tmp_path, monkeypatch, f"{table}mirror-by-digest-only = true\n{mirror}")
+    assert resolve(pushed.single).digest == got.digest and proxy.seen == []
+
+
+def test_a_blocked_registry_is_refused_naming_the_file(
+    pushed: Pushed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conf = _conf(tmp_path, monkeypatch, f'[[registry]]\nlocation = "{pushed.host}/lockpipe-test"'
+                 '\nblocked = true\n')  # fmt: skip
+    with pytest.raises(RegistryError) as info:
+        resolve(pushed.single)
+    assert f"{pushed.host}/lockpipe-test is blocked in {conf}" in str(info.value)
+    with pytest.raises(subprocess.CalledProcessError) as refused:  # skopeo refuses it too
+        skopeo("--registries-conf", str(conf), "inspect", "--raw", f"docker://{pushed.single}")
+    assert b"blocked" in (refused.value.stderr or b"")

@@ -21,13 +21,34 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def test_the_order_of_files(tmp_path: Path) -> None:
+    """containers-auth.json(5): REGISTRY_AUTH_FILE replaces the primary (runtime) file."""
+    home = tmp_path / "home"
     env = _env(tmp_path, REGISTRY_AUTH_FILE="/a.json", XDG_RUNTIME_DIR="/run/u",
                DOCKER_CONFIG="/d")  # fmt: skip
-    home = tmp_path / "home"
-    expected = [Path("/a.json"), Path("/run/u/containers/auth.json"),
-                home / ".config/containers/auth.json", Path("/d/config.json")]  # fmt: skip
-    assert auth_files(env) == expected
-    assert auth_files(_env(tmp_path))[-1] == home / ".docker/config.json"
+    rest = [home / ".config/containers/auth.json", Path("/d/config.json"), home / ".dockercfg"]
+    assert auth_files(env) == [Path("/a.json"), *rest]
+    del env["REGISTRY_AUTH_FILE"]
+    assert auth_files(env) == [Path("/run/u/containers/auth.json"), *rest]
+    bare = auth_files(_env(tmp_path), uid=1234)
+    assert bare == [Path("/run/containers/1234/auth.json"), home / ".config/containers/auth.json",
+                    home / ".docker/config.json", home / ".dockercfg"]  # fmt: skip
+    xdg = auth_files(_env(tmp_path, XDG_CONFIG_HOME="/x"), uid=0)
+    assert xdg[1] == Path("/x/containers/auth.json")
+
+
+def test_xdg_config_home_and_the_legacy_dockercfg_are_read(tmp_path: Path) -> None:
+    config = tmp_path / "xdg" / "containers"
+    config.mkdir(parents=True)
+    (config / "auth.json").write_text(json.dumps({"auths": {"r.io": {"auth": _auth("x:y")}}}))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / ".dockercfg").write_text(json.dumps(
+        {"https://old.io": {"auth": _auth("o:p"), "email": "a@b"}}))  # fmt: skip
+    env = _env(tmp_path, XDG_CONFIG_HOME=str(tmp_path / "xdg"),
+               XDG_RUNTIME_DIR=str(tmp_path / "run"))  # fmt: skip
+    got = credentials("r.io", env)
+    assert got is not None and got.username == "x" and got.source == str(config / "auth.json")
+    old = credentials("old.io", env)
+    assert old is not None and (old.username, old.secret) == ("o", "p")
 
 
 def test_the_first_file_that_knows_the_registry_wins(tmp_path: Path) -> None:

@@ -40,12 +40,12 @@ def test_bearer_challenges() -> None:
 
 def test_retry_after() -> None:
     now = 1_700_000_000.0
-    assert retry_after("7", now=now, cap=60) == 7.0
-    assert retry_after("3600", now=now, cap=60) == 60.0
-    assert retry_after("Tue, 14 Nov 2023 22:13:40 GMT", now=now, cap=60) == 20.0
-    assert retry_after("Tue, 14 Nov 2023 22:00:00 GMT", now=now, cap=60) == 0.0
-    assert retry_after("soon", now=now, cap=60) is None
-    assert retry_after(None, now=now, cap=60) is None
+    assert retry_after("7", now=now) == 7.0
+    assert retry_after("3600", now=now) == 3600.0  # not capped: the transport refuses long waits
+    assert retry_after("Tue, 14 Nov 2023 22:13:40 GMT", now=now) == 20.0
+    assert retry_after("Tue, 14 Nov 2023 22:00:00 GMT", now=now) == 0.0
+    assert retry_after("soon", now=now) is None
+    assert retry_after(None, now=now) is None
 
 
 def test_ratelimit_and_backoff() -> None:
@@ -74,10 +74,52 @@ def test_platform_selection() -> None:
     got = pf.select("r", entries, ["linux/amd64", "linux/arm64", "linux/arm/v7"])
     assert got == {"linux/amd64": "sha256:a", "linux/arm64": "sha256:b", "linux/arm/v7": "sha256:d"}
     assert pf.select("r", entries, ["linux/arm64/v8"]) == {"linux/arm64/v8": "sha256:b"}
-    with pytest.raises(RegistryError) as info:
-        pf.select("r", entries, ["linux/arm/v6"])
-    assert "no linux/arm/v6 image" in str(info.value)
+    with pytest.raises(pf.PlatformMissing) as info:
+        pf.select("r", entries, ["linux/arm/v6"])  # a v6 host cannot run v7
+    assert "no linux/arm/v6 image in its index" in str(info.value)
     assert "available: linux/amd64, linux/arm64/v8, linux/arm/v7" in str(info.value)
+    assert info.value.platform == "linux/arm/v6"
+    assert info.value.available == ("linux/amd64", "linux/arm64/v8", "linux/arm/v7")
+    assert isinstance(info.value, RegistryError) and info.value.return_code == 18
+
+
+def _index(*platforms: str) -> list[tuple[str, str]]:
+    return [(p, f"sha256:{p.replace('/', '-')}") for p in platforms]
+
+
+def test_an_exact_platform_wins_over_an_earlier_variant() -> None:
+    """containers/image's matcher: the best-ranked candidate, not the first entry listed."""
+    amd = _index("linux/amd64/v3", "linux/amd64")
+    assert pf.select("r", amd, ["linux/amd64"]) == {"linux/amd64": "sha256:linux-amd64"}
+    assert pf.select("r", amd, ["linux/amd64/v3"]) == {"linux/amd64/v3": "sha256:linux-amd64-v3"}
+    assert pf.select("r", _index("linux/amd64"), ["linux/amd64/v2"]) == {
+        "linux/amd64/v2": "sha256:linux-amd64"}  # fmt: skip
+    with pytest.raises(pf.PlatformMissing):  # a v3-only build does not run on every amd64 host
+        pf.select("r", _index("linux/amd64/v3"), ["linux/amd64"])
+    arm64 = _index("linux/arm64/v8")
+    assert pf.select("r", arm64, ["linux/arm64"]) == {"linux/arm64": "sha256:linux-arm64-v8"}
+    assert pf.select("r", _index("linux/arm64"), ["linux/arm64/v8"]) == {
+        "linux/arm64/v8": "sha256:linux-arm64"}  # fmt: skip
+    arm = _index("linux/arm/v6", "linux/arm/v7")
+    assert pf.select("r", arm, ["linux/arm/v7"]) == {"linux/arm/v7": "sha256:linux-arm-v7"}
+    assert pf.select("r", arm, ["linux/arm/v6"]) == {"linux/arm/v6": "sha256:linux-arm-v6"}
+    assert pf.wanted("linux/arm/v7") == ["linux/arm/v7", "linux/arm/v6", "linux/arm/v5",
+                                         "linux/arm"]  # fmt: skip
+    with pytest.raises(RegistryError, match="write it as os/arch or os/arch/variant"):
+        pf.wanted("amd64")
+
+
+def test_a_single_manifest_is_named_as_such() -> None:
+    with pytest.raises(pf.PlatformMissing) as info:
+        pf.select("r", [("linux/amd64", "sha256:x")], ["linux/arm64"], index=False)
+    message = str(info.value)
+    assert "a single-platform image for linux/amd64, not linux/arm64" in message
+    assert "index (" not in message and "in its index" not in message
+    assert pf.config_platform({"architecture": "amd64"}) == "unknown/amd64"
+    assert pf.config_platform({}) == "unknown/unknown"
+    with pytest.raises(pf.PlatformMissing, match="config names no os/architecture") as none:
+        pf.select("r", [(pf.config_platform({}), "sha256:x")], ["linux/amd64"], index=False)
+    assert "None" not in str(none.value)
 
 
 def test_media_types_and_digests() -> None:
