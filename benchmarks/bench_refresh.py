@@ -13,8 +13,17 @@ pinning all of them, then times in one run, median of ``--repeat``:
   warm (the cache from the run before: one HEAD per base);
 - the same resolution in-process (``resolve_many`` alone, no interpreter
   start), cold and warm;
+- ``nox -s refresh-digests -- --lock LOCK --check --kind bases``, as the issue
+  asks, warm cache: nox reuses its venv (``reuse_venv = "yes"``) and ``_install``
+  skips pip when nothing changed; one run first creates the venv, not timed. With
+  no ``nox`` on PATH (or next to this interpreter) the row says so;
 - a loop of ``skopeo inspect --no-tags --tls-verify=false docker://…``, one
   process per base, as a script would do it.
+
+Then where the CLI's time goes: the interpreter alone (``python -c pass``), the
+interpreter plus the imports a ``--kind bases`` refresh loads, and what is left
+of the warm CLI run (resolution, the drift check, output); and the five
+slowest imports by cumulative time (``python -X importtime``).
 
 ``--latency-ms N`` sends everything (both tools) through a loopback proxy that
 waits N ms before each answer, as a registry across the internet would.
@@ -26,6 +35,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -70,7 +80,34 @@ def write_lock(root: Path, tags: dict[str, tuple[str, str]]) -> Path:
     return make_repo(root, document)
 
 
-def median(run: Callable[[int], None], repeat: int) -> float:
+IMPORTS = (
+    "import pipeline.cli.main, pipeline.cli.refresh, pipeline.refresh.plan, "
+    "pipeline.registry.client"
+)  # what a --kind bases refresh loads
+
+
+def nox_binary() -> str | None:
+    here = Path(sys.executable).with_name("nox")
+    return str(here) if here.is_file() else shutil.which("nox")
+
+
+def slowest_imports(top: int = 6) -> list[tuple[float, str]]:
+    """(cumulative seconds, package) of the slowest packages the refresh imports, ours and
+    third-party, each at its costliest import, from one ``-X importtime`` run."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", IMPORTS], cwd=ROOT,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    best: dict[str, float] = {}
+    for line in done.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) != 3 or not parts[1].strip().isdigit():
+            continue
+        name = parts[2].strip()
+        key = name if name.startswith("pipeline.") else name.split(".")[0]
+        best[key] = max(best.get(key, 0.0), int(parts[1]) / 1e6)
+    return sorted(((t, k) for k, t in best.items()), reverse=True)[:top]
+
+
+def median(run: Callable[[int], object], repeat: int) -> float:
     times = []
     for i in range(repeat):
         start = time.perf_counter()
@@ -131,6 +168,29 @@ def main() -> int:
         t_lib_cold = median(cold(run_library, "lib"), args.repeat)
         t_lib_warm = median(lambda _: run_library(warm), args.repeat)
         t_skopeo = median(run_skopeo, args.repeat)
+
+        nox = nox_binary()
+        t_nox: float | None = None
+        nox_cmd = [nox or "nox", "-s", "refresh-digests", "--", "--lock", str(lock), "--check",
+                   "--kind", "bases"]  # fmt: skip
+        if nox is not None:
+            first = subprocess.run(nox_cmd, cwd=ROOT, capture_output=True, text=True,
+                                   env=env(warm))  # fmt: skip  # creates the venv: not timed
+            if first.returncode == 0:
+                t_nox = median(lambda _: subprocess.run(
+                    nox_cmd, cwd=ROOT, check=True, capture_output=True, env=env(warm)),
+                    args.repeat)  # fmt: skip
+            else:
+                print(f"nox -s refresh-digests failed (exit {first.returncode}):\n"
+                      f"{first.stderr[-2000:]}")  # fmt: skip
+
+        def python(code: str) -> Callable[[int], object]:
+            argv = [sys.executable, "-c", code]
+            return lambda _: subprocess.run(argv, cwd=ROOT, check=True, capture_output=True)
+
+        t_bare = median(python("pass"), args.repeat)
+        t_imports = median(python(IMPORTS), args.repeat)
+        slowest = slowest_imports()
     n = args.bases
     print(f"{n} bases on {host} ({args.latency_ms:g} ms added per answer), median of "
           f"{args.repeat} runs, {os.cpu_count()} CPUs")  # fmt: skip
@@ -141,6 +201,21 @@ def main() -> int:
     print(f"  {n} x skopeo inspect{'':27s}: {t_skopeo:6.2f} s")
     for label, seconds in rows:
         print(f"  {label:45s}: {seconds:6.2f} s   skopeo / this = {t_skopeo / seconds:5.1f}x")
+    label = "nox -s refresh-digests -- --check, warm"
+    if t_nox is None:
+        print(f"  {label:45s}: not measured ({'no nox found' if nox is None else 'it failed'})")
+    else:
+        print(f"  {label:45s}: {t_nox:6.2f} s   skopeo / this = {t_skopeo / t_nox:5.1f}x")
+    print("where the warm CLI run's time goes:")
+    print(f"  interpreter start (python -c pass){'':11s}: {t_bare:6.2f} s")
+    print(f"  imports of a --kind bases refresh{'':12s}: {t_imports - t_bare:6.2f} s")
+    rest = t_cli_warm - t_imports
+    print(f"  the rest: drift check, resolution, output{'':4s}: {rest:6.2f} s")
+    if t_nox is not None:
+        print(f"  nox itself (its start, the venv check){'':7s}: {t_nox - t_cli_warm:6.2f} s")
+    print("slowest imports (cumulative: a module's time includes what it imports):")
+    for seconds, module in slowest:
+        print(f"  {module:45s}: {seconds:6.2f} s")
     return 0
 
 

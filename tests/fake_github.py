@@ -8,12 +8,22 @@ GitHub documents (https://docs.github.com/rest), from a literal history:
         {"sha": ..., "commit": {"committer": {"date": ...}}}
     GET /repos/{owner}/{repo}/compare/{base}...{head}
         {"status": "ahead|behind|identical", "ahead_by", "behind_by", "total_commits"}
+    GET /repos/{owner}/{repo}/tags[?page=N]   [{"name": ..., "commit": {"sha": ...}}],
+        ``per_page`` tags a page, ``Link: <…?page=N+1>; rel="next"`` while more remain
 
 ``ref`` is a commit sha, a tag or a branch. History is one straight line of
 commits, so compare is index arithmetic. With ``token`` set, a request without
 ``Authorization: Bearer <token>`` gets 401, as a private repository does;
 ``auth_seen`` keeps every Authorization header, for tests that check the token
 travels and nowhere else.
+
+Faults, as GitHub shows them: ``fail`` is a list of statuses to answer the next
+requests with (``[502]``: one Bad Gateway, then normal answers), with
+``retry_after`` as its ``Retry-After``; ``rate_limit_reset`` (epoch seconds)
+answers every request 403 with ``X-RateLimit-Remaining: 0`` and that
+``X-RateLimit-Reset``, as GitHub does when the hourly limit is spent.
+``next_base`` makes the tag pages' ``Link`` point at another server (a
+second fake), for the test that a token never follows a link off the API's host.
 """
 
 from __future__ import annotations
@@ -24,8 +34,11 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
-_PATH = re.compile(r"/repos/([^/]+/[^/]+)/(releases/latest|commits/([^/]+)|compare/(.+)\.\.\.(.+))")
+_PATH = re.compile(
+    r"/repos/([^/]+/[^/]+)/(releases/latest|commits/([^/]+)|compare/(.+)\.\.\.(.+)|tags)"
+)
 
 
 @dataclass
@@ -57,6 +70,11 @@ class FakeGitHub(ThreadingHTTPServer):
         self.token = token
         self.auth_seen: list[str | None] = []
         self.requests: list[str] = []
+        self.fail: list[int] = []  # statuses for the next requests, one each
+        self.retry_after = ""
+        self.rate_limit_reset: int | None = None
+        self.per_page = 2
+        self.next_base: str | None = None  # where the tag pages' next links point
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
     @property
@@ -82,10 +100,19 @@ class _Handler(BaseHTTPRequestHandler):
         srv.auth_seen.append(self.headers.get("Authorization"))
         if srv.token and self.headers.get("Authorization") != f"Bearer {srv.token}":
             return self._send(401, {"message": "Bad credentials"})
+        if srv.fail:
+            extra = {"Retry-After": srv.retry_after} if srv.retry_after else {}
+            return self._send(srv.fail.pop(0), {"message": "Server Error"}, extra)
+        if srv.rate_limit_reset is not None:
+            return self._send(403, {"message": "API rate limit exceeded"},
+                              {"X-RateLimit-Remaining": "0",
+                               "X-RateLimit-Reset": str(srv.rate_limit_reset)})  # fmt: skip
         m = _PATH.fullmatch(self.path.split("?")[0])
         repo = srv.repos.get(m[1]) if m else None
         if m is None or repo is None:
             return self._send(404, {"message": "Not Found"})
+        if m[2] == "tags":
+            return self._tags(repo, m[1])
         if m[2] == "releases/latest":
             if repo.latest_release is None:
                 return self._send(404, {"message": "Not Found"})
@@ -105,9 +132,24 @@ class _Handler(BaseHTTPRequestHandler):
         return self._send(200, {"status": status, "ahead_by": ahead, "behind_by": behind,
                                 "total_commits": ahead})  # fmt: skip
 
-    def _send(self, status: int, doc: Any) -> None:
+    def _tags(self, repo: FakeRepo, name: str) -> None:
+        srv = self.server
+        query = parse_qs(urlsplit(self.path).query)
+        page = int(query.get("page", ["1"])[0])
+        tags = sorted(repo.tags.items())
+        start = (page - 1) * srv.per_page
+        chunk = tags[start : start + srv.per_page]
+        extra = {}
+        if start + srv.per_page < len(tags):
+            base = srv.next_base or srv.url
+            extra["Link"] = f'<{base}/repos/{name}/tags?page={page + 1}>; rel="next"'
+        return self._send(200, [{"name": t, "commit": {"sha": c}} for t, c in chunk], extra)
+
+    def _send(self, status: int, doc: Any, headers: dict[str, str] | None = None) -> None:
         body = json.dumps(doc).encode()
         self.send_response(status)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

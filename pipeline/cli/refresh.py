@@ -1,8 +1,11 @@
 """The ``refresh-digests`` verb: re-resolve every pin upstream, write one reviewable change.
 
-Everything is resolved before anything is written; the report files and the
-lock are each written atomically, the lock last, and only when something moved
-(never with ``--check`` or ``--dry-run``). Any failure leaves the lock as it was.
+A lock with drift (a hand edit not yet relocked) is refused first: the refresh
+commit must hold only what moved upstream. Everything is resolved before
+anything is written; the report files and the lock are each written
+atomically, the lock last, and only when something moved. ``--check`` writes
+nothing at all (not even a report); ``--dry-run`` writes the reports, never the
+lock. Any failure leaves the lock as it was and writes no report.
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Collection
+from pathlib import Path
 
-from pipeline.errors import DriftError
+from pipeline.errors import DriftError, UsageError
 from pipeline.fs import write_atomic
 from pipeline.lock.model import Lock, load_lock, write_lock
 from pipeline.log import echo
@@ -19,7 +23,7 @@ from pipeline.refresh import report
 from pipeline.refresh.api import Api
 from pipeline.refresh.bases import default_registry
 from pipeline.refresh.model import Kind
-from pipeline.refresh.plan import World, apply, resolve, select
+from pipeline.refresh.plan import World, apply, no_drift, resolve, select
 
 
 def world(args: argparse.Namespace, kinds: Collection[Kind]) -> World:
@@ -31,8 +35,9 @@ def world(args: argparse.Namespace, kinds: Collection[Kind]) -> World:
     github = Api(
         base=args.github_api,
         name="GitHub's API",
-        refused="set GITHUB_TOKEN (a token also lifts the anonymous limit of 60 requests an hour)",
+        refused="set GITHUB_TOKEN to a token that can read the repository",
         token=os.environ.get("GITHUB_TOKEN") or None,
+        no_token="set GITHUB_TOKEN (a token lifts the anonymous limit of 60 requests an hour)",
     )
     hub = Api(
         base=args.hub,
@@ -64,17 +69,29 @@ def _hf_token() -> str | None:
     return hf_token(os.environ)
 
 
+def _write_report(path: Path, text: str, option: str) -> None:
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        why = exc.strerror or exc
+        raise UsageError(f"{option} {path}: cannot write the report ({why}); pass a path "
+                         "in a folder that exists and is writable") from None  # fmt: skip
+
+
 def do_refresh(args: argparse.Namespace) -> int:
     loaded: Lock = load_lock(args.lock)
     chosen = select(loaded, [*args.targets, *args.only], args.kind)
+    no_drift(loaded)
     outcome = resolve(loaded, chosen, world(args, chosen))
     doc = apply(loaded, outcome)
     for line in report.lines(outcome):
         echo(line)
-    if args.report_md:
-        write_atomic(args.report_md, report.markdown(outcome, str(args.lock)))
-    if args.report_json:
-        write_atomic(args.report_json, report.as_json(outcome, str(args.lock)))
+    if not args.check:  # --check writes nothing, not even a report
+        if args.report_md:
+            _write_report(args.report_md, report.markdown(outcome, str(args.lock)), "--report-md")
+        if args.report_json:
+            _write_report(args.report_json, report.as_json(outcome, str(args.lock)),
+                          "--report-json")  # fmt: skip
     n = len(outcome.changes)
     if args.check:
         if n:

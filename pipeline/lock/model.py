@@ -103,6 +103,7 @@ class Payload:
     role: Role
     format: Format
     expect: Mapping[str, Any] = field(default_factory=dict)
+    follow: str = "main"  # the Hub branch refresh-digests follows (docs/refresh.md)
 
     @classmethod
     def one_file(
@@ -155,6 +156,7 @@ def _payload(name: str, p: Mapping[str, Any]) -> Payload:
     return Payload(
         name=name, repository=p["repository"], revision=p.get("revision"), files=files,
         snapshot="files" in p, role=p["role"], format=fmt, expect=p.get("expect", {}),
+        follow=p.get("follow", "main"),
     )  # fmt: skip
 
 

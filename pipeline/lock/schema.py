@@ -84,6 +84,8 @@ PAYLOAD = {
         role={"enum": ["model", "mtp-assistant", "mmproj"]},
         format={"enum": ["gguf", "safetensors", "json"]},
         expect={"type": "object"},
+        # the Hub branch refresh-digests follows (default main; docs/refresh.md)
+        follow={"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._/-]*$"},
         origin=ORIGIN,
     ),
     # One file (filename, size, sha256), or a snapshot folder (files: path -> pins).

@@ -14,6 +14,7 @@ change.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import tarfile
 import threading
@@ -21,7 +22,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.errors import FetchError
+from pipeline.errors import DiskSpaceError, FetchError
 from pipeline.payloads.partial import Partial
 from pipeline.payloads.settings import Context, Tuning
 from pipeline.payloads.sources import candidates
@@ -50,8 +51,26 @@ def cached(cache: Path, sha256: str) -> Path:
     return cache / "sha256" / sha256[:2] / sha256
 
 
+def cache_error(exc: OSError, where: Path) -> FetchError:
+    """An OSError of the cache as one line naming the folder and the fix."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskSpaceError(f"{where}: no room left in the cache ({exc.strerror}); free "
+                              "space or point --cache (PIPELINE_CACHE) elsewhere")  # fmt: skip
+    return FetchError(f"{where}: cannot write the cache ({exc.strerror or exc}); make it "
+                      "writable or point --cache (PIPELINE_CACHE) elsewhere")  # fmt: skip
+
+
 def fetch_unpinned(url: str, cache: Path, mirror: str | None = None) -> Fetched:
-    """The bytes of ``url`` (the mirror's copy first) in the cache; their sha256 and size."""
+    """The bytes of ``url`` (the mirror's copy first) in the cache; their sha256 and size.
+
+    A cache that cannot be written is a FetchError (DiskSpaceError when full) naming it."""
+    try:
+        return _fetch_unpinned(url, cache, mirror)
+    except OSError as exc:
+        raise cache_error(exc, Path(exc.filename or cache)) from None
+
+
+def _fetch_unpinned(url: str, cache: Path, mirror: str | None) -> Fetched:
     work = cache / "refresh"
     work.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(url.encode()).hexdigest()[:16]

@@ -5,7 +5,10 @@ that shares tokens per host). The index digest stays the entry's ``digest``;
 the child digest of each required platform goes to ``platforms``, the
 image's version label to ``version_label``, so the next refresh can tell a
 rebuild of the same version from a new one. A failure to resolve any base is
-an error for the whole refresh: nothing is written on half an answer.
+an error for the whole refresh: nothing is written on half an answer. That
+includes a platform the lock records that the tag no longer offers ("platform
+gone"): hosts of that platform could no longer pull the base, so a person
+decides (drop the platform, or pin another tag), not the refresh.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pipeline.lock.model import Base, Lock
 from pipeline.lock.refs import parse_ref
 from pipeline.refresh import rules
 from pipeline.refresh.model import Change, Moved, Warn
+from pipeline.registry.platforms import PlatformMissing
 
 
 class Answer(Protocol):
@@ -66,19 +70,23 @@ def resolve_all(bases: Sequence[Base], registry: Registry) -> dict[str, Answer]:
     for platforms, members in groups.items():
         answers = registry.resolve_many([b.ref for b in members], platforms)
         for base, answer in zip(members, answers, strict=True):
-            if isinstance(answer, RegistryError) and len(platforms) > 1:
-                # A recorded platform may be gone: ask for the lock's own one alone, and
-                # let the platform-gone warning say what went.
-                answer = registry.resolve_many([base.ref], (base.platform,))[0]
+            if isinstance(answer, PlatformMissing):
+                raise RegistryError(platform_gone(base, answer))
             if isinstance(answer, RegistryError):
                 raise RegistryError(f"bases.{base.name}: {answer}; nothing was written")
             out[base.name] = answer
     return out
 
 
-def _offered(base: Base, answer: Answer) -> set[str]:
-    """The platforms the tag offers now (a single manifest: the lock's own one)."""
-    return set(answer.available) | set(answer.platforms) or {base.platform}
+def platform_gone(base: Base, missing: PlatformMissing) -> str:
+    """The one-line error for a required platform the tag no longer offers."""
+    available = ", ".join(missing.available) or "none"
+    own = missing.platform == base.platform
+    recorded = "the lock's platform" if own else "recorded in platforms"
+    return (f"bases.{base.name}: platform gone: {missing.platform} ({recorded}) is no longer "
+            f"offered by {base.ref} (available: {available}); hosts of that platform can no "
+            f"longer pull it: pick a tag that has it, or remove it from bases.{base.name} "
+            "(platform/platforms) by hand; nothing was written")  # fmt: skip
 
 
 def refresh_bases(
@@ -91,10 +99,14 @@ def refresh_bases(
     for base in bases:
         a = answers[base.name]
         platforms = {p: d for p, d in sorted(a.platforms.items()) if p in required(base)}
-        warns += rules.platforms_gone(base.name, base.platforms, {p: "" for p in _offered(base, a)})
+        # A single manifest has no children: recorded child digests would be stale.
+        dropped = bool(base.platforms) and not platforms
+        warns += rules.index_gone(base.name, sorted(base.platforms), dropped)
         moved = [Moved("digest", base.digest, a.digest)] if a.digest != base.digest else []
         moved += [Moved(f"platforms.{p}", base.platforms.get(p), d)
                   for p, d in platforms.items() if base.platforms.get(p) != d]  # fmt: skip
+        moved += [Moved(f"platforms.{p}", d, None) for p, d in sorted(base.platforms.items())
+                  if dropped]  # fmt: skip
         label = a.version_label
         if label is not None and label != base.version_label:
             moved.append(Moved("version_label", base.version_label, label))
@@ -106,8 +118,8 @@ def refresh_bases(
             old = parse_ref(base.ref).pinned(base.digest)
             warns += rules.unfetchable(base.name, base.digest, registry.exists(old))
         updates: dict[str, Any] = {"digest": a.digest}
-        if platforms:
-            updates["platforms"] = platforms
+        if platforms or dropped:
+            updates["platforms"] = platforms or None  # None: the key is removed
         if label is not None:
             updates["version_label"] = label
         registry_host = parse_ref(base.ref).registry

@@ -13,16 +13,19 @@ from typing import Any, Literal
 
 Kind = Literal["bases", "sources", "payloads", "pip"]
 KINDS: tuple[Kind, ...] = ("bases", "sources", "payloads", "pip")
-Rule = Literal["backwards", "platform-gone", "unfetchable", "label-unchanged", "size-jump"]
+Rule = Literal["backwards", "index-gone", "unfetchable", "label-unchanged", "size-jump"]
 
 
 @dataclass(frozen=True)
 class Moved:
-    """One pinned value: ``key`` (``digest``, ``commit``, ``files.config.json.size``) old → new."""
+    """One pinned value: ``key`` (``digest``, ``commit``, ``files.config.json.size``) old → new.
+
+    ``new`` is None for a value that is removed (a child digest of an index that became
+    a single manifest)."""
 
     key: str
     old: str | None
-    new: str
+    new: str | None
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,8 @@ class Link:
 class Change:
     """One lock entry whose upstream moved (or whose unpinned values became known).
 
-    ``updates`` are the entry's keys to set; every other key (notes, role, …) is kept.
+    ``updates`` are the entry's keys to set (a None value removes the key); every other
+    key (notes, role, …) is kept.
     ``source`` becomes the entry's new ``origin.source``.
     """
 

@@ -1,6 +1,8 @@
 """Hugging Face payloads: a branch → its commit, and each named file's size and hashes.
 
-The revision comes from ``/api/models/{repo}/revision/{branch}`` (``sha``,
+The branch is the payload's ``follow`` (default ``main``): a payload pinned on
+another branch (a quantisation branch, a release branch) stays on it. The
+revision comes from ``/api/models/{repo}/revision/{branch}`` (``sha``,
 ``lastModified``), the files from the tree API at that commit
 (``/api/models/{repo}/tree/{sha}?recursive=true``): an LFS file's ``lfs.oid``
 is the sha256 of its bytes, any other file's ``oid`` its git blob id. Only the
@@ -17,8 +19,6 @@ from pipeline.lock.model import Payload, PayloadFile
 from pipeline.refresh import rules
 from pipeline.refresh.api import Api
 from pipeline.refresh.model import Change, Link, Moved, Warn
-
-BRANCH = "main"  # what every payload follows (docs/refresh.md)
 
 
 def _revision(hub: Api, repo: str, rev: str, what: str) -> tuple[str, str | None]:
@@ -50,13 +50,13 @@ def _old(f: PayloadFile) -> dict[str, Any]:
 
 def refresh_payload(p: Payload, hub: Api) -> tuple[Change | None, list[Warn]]:
     """The change to ``payloads.NAME`` (None when nothing moved) and its warnings."""
-    what = f"payloads.{p.name}"
-    sha, date = _revision(hub, p.repository, BRANCH, what)
+    what, branch = f"payloads.{p.name}", p.follow
+    sha, date = _revision(hub, p.repository, branch, what)
     tree = hub.get_all(f"api/models/{p.repository}/tree/{sha}", what, {"recursive": "true"})
     listed = {e["path"]: e for e in tree if isinstance(e, dict) and e.get("type") == "file"}
     missing = [f.path for f in p.files if f.path not in listed]
     if missing:
-        raise FetchError(f"{what}: {', '.join(missing)} not in {p.repository} at {BRANCH} "
+        raise FetchError(f"{what}: {', '.join(missing)} not in {p.repository} at {branch} "
                          f"({sha[:12]}); fix the file names in the lock")  # fmt: skip
     warns: list[Warn] = []
     new_files = {f.path: _pins(listed[f.path], what) for f in p.files}
@@ -88,10 +88,10 @@ def refresh_payload(p: Payload, hub: Api) -> tuple[Change | None, list[Warn]]:
         updates.update(new_files[p.single.path])
     page = hub.base.rstrip("/")
     notes = () if p.revision != sha else ("same revision: values the lock lacked are pinned",)
-    change = Change(kind="payloads", name=p.name, what=f"{p.repository}@{BRANCH}",
-                    moved=tuple(moved), updates=updates, tag=BRANCH, dates=tuple(dates),
+    change = Change(kind="payloads", name=p.name, what=f"{p.repository}@{branch}",
+                    moved=tuple(moved), updates=updates, tag=branch, dates=tuple(dates),
                     links=(Link(f"commit {sha[:12]}", f"{page}/{p.repository}/commit/{sha}"),),
                     notes=notes,
-                    source=f"the Hub ({page}): {p.repository}@{BRANCH} -> {sha}; sizes and "
+                    source=f"the Hub ({page}): {p.repository}@{branch} -> {sha}; sizes and "
                     "hashes from its tree API")  # fmt: skip
     return change, warns

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from pipeline.errors import UsageError
-from pipeline.lock.fingerprint import relock
+from pipeline.errors import DriftError, UsageError
+from pipeline.fs import sha256_file
+from pipeline.lock.fingerprint import check_drift, relock
 from pipeline.lock.model import Lock, parse_lock
 from pipeline.refresh.api import Api
 from pipeline.refresh.bases import Registry, refresh_bases
@@ -66,6 +67,39 @@ def select(lock: Lock, names: Sequence[str], kind: Kind | None) -> dict[Kind, li
     return {k: v for k, v in out.items() if v}
 
 
+def no_drift(lock: Lock) -> None:
+    """DriftError unless every pip file and every target's fingerprint matches the lock.
+
+    A refresh rewrites fingerprints; on a drifted lock it would fold a hand edit (a
+    Dockerfile, a requirements file) into the "refresh" commit unreviewed. So drift is
+    refused before anything is asked, and ``nox -s lock`` comes first."""
+    problems = []
+    for name, pip in sorted(lock.pip.items()):
+        try:
+            actual = sha256_file(lock.root / pip.file)
+        except OSError as exc:
+            problems.append(f"pip.{name}: cannot read {pip.file} ({exc.strerror})")
+            continue
+        if actual != pip.sha256:
+            problems.append(f"pip.{name}: {pip.file} has sha256 {actual[:12]}…, the lock says "
+                            f"{(pip.sha256 or 'none')[:12]}…")  # fmt: skip
+    if problems:  # a pip file's drift is also every target's that uses it: said once
+        raise DriftError(_drift(lock, problems))
+    for target in sorted(lock.targets.values(), key=lambda t: t.name):
+        try:
+            check_drift(lock, target)
+        except DriftError as exc:
+            problems.append(str(exc).split("; ")[0])
+    if problems:
+        raise DriftError(_drift(lock, problems))
+
+
+def _drift(lock: Lock, problems: list[str]) -> str:
+    return (f"{lock.path}: drift before refreshing: {'; '.join(problems)}; a refresh would "
+            "fold it into its commit unreviewed: review it, run nox -s lock first, then "
+            "refresh")  # fmt: skip
+
+
 def resolve(lock: Lock, chosen: Mapping[Kind, Sequence[str]], world: World) -> Outcome:
     """Ask every upstream about the chosen entries; raises before anything is written."""
     changes: list[Change] = []
@@ -105,7 +139,11 @@ def apply(lock: Lock, outcome: Outcome, today: str | None = None) -> dict[str, A
     seen = today or date.today().isoformat()
     for change in outcome.changes:
         entry = doc[change.kind][change.name]
-        entry.update(copy.deepcopy(dict(change.updates)))
+        for key, value in change.updates.items():
+            if value is None:
+                entry.pop(key, None)
+            else:
+                entry[key] = copy.deepcopy(value)
         entry["origin"] = {"source": change.source, "seen": seen}
     if not outcome.changes:
         return doc

@@ -8,7 +8,6 @@ reviewer of the refresh PR reads it before merging.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 from pipeline.refresh.model import Kind, Warn
 
@@ -52,14 +51,13 @@ def revision_backwards(
                  f"{old[:12]} ({old_date}): the branch was reset")]  # fmt: skip
 
 
-def platforms_gone(name: str, before: Mapping[str, str], after: Mapping[str, str]) -> list[Warn]:
-    """Platforms the lock recorded that the tag no longer offers."""
-    gone = sorted(set(before) - set(after))
-    if not gone:
+def index_gone(name: str, recorded: list[str], dropped: bool) -> list[Warn]:
+    """The tag was a multi-arch index and is now one manifest: its child digests go."""
+    if not dropped:
         return []
-    return [Warn(kind="bases", name=name, rule="platform-gone",
-                 message=f"platform gone: {', '.join(gone)} no longer in the image index; "
-                 "hosts of that platform can no longer pull this base")]  # fmt: skip
+    return [Warn(kind="bases", name=name, rule="index-gone",
+                 message=f"no longer a multi-arch index: the tag is one manifest now, so the "
+                 f"recorded child digests ({', '.join(recorded)}) are removed")]  # fmt: skip
 
 
 def unfetchable(name: str, pinned: str, fetchable: bool) -> list[Warn]:

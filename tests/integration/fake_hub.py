@@ -18,7 +18,12 @@ shapes the real Hub answers with:
 A repository in ``FakeHub.gated`` answers 401 to any request without
 ``Authorization: Bearer <its token>``, as a gated repository does.
 
-``rev`` is the commit or the branch ``main``. As on the Hub, files over 10 MB
+With ``FakeHub.page_size`` set, a tree listing comes ``page_size`` entries a page,
+each but the last with ``Link: <…&cursor=N>; rel="next"``, as the Hub pages long
+listings.
+
+``rev`` is the commit, the branch ``main``, or a branch in ``FakeHub.branches``
+(other branch names at the same commit). As on the Hub, files over 10 MB
 and ``*.safetensors`` are LFS: their tree ``oid`` is the git blob id of their
 pointer file, not of their bytes. :meth:`FakeHub.flip` serves one file with a
 byte flipped while the tree keeps the true ids (a corrupted download).
@@ -168,6 +173,8 @@ class FakeHub(ThreadingHTTPServer):
         self.requests: list[str] = []
         self.past: dict[tuple[str, str], str] = {}  # (repo, older commit) -> its date
         self.gated: dict[str, str] = {}  # repo -> the token it needs
+        self.branches: dict[str, set[str]] = {}  # repo -> other branches at its commit
+        self.page_size: int | None = None  # tree entries a page; None: one page
         self.lock = threading.Lock()
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -216,8 +223,9 @@ class _Handler(BaseHTTPRequestHandler):
                 siblings = [{"rfilename": p} for p in sorted(repo.files)]
                 return self._json({"id": repo.name, "sha": repo.commit, "lastModified": repo.date,
                                    "siblings": siblings})  # fmt: skip
-            recursive = parse_qs(url.query).get("recursive", ["false"])[0].lower() == "true"
-            return self._json(repo.tree(api[4] or "", recursive))
+            query = parse_qs(url.query)
+            recursive = query.get("recursive", ["false"])[0].lower() == "true"
+            return self._tree(repo.tree(api[4] or "", recursive), url.path, query)
         resolve = _RESOLVE.fullmatch(path)
         if resolve is None:
             return self._error(404, "Not Found")
@@ -238,7 +246,7 @@ class _Handler(BaseHTTPRequestHandler):
         if repo is None or not self._allowed(name):
             self._error(401, "Repository not found", {"X-Error-Code": "RepoNotFound"})
             return None
-        if rev not in (repo.commit, "main"):
+        if rev not in (repo.commit, "main", *self.server.branches.get(name, ())):
             self._error(404, "Revision not found", {"X-Error-Code": "RevisionNotFound"})
             return None
         return repo
@@ -277,9 +285,23 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 pos += len(chunk)
 
-    def _json(self, doc: Any) -> None:
+    def _tree(self, tree: list[dict[str, Any]], path: str, query: dict[str, list[str]]) -> None:
+        """The tree listing, ``page_size`` entries a page with a ``Link: rel="next"`` to
+        the next (``cursor=N``), as the Hub pages long listings; all of it when unset."""
+        size = self.server.page_size
+        if size is None:
+            return self._json(tree)
+        start = int(query.get("cursor", ["0"])[0])
+        more = start + size < len(tree)
+        rec = query.get("recursive", ["false"])[0]
+        link = f'<{self.server.url}{path}?recursive={rec}&cursor={start + size}>; rel="next"'
+        return self._json(tree[start : start + size], {"Link": link} if more else {})
+
+    def _json(self, doc: Any, headers: dict[str, str] | None = None) -> None:
         body = json.dumps(doc).encode()
         self.send_response(200)
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

@@ -17,21 +17,22 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import DriftError, RegistryError
+from pipeline.errors import DriftError, RegistryError, UsageError
 from tests.bases import BUSYBOX, push_busybox_base, push_scratch_image
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
+from tests.registry_servers import FaultProxy
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 ORIGIN = {"source": "pushed by the test", "seen": "2026-01-01", "note": "keep me"}
 
 
-def refresh(lock: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def refresh(lock: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pipeline", "refresh-digests", "--lock", str(lock), *args],
         cwd=REPO, text=True, capture_output=True, check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **env},
     )  # fmt: skip
 
 
@@ -66,14 +67,19 @@ def test_a_moved_tag_is_exactly_one_change_with_its_report(
     })  # fmt: skip
     original = lock.read_bytes()
 
-    check = refresh(lock, "--check", "--kind", "bases")
+    md, js = tmp_path / "report.md", tmp_path / "report.json"
+    reports = ("--report-md", str(md), "--report-json", str(js))
+    check = refresh(lock, "--check", "--kind", "bases", *reports)
     assert check.returncode == DriftError.return_code, check.stderr
     assert "1 pin(s) moved upstream" in check.stderr and lock.read_bytes() == original
+    assert not md.exists() and not js.exists()  # --check writes nothing at all
 
-    dry = refresh(lock, "--dry-run", "--kind", "bases")
+    dry = refresh(lock, "--dry-run", "--kind", "bases", *reports)
     assert dry.returncode == 0 and "would change" in dry.stderr and lock.read_bytes() == original
+    assert "1 entry changed of 2 checked" in md.read_text() and js.is_file()  # reports, no lock
+    md.unlink()
+    js.unlink()
 
-    md, js = tmp_path / "report.md", tmp_path / "report.json"
     result = refresh(lock, "--kind", "bases", "--report-md", str(md), "--report-json", str(js))
     assert result.returncode == 0, result.stderr
     written = json.loads(lock.read_text())
@@ -112,7 +118,8 @@ def test_a_pinned_digest_the_registry_no_longer_has_is_warned_about(
 
 
 class _Refuses(BaseHTTPRequestHandler):
-    """A registry that refuses every request with a Basic challenge."""
+    """A FAKE registry, for tests only: it refuses every request with a Basic challenge,
+    as a registry does to an unknown user (no real registry serves anything here)."""
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -189,7 +196,7 @@ def push_index(ref: str, arches: tuple[str, ...], label: str, work: Path) -> str
             subprocess.run(["buildah", "rmi", image], capture_output=True, check=False)
 
 
-def test_a_multi_arch_index_records_its_platforms_and_warns_when_one_goes(
+def test_a_multi_arch_index_records_its_platforms_and_fails_when_one_goes(
     registry: str, tmp_path: Path
 ) -> None:
     if shutil.which("buildah") is None:
@@ -207,13 +214,97 @@ def test_a_multi_arch_index_records_its_platforms_and_warns_when_one_goes(
     assert set(entry["platforms"]) == {"linux/amd64", "linux/arm64"} and zero not in entry[
         "platforms"].values()  # fmt: skip
 
-    second = push_index(ref, ("amd64",), "1.0", tmp_path)  # arm64 dropped, same version
+    push_index(ref, ("amd64",), "1.0", tmp_path)  # arm64 dropped: hosts of it lose the base
+    before = lock.read_bytes()
+    md = tmp_path / "report.md"
+    result = refresh(lock, "--report-md", str(md))
+    assert result.returncode == RegistryError.return_code, result.stderr
+    assert "bases.busybox: platform gone: linux/arm64" in result.stderr
+    assert "available: linux/amd64" in result.stderr and "nothing was written" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert lock.read_bytes() == before and not md.exists()
+
+
+def test_an_index_that_became_one_manifest_drops_its_stale_child_digests(
+    registry: str, tmp_path: Path
+) -> None:
+    if shutil.which("buildah") is None:
+        unavailable("buildah is needed to push the test index")
+    ref = f"{registry}/lockpipe-test/refresh-single-{uuid.uuid4().hex[:8]}:1"
+    push_index(ref, ("amd64", "arm64"), "1.0", tmp_path)
+    zero = "sha256:" + "0" * 64
+    lock = _lock(tmp_path, {"busybox": {"ref": ref, "digest": zero, "platform": "linux/amd64",
+                                        "platforms": {"linux/amd64": zero}}})  # fmt: skip
+    assert refresh(lock).returncode == 0
+    assert set(json.loads(lock.read_text())["bases"]["busybox"]["platforms"]) == {"linux/amd64"}
+    (tmp_path / "single").mkdir()
+    (tmp_path / "single" / "stamp").write_text(uuid.uuid4().hex)
+    _, single = push_scratch_image(tmp_path / "single", "FROM scratch\nCOPY stamp /stamp\n", ref)
     md = tmp_path / "report.md"
     result = refresh(lock, "--report-md", str(md))
     assert result.returncode == 0, result.stderr
     entry = json.loads(lock.read_text())["bases"]["busybox"]
-    assert entry["digest"] == second and set(entry["platforms"]) == {"linux/amd64"}
-    report = md.read_text()
-    assert "(platform-gone): platform gone: linux/arm64" in report
-    assert "(label-unchanged): the digest changed while the version label stayed '1.0'" in report
-    assert "1 entry changed of 1 checked (bases 1)" in report
+    assert entry["digest"] == single and "platforms" not in entry
+    assert "(index-gone): no longer a multi-arch index" in md.read_text()
+
+
+@pytest.fixture
+def proxy(registry: str) -> Iterator[FaultProxy]:
+    """A real proxy in front of the loopback registry that misbehaves on request."""
+    server = FaultProxy(registry)
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("fault", ["429-then-ok", "5xx-forever", "no-digest-header", "corrupt"])
+def test_registry_faults_through_the_cli(
+    fault: str, proxy: FaultProxy, busybox_base: tuple[str, str], tmp_path: Path
+) -> None:
+    ref, digest = busybox_base
+    through = f"{proxy.host}/{ref.split('/', 1)[1]}"
+    lock = _lock(tmp_path, {"busybox": {"ref": through, "digest": "sha256:" + "0" * 64}})
+    before = lock.read_bytes()
+    if fault == "429-then-ok":
+        proxy.fail_status, proxy.fail_times, proxy.retry_after = 429, 2, "0"
+    elif fault == "5xx-forever":
+        proxy.fail_status, proxy.fail_times, proxy.retry_after = 503, 10_000, "0"
+    elif fault == "no-digest-header":
+        proxy.drop_digest = True
+    else:
+        proxy.corrupt = True
+    md = tmp_path / "r.md"
+    cache = str(tmp_path / "cache")  # no manifest from an earlier run short-cuts the proxy
+    result = refresh(lock, "--kind", "bases", "--report-md", str(md), PIPELINE_CACHE=cache)
+    assert "Traceback" not in result.stderr
+    if fault in ("429-then-ok", "no-digest-header"):
+        assert result.returncode == 0, result.stderr
+        assert json.loads(lock.read_text())["bases"]["busybox"]["digest"] == digest
+        assert md.is_file()
+        statuses = [status for _, _, status in proxy.seen]
+        if fault == "429-then-ok":
+            assert statuses[:2] == [429, 429] and 200 in statuses[2:]
+        else:  # the digest came from the manifest's bytes (GET), not a header
+            assert any(method == "GET" and "/manifests/" in path for method, path, _ in proxy.seen)
+        return
+    assert result.returncode == RegistryError.return_code, result.stderr
+    assert "bases.busybox: " in result.stderr and "nothing was written" in result.stderr
+    if fault == "corrupt":
+        assert "do not match their digest" in result.stderr
+    assert lock.read_bytes() == before and not md.exists()
+
+
+def test_an_unwritable_report_path_is_a_usage_error_and_the_lock_is_untouched(
+    busybox_base: tuple[str, str], tmp_path: Path
+) -> None:
+    ref, _ = busybox_base
+    lock = _lock(tmp_path, {"busybox": {"ref": ref, "digest": "sha256:" + "0" * 64}})
+    before = lock.read_bytes()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("a file, not a folder")
+    for option in ("--report-md", "--report-json"):
+        result = refresh(lock, "--kind", "bases", option, str(blocker / "report"))
+        assert result.returncode == UsageError.return_code, result.stderr
+        assert "Traceback" not in result.stderr
+        assert f"{option} {blocker / 'report'}: cannot write the report" in result.stderr
+        assert lock.read_bytes() == before

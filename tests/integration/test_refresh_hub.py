@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import FetchError
+from pipeline.errors import DriftError, FetchError
 from tests.integration.fake_hub import FakeHub, git_blob_id
 from tests.lockfactory import doc, make_repo
 
@@ -84,7 +84,7 @@ def test_a_moved_branch_pins_the_revision_and_every_named_file(
     report = md.read_text()
     assert f"[commit {NEW[:12]}]({hub.url}/org/model/commit/{NEW})" in report
     assert "- pinned revision: 2026-11-01T00:00:00.000Z" in report
-    assert "(size-jump): model.safetensors: size 1,000 -> 2,000 B (+100.0 %)" in report
+    assert "(size-jump): model.safetensors: size 1,000 -\\> 2,000 B (+100.0 %)" in report
     assert "backwards" not in report
 
 
@@ -117,6 +117,43 @@ def test_a_file_the_revision_lacks_fails_and_writes_nothing(hub: FakeHub, tmp_pa
     result = refresh(lock, "--kind", "payloads", HF_ENDPOINT=hub.url)
     assert result.returncode == FetchError.return_code, result.stderr
     assert "payloads.gone: tokenizer.json not in org/model at main" in result.stderr
+    assert lock.read_bytes() == before
+
+
+def test_every_page_of_a_paged_tree_listing_is_read(hub: FakeHub, tmp_path: Path) -> None:
+    hub.page_size = 1  # three files: three pages, the pinned ones on the later ones
+    lock = _lock(tmp_path)
+    result = refresh(lock, "--kind", "payloads", HF_ENDPOINT=hub.url)
+    assert result.returncode == 0, result.stderr
+    snap = json.loads(lock.read_text())["payloads"]["snap"]
+    assert set(snap["files"]) == {"config.json", "model.safetensors"}
+    pages = [r for r in hub.requests if r == f"/api/models/org/model/tree/{NEW}"]
+    assert len(pages) >= 2 * 3  # each payload read all three pages
+
+
+def test_a_payload_follows_its_own_branch_not_main(hub: FakeHub, tmp_path: Path) -> None:
+    hub.branches["org/model"] = {"q4-release"}
+    lock = _lock(tmp_path)
+    document = json.loads(lock.read_text())
+    document["payloads"]["snap"]["follow"] = "q4-release"
+    lock.write_text(json.dumps(document))
+    md = tmp_path / "r.md"
+    result = refresh(lock, "snap", "--report-md", str(md), HF_ENDPOINT=hub.url)
+    assert result.returncode == 0, result.stderr
+    revisions = [r for r in hub.requests if "/revision/" in r]
+    assert "/api/models/org/model/revision/q4-release" in revisions
+    assert "/api/models/org/model/revision/main" not in revisions
+    assert "org/model@q4-release" in md.read_text()
+    entry = json.loads(lock.read_text())["payloads"]["snap"]
+    assert (entry["follow"], entry["revision"]) == ("q4-release", NEW)
+    # a branch the Hub does not have is an error naming it, never a silent move to main
+    document = json.loads(lock.read_text())
+    document["payloads"]["snap"]["follow"] = "gone-branch"
+    lock.write_text(json.dumps(document))
+    before = lock.read_bytes()
+    missing = refresh(lock, "snap", HF_ENDPOINT=hub.url)
+    assert missing.returncode == FetchError.return_code, missing.stderr
+    assert "revision/gone-branch not found (404)" in missing.stderr
     assert lock.read_bytes() == before
 
 
@@ -162,12 +199,25 @@ def test_pip_reports_newer_releases_and_never_moves_them(tmp_path: Path) -> None
         before = lock.read_bytes()
         host, port = index.server_address[:2]
         js = tmp_path / "r.json"
-        result = refresh(lock, "--kind", "pip", "--check", "--report-json", str(js),
-                         PIPELINE_PYPI=f"http://{host!s}:{port}")  # fmt: skip
+        index_url = f"http://{host!s}:{port}"
+        check = refresh(lock, "--kind", "pip", "--check", "--report-json", str(js),
+                        PIPELINE_PYPI=index_url)  # fmt: skip
+        assert check.returncode == 0, check.stderr  # newer releases are reported, not drift
+        assert not js.exists()  # --check writes nothing, not even its report
+        result = refresh(lock, "--kind", "pip", "--dry-run", "--report-json", str(js),
+                         PIPELINE_PYPI=index_url)  # fmt: skip
         assert result.returncode == 0, result.stderr
         assert "pip.app: requests 2.0.0 pinned, 2.32.3 released (not moved)" in result.stderr
         (newer,) = json.loads(js.read_text())["newer"]
         assert (newer["package"], newer["latest"]) == ("requests", "2.32.3")
+        assert lock.read_bytes() == before
+        # a requirements file edited after the lock is drift: --check fails, nothing written
+        req = ctx / "requirements.txt"
+        req.write_text(req.read_text() + f"six==1.16.0 --hash=sha256:{'3' * 64}\n")
+        drift = refresh(lock, "--kind", "pip", "--check", PIPELINE_PYPI=index_url)
+        assert drift.returncode == DriftError.return_code, drift.stderr
+        assert "pip.app: images/app/requirements.txt has sha256" in drift.stderr
+        assert "run nox -s lock first" in drift.stderr and "Traceback" not in drift.stderr
         assert lock.read_bytes() == before
     finally:
         index.shutdown()

@@ -167,7 +167,7 @@ def test_a_release_older_than_the_pinned_one_is_warned_about(
     result = refresh(lock, github, nginx, "--report-md", str(md))
     assert result.returncode == 0, result.stderr
     report = md.read_text()
-    assert "(backwards): tag moved backwards: b10069 -> b10001" in report
+    assert "(backwards): tag moved backwards: b10069 -\\> b10001" in report
     assert "is behind the pinned" in report
 
 
@@ -191,3 +191,29 @@ def test_a_fault_or_check_leaves_the_lock_byte_identical(
         assert "mirror " in result.stderr and "404" in result.stderr
     assert "Traceback" not in result.stderr
     assert lock.read_bytes() == before
+
+
+def test_an_unwritable_cache_is_one_fetch_error_naming_it(
+    github: FakeGitHub, nginx: Nginx, tmp_path: Path
+) -> None:
+    serve(nginx, "b10100", tar_gz("llama.cpp-b10100", FILES))
+    lock = _lock(tmp_path, follow="latest-release")
+    before = lock.read_bytes()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("a file, not a folder")
+    result = refresh(lock, github, nginx, "--cache", str(blocker / "cache"))
+    assert result.returncode == FetchError.return_code, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "cannot write the cache" in result.stderr and "--cache (PIPELINE_CACHE)" in result.stderr
+    assert lock.read_bytes() == before
+
+
+def test_one_bad_gateway_from_github_does_not_fail_the_run(
+    github: FakeGitHub, nginx: Nginx, tmp_path: Path
+) -> None:
+    serve(nginx, "b10100", tar_gz("llama.cpp-b10100", FILES))
+    github.fail, github.retry_after = [502], "0"
+    lock = _lock(tmp_path, follow="latest-release")
+    result = refresh(lock, github, nginx)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(lock.read_text())["sources"]["llama.cpp"]["commit"] == C[4]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import tarfile
 from pathlib import Path
@@ -9,8 +10,8 @@ from typing import Literal
 
 import pytest
 
-from pipeline.errors import FetchError
-from pipeline.refresh.archive import tree_hash
+from pipeline.errors import DiskSpaceError, FetchError
+from pipeline.refresh.archive import cache_error, fetch_unpinned, tree_hash
 
 
 def archive(
@@ -60,3 +61,15 @@ def test_two_top_folders_or_a_damaged_file_is_a_fetch_error(tmp_path: Path) -> N
     (tmp_path / "bad.tar.gz").write_bytes(b"\x1f\x8b not really gzip")
     with pytest.raises(FetchError, match="not a readable tar archive"):
         tree_hash(tmp_path / "bad.tar.gz")
+
+
+def test_a_cache_that_cannot_be_written_is_one_fetch_error_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(FetchError, match=r"a-file.*cannot write the cache.*--cache"):
+        fetch_unpinned("https://github.com/o/r/archive/refs/tags/b1.tar.gz", blocker / "cache")
+
+
+def test_a_full_cache_is_a_disk_space_error() -> None:
+    err = cache_error(OSError(errno.ENOSPC, "No space left on device"), Path("/c"))
+    assert isinstance(err, DiskSpaceError) and "no room left in the cache" in str(err)

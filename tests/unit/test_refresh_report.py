@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from pipeline.refresh import report
 from pipeline.refresh.model import Change, Link, Moved, Newer, Outcome, Warn
@@ -62,3 +63,30 @@ def test_terminal_lines_name_each_change_warning_and_newer_release() -> None:
     assert out[0].startswith(f"sources.llama.cpp: ggml-org/llama.cpp@latest-release: commit {OLD}")
     assert "warning: bases.vllm-openai: same label" in out
     assert out[-1] == "pip.frank-small-audio: vllm 0.29.0 pinned, 0.33.0 released (not moved)"
+
+
+def test_hostile_upstream_text_cannot_break_the_markdown() -> None:
+    """A version label, a release tag and a date are upstream's text, not ours."""
+    label = "1.0 | x |\n## Approved\n[click](https://evil.example)<img src=x>`rm`"
+    change = Change(kind="bases", name="b", what="r/x:1", updates={}, source="s", tag=label,
+                    moved=(Moved("version_label", "1.0", label),),
+                    dates=(("new revision", "2026\n- [ok](https://evil.example)"),),
+                    links=(Link("commit a", "https://hub.example/x) [y](https://evil"),),
+                    )  # fmt: skip
+    warn = Warn(kind="bases", name="b", rule="label-unchanged", message=f"stayed {label!r}")
+    md = report.markdown(Outcome(changes=(change,), warnings=(warn,)), "lock")
+    assert not any(line.startswith("## Approved") for line in md.splitlines())
+    for live in (r"\[click", r"<img", r"`rm", r"\[ok"):  # each only with a backslash before it
+        assert re.search(r"(?<!\\)" + live, md) is None, live
+    assert "\\[click\\](https://evil.example)\\<img src=x\\>\\`rm\\`" in md
+    (row,) = [line for line in md.splitlines() if line.startswith("| version_label")]
+    assert row.count("|") - row.count("\\|") == 4  # three cells, however the label reads
+    assert "- [commit a](https://hub.example/x%29%20[y]%28https://evil)" in md
+    assert "- new revision: 2026 - \\[ok\\](https://evil.example)" in md
+
+
+def test_a_removed_value_reads_as_removed() -> None:
+    gone = Moved("platforms.linux/amd64", "sha256:" + "1" * 64, None)
+    change = Change(kind="bases", name="b", what="r/x:1", updates={}, source="s", moved=(gone,))
+    assert "| *(removed)* |" in report.markdown(Outcome(changes=(change,)), "lock")
+    assert "-> (removed)" in report.lines(Outcome(changes=(change,)))[0]

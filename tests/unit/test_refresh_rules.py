@@ -30,13 +30,6 @@ def test_a_hub_revision_dated_before_the_pinned_one_is_backwards() -> None:
     assert rules.revision_backwards("payloads", "m", "a" * 40, "b" * 40, None, "2026-11-01") == []
 
 
-def test_a_recorded_platform_missing_from_the_index_is_gone() -> None:
-    before = {"linux/amd64": "sha256:" + "1" * 64, "linux/arm64": "sha256:" + "2" * 64}
-    (w,) = rules.platforms_gone("cuda", before, {"linux/amd64": "x"})
-    assert w.rule == "platform-gone" and "linux/arm64" in w.message
-    assert rules.platforms_gone("cuda", before, {**before, "linux/s390x": "y"}) == []
-
-
 def test_an_old_digest_the_registry_no_longer_serves_is_unfetchable() -> None:
     (w,) = rules.unfetchable("ubuntu", "sha256:" + "1" * 64, fetchable=False)
     assert w.rule == "unfetchable" and "no rolling back" in w.message
@@ -57,3 +50,10 @@ def test_a_model_file_growing_or_shrinking_over_five_percent_is_flagged() -> Non
     assert rules.size_jump("m", "x", 1000, 940)[0].message.count("-6.0 %") == 1
     assert rules.size_jump("m", "x", 1000, 1050) == []
     assert rules.size_jump("m", "x", None, 1050) == []
+
+
+def test_an_index_that_became_one_manifest_is_flagged_only_when_children_were_recorded() -> None:
+    (w,) = rules.index_gone("busybox", ["linux/amd64", "linux/arm64"], True)
+    assert w.rule == "index-gone" and "no longer a multi-arch index" in w.message
+    assert "linux/amd64, linux/arm64" in w.message
+    assert rules.index_gone("busybox", [], False) == []

@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import RegistryError, UsageError
+from pipeline.errors import DriftError, RegistryError, UsageError
 from pipeline.lock.model import Lock, load_lock
 from pipeline.refresh.api import Api
 from pipeline.refresh.bases import Registry
-from pipeline.refresh.plan import World, apply, select
+from pipeline.refresh.plan import World, apply, no_drift, select
 from pipeline.refresh.plan import resolve as resolve_all
 from pipeline.refresh.sources import Archives
+from pipeline.registry.platforms import PlatformMissing
 from tests.lockfactory import DIGEST, doc, make_repo
 
 NEW = "sha256:" + "cd" * 32
@@ -121,27 +122,127 @@ def test_one_failing_base_fails_the_whole_refresh_naming_it(tmp_path: Path) -> N
         resolve_all(lock, {"bases": ["busybox", "other"]}, world)
 
 
-def test_base_warnings_label_unchanged_unfetchable_and_platform_gone(tmp_path: Path) -> None:
+def _multi_arch_lock(tmp_path: Path) -> Lock:
     document = doc()
     document["bases"]["busybox"].update(
         version_label="1.0", platform="linux/amd64",
         platforms={"linux/amd64": "sha256:" + "1" * 64, "linux/arm64": "sha256:" + "2" * 64},
     )  # fmt: skip
-    lock = load_lock(make_repo(tmp_path, document))
+    return load_lock(make_repo(tmp_path, document))
+
+
+def _platform_missing(platform: str, available: tuple[str, ...]) -> PlatformMissing:
+    return PlatformMissing("127.0.0.1:5000/lockpipe-test/busybox:1", platform, available,
+                           index=True)  # fmt: skip
+
+
+def test_a_recorded_platform_gone_fails_naming_it_and_what_is_available(tmp_path: Path) -> None:
+    lock = _multi_arch_lock(tmp_path)
     calls: list[tuple[str, ...]] = []
 
     def resolve_many(refs: Any, platforms: tuple[str, ...]) -> list[Any]:
         calls.append(platforms)
-        if "linux/arm64" in platforms:
-            return [RegistryError("linux/arm64 not in the index")]
-        return [Answer(digest=NEW, platforms={"linux/amd64": "sha256:" + "3" * 64},
-                       available=("linux/amd64",), version_label="1.0")]  # fmt: skip
+        return [_platform_missing("linux/arm64", ("linux/amd64", "linux/s390x"))]
 
-    registry = Registry(resolve_many=resolve_many, exists=lambda ref: False)
-    world = _world(registry)
+    world = _world(Registry(resolve_many=resolve_many, exists=lambda ref: True))
+    with pytest.raises(RegistryError, match=r"bases\.busybox: platform gone: linux/arm64 "
+                       r"\(recorded in platforms\).*available: linux/amd64, linux/s390x.*"
+                       r"nothing was written"):  # fmt: skip
+        resolve_all(lock, {"bases": ["busybox"]}, world)
+    assert calls == [("linux/amd64", "linux/arm64")]  # never asked again with fewer platforms
+
+
+def test_a_transient_failure_is_an_error_never_a_retry_with_fewer_platforms(
+    tmp_path: Path,
+) -> None:
+    lock = _multi_arch_lock(tmp_path)
+    calls: list[tuple[str, ...]] = []
+
+    def resolve_many(refs: Any, platforms: tuple[str, ...]) -> list[Any]:
+        calls.append(platforms)
+        if len(platforms) > 1:
+            return [RegistryError("127.0.0.1:5000 answered 503 after 4 tries")]
+        return [Answer(digest=NEW, platforms={"linux/amd64": "sha256:" + "3" * 64})]
+
+    world = _world(Registry(resolve_many=resolve_many, exists=lambda ref: True))
+    with pytest.raises(RegistryError, match=r"bases\.busybox: .*503.*nothing was written"):
+        resolve_all(lock, {"bases": ["busybox"]}, world)
+    assert calls == [("linux/amd64", "linux/arm64")]
+
+
+def test_base_warnings_label_unchanged_and_unfetchable(tmp_path: Path) -> None:
+    lock = _multi_arch_lock(tmp_path)
+    children = {"linux/amd64": "sha256:" + "3" * 64, "linux/arm64": "sha256:" + "4" * 64}
+
+    def resolve_many(refs: Any, platforms: tuple[str, ...]) -> list[Any]:
+        return [Answer(digest=NEW, platforms=children, available=tuple(children),
+                       version_label="1.0")]  # fmt: skip
+
+    world = _world(Registry(resolve_many=resolve_many, exists=lambda ref: False))
     outcome = resolve_all(lock, {"bases": ["busybox"]}, world)
-    assert calls == [("linux/amd64", "linux/arm64"), ("linux/amd64",)]
-    assert sorted(w.rule for w in outcome.warnings) == ["label-unchanged", "platform-gone",
-                                                        "unfetchable"]  # fmt: skip
+    assert sorted(w.rule for w in outcome.warnings) == ["label-unchanged", "unfetchable"]
     (change,) = outcome.changes
-    assert change.updates["platforms"] == {"linux/amd64": "sha256:" + "3" * 64}
+    assert change.updates["platforms"] == children
+
+
+def test_an_index_that_became_one_manifest_drops_its_child_digests(tmp_path: Path) -> None:
+    lock = _multi_arch_lock(tmp_path)
+    document = copy.deepcopy(dict(lock.document))
+    document["bases"]["busybox"]["platforms"] = {"linux/amd64": "sha256:" + "1" * 64}
+    lock = load_lock(make_repo(tmp_path / "one", document))
+    single = Answer(digest=NEW, platforms={}, available=("linux/amd64",), version_label="1.1")
+    world = _world(_registry({"127.0.0.1:5000/lockpipe-test/busybox:1": single}))
+    outcome = resolve_all(lock, {"bases": ["busybox"]}, world)
+    (warn,) = outcome.warnings
+    assert warn.rule == "index-gone" and "no longer a multi-arch index" in warn.message
+    (change,) = outcome.changes
+    assert change.updates["platforms"] is None
+    assert ("platforms.linux/amd64", "sha256:" + "1" * 64, None) in [
+        (m.key, m.old, m.new) for m in change.moved]  # fmt: skip
+    entry = apply(lock, outcome, today="2026-11-30")["bases"]["busybox"]
+    assert "platforms" not in entry and entry["digest"] == NEW
+
+
+def test_a_hand_edit_not_yet_relocked_is_refused_before_anything_is_asked(
+    tmp_path: Path,
+) -> None:
+    document = doc()
+    document["targets"]["other"] = {**document["targets"]["app"], "context": "images/other",
+                                    "tag": "localhost/lockpipe-test/other:1"}  # fmt: skip
+    lock = load_lock(make_repo(tmp_path, document))
+    no_drift(lock)  # freshly locked: no drift
+    (tmp_path / "images" / "app" / "Dockerfile").write_text("FROM ${BASE}\nRUN rm -rf /\n")
+    with pytest.raises(DriftError, match=r"drift before refreshing: fingerprints\.app: "
+                       r"images/app/.*run nox -s lock first"):  # fmt: skip
+        no_drift(lock)
+
+
+def test_a_requirements_file_edited_after_the_lock_is_drift_naming_nox_lock(
+    tmp_path: Path,
+) -> None:
+    document = doc()
+    document["pip"] = {"app": {"file": "images/app/requirements.txt", "sha256": "0" * 64}}
+    document["targets"]["app"]["pip"] = ["app"]
+    (tmp_path / "images" / "app").mkdir(parents=True)
+    (tmp_path / "images" / "app" / "requirements.txt").write_text("idna==3.7\n")
+    lock = load_lock(make_repo(tmp_path, document))
+    no_drift(lock)
+    (tmp_path / "images" / "app" / "requirements.txt").write_text("idna==3.8\n")
+    with pytest.raises(DriftError, match=r"pip\.app: images/app/requirements\.txt has sha256 "
+                       r".*run nox -s lock first"):  # fmt: skip
+        no_drift(lock)
+
+
+def test_a_refresh_changes_only_the_fingerprints_of_targets_built_on_what_moved(
+    tmp_path: Path,
+) -> None:
+    document = doc()
+    document["bases"]["other"] = {"ref": "127.0.0.1:5000/x/other:2", "digest": DIGEST}
+    document["targets"]["other"] = {**document["targets"]["app"], "context": "images/other",
+                                    "tag": "localhost/lockpipe-test/other:1",
+                                    "bases": {"BASE": "other"}}  # fmt: skip
+    lock = load_lock(make_repo(tmp_path, document))
+    world = _world(_registry({"127.0.0.1:5000/lockpipe-test/busybox:1": Answer(digest=NEW)}))
+    new = apply(lock, resolve_all(lock, {"bases": ["busybox"]}, world))
+    assert new["fingerprints"]["app"] != lock.document["fingerprints"]["app"]
+    assert new["fingerprints"]["other"] == lock.document["fingerprints"]["other"]
