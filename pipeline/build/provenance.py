@@ -1,10 +1,15 @@
 """Provenance: an in-toto Statement v1 with a SLSA provenance v1 predicate, per build.
 
 It is a pure function of the build plan, the build record and the pip files'
-contents, so the same build always yields the same bytes (no clock, no host
-name): a rebuild elsewhere writes the same statement, and ``publish`` can
-re-derive it for any current record. It lives in ``build`` because every
-build writes one; ``publish`` attaches it to the pushed image as a referrer.
+contents, so the same record always yields the same bytes (no host name, no
+clock read here), and ``publish`` can re-derive it for any current record. It
+is not the same for two builds of one key: ``runDetails.metadata.finishedOn``
+is the record's ``built_at``, the one per-invocation field. SLSA's
+``invocationId`` (an ID to find this invocation's logs by) is omitted, as
+lockpipe keeps no such log; the build key, which is the same for every build
+of the same inputs, is ``internalParameters.buildKey``. It lives in ``build``
+because every build writes one (:func:`record_build` writes it beside the
+record); ``publish`` attaches it to the pushed image as a referrer.
 
 At build time the subject is the local image (named by its tag, digested by
 its image ID, i.e. the config digest); ``publish`` makes it the pushed
@@ -22,7 +27,7 @@ from typing import Any
 
 from pipeline import __version__
 from pipeline.build.plan import BuildPlan
-from pipeline.build.records import BuildRecord
+from pipeline.build.records import BuildRecord, write_record
 from pipeline.errors import LockError
 from pipeline.fs import write_atomic
 from pipeline.lock.model import Lock
@@ -127,6 +132,7 @@ def statement(
                     "labels": dict(plan.labels),
                 },
                 "internalParameters": {
+                    "buildKey": record.key,
                     "engine": record.engine,
                     "engineVersion": record.engine_version,
                     "fingerprint": record.fingerprint,
@@ -140,7 +146,7 @@ def statement(
                     "id": f"urn:lockpipe:{record.engine}",
                     "version": {"lockpipe": __version__, record.engine: record.engine_version},
                 },
-                "metadata": {"invocationId": record.key, "finishedOn": record.built_at},
+                "metadata": {"finishedOn": record.built_at},
                 "byproducts": [{"name": "image-id", "digest": {"sha256": _hex(record.image_id)}}],
             },
         },
@@ -161,4 +167,12 @@ def write_provenance(state: Path, doc: Mapping[str, Any]) -> Path:
     internal, external = params["internalParameters"], params["externalParameters"]
     path = provenance_path(state, internal["engine"], external["target"])
     write_atomic(path, dumps(doc).decode())
+    return path
+
+
+def record_build(state: Path, lock: Lock, plan: BuildPlan, record: BuildRecord) -> Path:
+    """Write ``record`` and its provenance together, so the provenance file always describes
+    the record beside it (every path that keeps a build uses this); the record's path."""
+    path = write_record(state, record)
+    write_provenance(state, statement(plan, record, read_pip(lock, plan)))
     return path

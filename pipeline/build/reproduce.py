@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.build.plan import plan_target
-from pipeline.build.records import write_record
+from pipeline.build.provenance import record_build
 from pipeline.build.run import Settings, build_key, run_build
 from pipeline.engines.base import Engine
 from pipeline.lock.fingerprint import check_drift
@@ -66,7 +66,7 @@ def reproduce_target(lock: Lock, name: str, engine: Engine, s: Settings) -> Repr
         with step(f"reproduce {name} with {engine.name}: build {attempt} of 2, no cache"):
             records.append(run_build(engine, plan, key, s, no_cache=True))
     first, second = records
-    write_record(s.state, second)
+    record_build(s.state, lock, plan, second)  # the record and its provenance, together
     why = ""
     if first.image_id != second.image_id:
         why = layer_difference(engine.layers(first.image_id), engine.layers(second.image_id))

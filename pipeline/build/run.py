@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pipeline.build.context import stage
 from pipeline.build.plan import LABEL_PREFIX, BuildPlan, plan_target
-from pipeline.build.provenance import read_pip, statement, write_provenance
-from pipeline.build.records import BuildRecord, read_record, write_record
+from pipeline.build.provenance import record_build
+from pipeline.build.records import BuildRecord, read_record
 from pipeline.engines.base import BuildRequest, Engine
 from pipeline.errors import BuildError
 from pipeline.lock.fingerprint import check_drift
@@ -139,8 +139,7 @@ def build_target(lock: Lock, name: str, engine: Engine, s: Settings) -> Outcome:
         return Outcome(name, False, current)
     with step(f"build {name} with {engine.name} {engine.version()}"):
         record = run_build(engine, plan, key, s)
-        path = write_record(s.state, record)
-        write_provenance(s.state, statement(plan, record, read_pip(lock, plan)))
+        path = record_build(s.state, lock, plan, record)
     how = "reproducible" if record.reproducible else "NOT reproducible"
     echo(f"{name}: built {record.image_id} in {record.seconds:.1f}s; record {path}")
     echo(

@@ -28,7 +28,7 @@ class Published:
     key: str  # the build key of the record that was pushed
     engine: str
     engine_version: str
-    published: str  # UTC date of the first push of this key
+    published: str  # UTC date this host first recorded this digest (push or found in the registry)
 
     @property
     def pinned(self) -> str:

@@ -2,8 +2,12 @@
 
 Only an image whose build record carries the key the plan gives now is
 pushed; anything else would publish an image the lock no longer describes.
-A target whose ``images.json`` entry has the same key, and whose
-``reference@digest`` the registry still has, is not pushed again: one HEAD.
+An unchanged build is not pushed again: when ``images.json`` has its entry
+and the registry still has ``reference@digest``, one HEAD; without the entry
+(a fresh checkout), one GET of the key's tag, whose manifest must name the
+record's image ID as its config. Then only the provenance is checked and, if
+missing, attached. The entry is written before the provenance is attached, so
+a failed attach never loses the digest the push returned.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.build.plan import plan_target
-from pipeline.build.provenance import MEDIA_TYPE, dumps, read_pip, statement
+from pipeline.build.provenance import read_pip, statement
 from pipeline.build.records import BuildRecord, read_record
 from pipeline.build.run import build_key
 from pipeline.engines.base import Engine
@@ -26,10 +30,9 @@ from pipeline.lock.model import Lock
 from pipeline.lock.refs import parse_ref
 from pipeline.log import echo
 from pipeline.publish.outputs import Published, read_images, write_images
+from pipeline.publish.referrer import attach_provenance, find_provenance
+from pipeline.registry.names import is_loopback as loopback_host
 
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
-EMPTY = b"{}"
 KEY_TAG_LENGTH = 12
 
 
@@ -48,6 +51,10 @@ def check_prefix(prefix: str) -> str:
         parsed = parse_ref(f"{prefix}/target:tag")
     except ValueError as exc:
         raise UsageError(f"--to {prefix!r}: not a REGISTRY/PREFIX ({exc})") from None
+    if "/" not in prefix and ("." in prefix or ":" in prefix or prefix == "localhost"):
+        raise UsageError(
+            f"--to {prefix!r}: add a path after the registry host, e.g. {prefix}/lockpipe"
+        )
     if "/" not in prefix or (parsed.registry == "docker.io" and "docker.io" not in prefix):
         raise UsageError(
             f"--to {prefix!r}: name the registry host, e.g. 127.0.0.1:5000/lockpipe or "
@@ -63,9 +70,9 @@ def destination(prefix: str, target: str, key: str) -> str:
 
 
 def is_loopback(ref: str) -> bool:
-    """Loopback registries speak plain HTTP (registry 2.8 here, a local mirror on a host)."""
-    host = parse_ref(ref).registry.rsplit(":", 1)[0].strip("[]")
-    return host in ("localhost", "::1") or host.startswith("127.")
+    """Loopback registries speak plain HTTP (registry 2.8 here, a local mirror on a host);
+    the registry client's rule, so a push and a read agree on the scheme."""
+    return loopback_host(parse_ref(ref).registry)
 
 
 def current_record(lock: Lock, name: str, engine: Engine, state: Path) -> BuildRecord:
@@ -89,75 +96,79 @@ def current_record(lock: Lock, name: str, engine: Engine, state: Path) -> BuildR
     return record
 
 
-def artifact_manifest(blob: bytes, subject: dict[str, Any]) -> bytes:
-    """An OCI image manifest that carries ``blob`` (a statement) and points at ``subject``."""
-    doc = {
-        "schemaVersion": 2,
-        "mediaType": OCI_MANIFEST,
-        "artifactType": MEDIA_TYPE,
-        "config": _descriptor(EMPTY_MEDIA_TYPE, EMPTY),
-        "layers": [_descriptor(MEDIA_TYPE, blob)],
-        "subject": subject,
-    }
-    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+def published_as(ref: str, image_id: str) -> str | None:
+    """The manifest digest at ``ref`` (the key's tag) when its config is ``image_id``; else None.
 
-
-def _descriptor(media_type: str, data: bytes) -> dict[str, Any]:
-    digest = "sha256:" + hashlib.sha256(data).hexdigest()
-    return {"mediaType": media_type, "digest": digest, "size": len(data)}
-
-
-def attach_provenance(pinned: str, doc: dict[str, Any]) -> str:
-    """Upload ``doc`` and an empty config, put the referrer manifest; its digest."""
+    The tag names the build key, so a tag whose config is the record's image ID holds this
+    very build, already pushed (by this host before its images.json was lost, or by another
+    host with the same reproducible build).
+    """
+    from pipeline.registry import platforms as pf
     from pipeline.registry.client import registry_for
-    from pipeline.registry.push import attach_referrer, get_manifest, upload_blob
 
-    digest = pinned.rpartition("@")[2]
-    reg, ep = registry_for(pinned)
-    body, media_type = get_manifest(reg, ep.repository, digest)  # digest-checked
-    subject = _descriptor(media_type, body)
-    blob = dumps(doc)
-    for data in (EMPTY, blob):  # each a HEAD first: a blob the registry has is not sent
-        upload_blob(reg, ep.repository, data, "sha256:" + hashlib.sha256(data).hexdigest())
-    return attach_referrer(reg, ep.repository, artifact_manifest(blob, subject), digest)
-
-
-def _provenance_present(pinned: str) -> str | None:
-    from pipeline.registry.client import registry_for
-    from pipeline.registry.push import referrers
-
-    reg, ep = registry_for(pinned)
-    found = referrers(reg, ep.repository, pinned.rpartition("@")[2], artifact_type=MEDIA_TYPE)
-    return str(found[0]["digest"]) if found else None
+    reg, ep = registry_for(ref)
+    tag = parse_ref(ref).tag or ""
+    resp = reg.request("GET", ep.repository, f"manifests/{tag}", headers={"Accept": pf.ACCEPT},
+                       ok=(200, 404))  # fmt: skip
+    if resp.status_code == 404:
+        return None
+    try:
+        config = json.loads(resp.content).get("config", {}).get("digest")
+    except (ValueError, AttributeError):
+        return None  # not an image manifest: push over it
+    return "sha256:" + hashlib.sha256(resp.content).hexdigest() if config == image_id else None
 
 
 def publish_target(
-    lock: Lock, name: str, engine: Engine, *, state: Path, prefix: str, images: Path
-) -> Outcome:
-    """Push ``name`` unless ``images`` shows this build already there; attach its provenance."""
+    lock: Lock, name: str, engine: Engine, *, state: Path, prefix: str, images: Path,
+    force: bool = False,
+) -> Outcome:  # fmt: skip
+    """Push ``name`` unless the registry already has this build (``force`` pushes anyway);
+    record it in ``images``, then attach its provenance unless the registry has it."""
     from pipeline.registry.client import exists
 
     record = current_record(lock, name, engine, state)
     ref = destination(prefix, name, record.key)
     known = read_images(images).get(name)
-    same = known is not None and known.key == record.key and known.reference == ref
-    if known is not None and same and exists(known.pinned):
-        provenance = _provenance_present(known.pinned)
-        if provenance is None:
-            provenance = _attach(lock, name, record, known)
-        echo(f"{name}: unchanged, {known.pinned} is in the registry; nothing uploaded")
-        return Outcome(target=name, published=known, uploaded=False, provenance=provenance)
-    echo(f"{name}: pushing {record.tag} ({record.image_id[:19]}) to {ref}")
-    digest = engine.push(record.tag, ref, tls_verify=not is_loopback(ref))
-    entry = Published(
+    if known is not None and (known.key != record.key or known.reference != ref):
+        known = None
+    digest = None
+    if not force:
+        if known is not None and exists(known.pinned):
+            digest = known.digest  # one HEAD
+        else:
+            digest = published_as(ref, record.image_id)  # one GET of the key's tag
+    uploaded = digest is None
+    if digest is None:
+        echo(f"{name}: pushing {record.tag} ({record.image_id[:19]}) to {ref}")
+        digest = engine.push(record.tag, ref, tls_verify=not is_loopback(ref))
+    same = known is not None and known.digest == digest
+    entry = known if known is not None and same else Published(
         reference=ref, digest=digest, key=record.key, engine=record.engine,
         engine_version=record.engine_version,
         published=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
     )  # fmt: skip
-    provenance = _attach(lock, name, record, entry)
-    write_images(images, {**read_images(images), name: entry})
-    echo(f"{name}: published {entry.pinned}; provenance {provenance[:19]}; recorded in {images}")
-    return Outcome(target=name, published=entry, uploaded=True, provenance=provenance)
+    if not same:  # before the attach: a failed attach must not lose the pushed digest
+        write_images(images, {**read_images(images), name: entry})
+    found = find_provenance(entry.pinned)
+    ours = [d for d, doc in found.statements if _about(doc, record.image_id)]
+    provenance = ours[0] if ours else _attach(lock, name, record, entry)
+    if uploaded:
+        echo(f"{name}: published {entry.pinned}; provenance {provenance[:19]}; "
+             f"recorded in {images}")  # fmt: skip
+    else:
+        attached = "" if ours else f"; attached its missing provenance {provenance[:19]}"
+        echo(f"{name}: unchanged, {entry.pinned} is in the registry; no image upload{attached}")
+    return Outcome(target=name, published=entry, uploaded=uploaded, provenance=provenance)
+
+
+def _about(doc: dict[str, Any], image_id: str) -> bool:
+    """Whether a lockpipe statement describes the build whose image ID is ``image_id``."""
+    try:
+        got = doc["predicate"]["runDetails"]["byproducts"][0]["digest"]["sha256"]
+    except (KeyError, IndexError, TypeError):
+        return False  # malformed: attach a good one beside it
+    return bool(got == image_id.removeprefix("sha256:"))
 
 
 def _attach(lock: Lock, name: str, record: BuildRecord, entry: Published) -> str:

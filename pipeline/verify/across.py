@@ -4,7 +4,9 @@ Engines split layers, order tar entries and encode headers each their own
 way, so their digests never agree; what a container sees is the merged file
 tree (later layers over earlier ones, whiteouts applied). This compares
 that, path by path, and names a cause for each difference as ``explain``
-does.
+does. Tar-encoding-only fields are ignored by default (TAR_ENCODING: the
+owner's *name* in the header, which one engine writes and another leaves
+empty for the same uid/gid); numeric owners, modes and times still count.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from pipeline.lock.model import Lock
 from pipeline.verify.causes import classify, differing_fields
 from pipeline.verify.explain import FileDiff
 from pipeline.verify.tree import ImageTree, exported, merged, source_for
+
+TAR_ENCODING = frozenset({"owner name"})  # the uname/gname strings; uid/gid stay compared
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,23 +69,28 @@ def compare_trees(
                           differing=tuple(out))  # fmt: skip
 
 
-def across_engines(images: Mapping[str, str]) -> tuple[TreeComparison, ...]:
-    """Each pair of ``engine name → local image ID`` compared by file tree."""
+def across_engines(
+    images: Mapping[str, str], *, ignore: frozenset[str] = TAR_ENCODING
+) -> tuple[TreeComparison, ...]:
+    """Each pair of ``engine name → local image ID`` compared by file tree, without ``ignore``."""
     with ExitStack() as stack:
         trees = {
             name: stack.enter_context(exported(source_for(name, image)))
             for name, image in images.items()
         }
         return tuple(
-            compare_trees(trees[x], trees[y], names=(x, y)) for x, y in combinations(trees, 2)
+            compare_trees(trees[x], trees[y], names=(x, y), ignore=ignore)
+            for x, y in combinations(trees, 2)
         )
 
 
 def build_across(
-    lock: Lock, name: str, engines: Sequence[Engine], s: Settings
-) -> tuple[TreeComparison, ...]:
-    """Build ``name`` with each engine (its record kept, as ``build`` does), then compare them."""
+    lock: Lock, name: str, engines: Sequence[Engine], s: Settings,
+    *, ignore: frozenset[str] = TAR_ENCODING,
+) -> tuple[TreeComparison, ...]:  # fmt: skip
+    """Build ``name`` with each engine (its record kept, as ``build`` does), then compare their
+    file trees, ignoring the tar encoding (``ignore``) unless told otherwise."""
     images: dict[str, str] = {
         e.name: build_target(lock, name, e, s).record.image_id for e in engines
     }
-    return across_engines(images)
+    return across_engines(images, ignore=ignore)

@@ -1,9 +1,12 @@
 """Known causes of non-reproducible images, each with its fix, and the classifier.
 
 Pure: it looks at two entries of one path (either may be missing) and names
-the most specific known cause. The order of the rules is the order of
-specificity: a path that is known to be noisy (apt logs, the ldconfig cache,
-``.pyc``) is named by its path before its bytes are looked at.
+the most specific known cause. Which fields differ comes first: equal bytes
+with another mtime are timestamps whatever the path (a ``.pyc`` or an apt log
+included). Then a path known to be noisy (apt logs, the ldconfig cache,
+``.pyc``) is named by its path before its bytes are looked at. A build path
+is blamed only when the two files embed different build paths: a constant
+``/build/…`` string (or a URL's path) in both is not a cause.
 """
 
 from __future__ import annotations
@@ -132,27 +135,25 @@ def classify(a: Entry | None, b: Entry | None) -> Cause:
     if some is None:
         raise ValueError("classify needs at least one entry")
     path = some.path
+    fields = set(differing_fields(a, b))
+    if fields == {"owner name"}:
+        return ENCODING
+    if fields in ({"mtime"}, {"mtime", "owner name"}):
+        return TIMESTAMPS
     if path.startswith(APT_PATHS) or path in APT_FILES:
         return APT_LOG
     if path == LDCONFIG_PATH:
         return LDCONFIG
     if path.endswith(".pyc"):
         return PYC
-    fields = set(differing_fields(a, b))
-    if fields == {"owner name"}:
-        return ENCODING
-    if fields in ({"mtime"}, {"mtime", "owner name"}):
-        return TIMESTAMPS
     if a is None or b is None or "content" not in fields:
         return CONTENT if a is None or b is None else METADATA
-    if a.build_paths != b.build_paths and (a.build_paths or b.build_paths):
+    if set(a.build_paths) != set(b.build_paths):
         return BUILD_PATH
     if a.clock != b.clock and a.clock and b.clock:
         return TIMESTAMPS
     if a.uuid != b.uuid and a.uuid and b.uuid:
         return RANDOM
-    if a.build_paths:
-        return BUILD_PATH
     return CONTENT
 
 

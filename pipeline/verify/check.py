@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.build.provenance import MEDIA_TYPE, PREDICATE_TYPE, STATEMENT_TYPE
+from pipeline.build.provenance import BUILD_TYPE, MEDIA_TYPE, PREDICATE_TYPE, STATEMENT_TYPE
 from pipeline.errors import CheckFailed, IntegrityError, RegistryError, UsageError
 from pipeline.lock.fingerprint import context_files
 from pipeline.lock.model import Lock
@@ -49,33 +49,62 @@ def pinned_image(text: str) -> tuple[str, str, str]:
 
 
 def fetch_statement(image: str) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """(image manifest, statement, referrer digest) from the registry, each digest-checked."""
+    """(image manifest, lockpipe's statement, its referrer's digest), each digest-checked.
+
+    Other in-toto referrers (a signer's, BuildKit's) are passed over; when none is
+    lockpipe's, the RegistryError lists what was found and why each was set aside.
+    """
+    from pipeline.publish.referrer import find_provenance
     from pipeline.registry.client import registry_for
-    from pipeline.registry.push import get_manifest, referrers
+    from pipeline.registry.push import get_manifest
 
     _, _, digest = pinned_image(image)
     reg, ep = registry_for(image)
-    repository = ep.repository
-    body, _ = get_manifest(reg, repository, digest)
+    body, _ = get_manifest(reg, ep.repository, digest)
     if _digest_of(body) != digest:
         raise IntegrityError(f"{image}: the registry served a manifest with digest "
                              f"{_digest_of(body)}; do not trust this registry's copy")  # fmt: skip
-    found = referrers(reg, repository, digest, artifact_type=MEDIA_TYPE)
-    if not found:
+    found = find_provenance(image)
+    if not found.statements:
+        others = "".join(f"\n  {line}" for line in found.skipped)
         raise RegistryError(
-            f"{image}: no provenance referrer ({MEDIA_TYPE}) for this digest; publish it with "
-            "nox -s publish (which attaches it), or check the digest"
+            f"{image}: no lockpipe provenance referrer ({MEDIA_TYPE}, buildType {BUILD_TYPE}) "
+            "for this digest; publish it with nox -s publish (which attaches it), or check the "
+            f"digest{others}"
         )
-    ref_digest = str(found[0]["digest"])
-    art, _ = get_manifest(reg, repository, ref_digest)
-    layers = json.loads(art).get("layers") or []
-    blob_digest = str(layers[0]["digest"]) if layers else ""
-    if not blob_digest:
-        raise RegistryError(f"{image}: referrer {ref_digest} carries no statement layer")
-    resp = reg.request("GET", repository, f"blobs/{blob_digest}")
-    if _digest_of(resp.content) != blob_digest:
-        raise IntegrityError(f"{image}: provenance blob {blob_digest} does not match its bytes")
-    return json.loads(body), json.loads(resp.content), ref_digest
+    ref_digest, doc = found.statements[0]
+    return json.loads(body), doc, ref_digest
+
+
+REQUIRED = (
+    ("predicate", "buildDefinition", "externalParameters"),
+    ("predicate", "buildDefinition", "internalParameters"),
+    ("predicate", "buildDefinition", "resolvedDependencies"),
+    ("predicate", "runDetails", "byproducts"),
+)
+
+
+def missing_fields(doc: dict[str, Any]) -> list[str]:
+    """The fields :func:`compare` reads that the statement lacks or has in another shape."""
+    out = []
+    for path in REQUIRED:
+        node: Any = doc
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        kind = list if path[-1] in ("resolvedDependencies", "byproducts") else dict
+        if not isinstance(node, kind) or (kind is list and not node):
+            out.append(".".join(path))
+    deps = doc["predicate"]["buildDefinition"]["resolvedDependencies"] if not out else []
+    if any(not isinstance(d, dict) or "name" not in d for d in deps):
+        out.append("predicate.buildDefinition.resolvedDependencies[].name")
+    return out
+
+
+def _sha256(node: object) -> str | None:
+    """``node["digest"]["sha256"]`` of a descriptor-like dict, or None in any other shape."""
+    digest = node.get("digest") if isinstance(node, dict) else None
+    sha = digest.get("sha256") if isinstance(digest, dict) else None
+    return sha if isinstance(sha, str) else None
 
 
 def _deps(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -89,8 +118,13 @@ def compare(
     """Every way the statement disagrees with the image or the lock, one line each."""
     if doc.get("_type") != STATEMENT_TYPE or doc.get("predicateType") != PREDICATE_TYPE:
         return [f"the referrer is not an in-toto {PREDICATE_TYPE} statement"]
+    missing = missing_fields(doc)
+    if missing:
+        return [f"the statement has no {', '.join(missing)}: not one lockpipe wrote; attach a "
+                "fresh one with nox -s publish -- --force"]  # fmt: skip
     problems = []
-    subjects = [s.get("digest", {}).get("sha256") for s in doc.get("subject", [])]
+    listed = doc.get("subject")
+    subjects = [_sha256(s) for s in listed] if isinstance(listed, list) else []
     if digest.removeprefix("sha256:") not in subjects:
         problems.append(f"subject: the statement is about {subjects}, not this image {digest}; "
                         "it was attached to the wrong image: publish again")  # fmt: skip
@@ -99,8 +133,8 @@ def compare(
     if built != target:
         problems.append(f"target: this image was built for {built}, not {target}; "
                         "name the target it was built for")  # fmt: skip
-    image_id = doc["predicate"]["runDetails"]["byproducts"][0]["digest"]["sha256"]
-    config = manifest.get("config", {}).get("digest", "")
+    image_id = _sha256(doc["predicate"]["runDetails"]["byproducts"][0])
+    config = str(manifest.get("config", {}).get("digest", ""))
     if config.removeprefix("sha256:") != image_id:
         problems.append(f"config: the image's config is {config}, the build produced "
                         f"sha256:{image_id}: not the image the statement describes")  # fmt: skip
@@ -121,10 +155,14 @@ def _against_lock(lock: Lock, target: str, params: dict[str, Any]) -> list[str]:
         want[f"context:{path}"] = sha
     problems = []
     for name, sha in sorted(want.items()):
-        got = deps.get(name, {}).get("digest", {}).get("sha256")
+        got = _sha256(deps.get(name))
         if got is None:
             problems.append(f"{name}: the lock has it (sha256 {sha[:12]}), the image was "
                             f"built without it; {MOVED}")  # fmt: skip
+        elif got != sha and name.startswith("bases."):
+            problems.append(f"{name}: a refresh moved {name} (refresh-digests): the image was "
+                            f"built from sha256 {got[:12]}, the lock now says {sha[:12]}; "
+                            f"{MOVED}")  # fmt: skip
         elif got != sha:
             problems.append(f"{name}: the image was built from sha256 {got[:12]}, the lock now "
                             f"says {sha[:12]}; {MOVED}")  # fmt: skip
@@ -148,5 +186,6 @@ def verify_image(lock: Lock, target: str, image: str) -> Verified:
     problems = compare(lock, target, digest, manifest, doc)
     if problems:
         lines = "\n  ".join(problems)
-        raise CheckFailed(f"{image} does not match {lock.path} for {target}:\n  {lines}")
+        raise CheckFailed(f"{image} (provenance referrer {ref_digest}) does not match "
+                          f"{lock.path} for {target}:\n  {lines}")  # fmt: skip
     return Verified(target=target, image=image, provenance=ref_digest, checked=len(_deps(doc)))

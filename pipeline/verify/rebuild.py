@@ -16,18 +16,18 @@ from dataclasses import dataclass
 
 from pipeline import cmd
 from pipeline.build.plan import plan_target
-from pipeline.build.records import write_record
+from pipeline.build.provenance import record_build
 from pipeline.build.run import Settings, build_key, run_build
 from pipeline.engines.base import Engine
 from pipeline.errors import EngineError, EngineMissing, RegistryError
 from pipeline.lock.fingerprint import check_drift
 from pipeline.lock.model import Lock
-from pipeline.log import echo, step
+from pipeline.lock.refs import parse_ref
+from pipeline.log import step
 from pipeline.publish.outputs import images_path, published_for
+from pipeline.registry.names import is_loopback
 from pipeline.verify.explain import Explanation, explain
 from pipeline.verify.tree import exported, source_for
-
-LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,7 +57,8 @@ class Comparison:
 
 
 def pinned_reference(lock: Lock, target: str, published_digest: str) -> str:
-    """``reference@digest``: as given, or the bare digest with images.json's reference."""
+    """``name@digest``: as given, or the bare digest with images.json's repository (its tag
+    dropped: skopeo refuses a reference with both a tag and a digest)."""
     if "@" in published_digest:
         return published_digest
     if not published_digest.startswith("sha256:"):
@@ -65,12 +66,12 @@ def pinned_reference(lock: Lock, target: str, published_digest: str) -> str:
             f"{published_digest!r} is not a digest; pass sha256:… or REFERENCE@sha256:…"
         )
     entry = published_for(images_path(lock.path), target)
-    return f"{entry.reference}@{published_digest}"
+    return f"{parse_ref(entry.reference).name}@{published_digest}"
 
 
 def loopback(ref: str) -> bool:
-    host = ref.split("/", 1)[0]
-    return host.rsplit(":", 1)[0] in LOOPBACK or host in LOOPBACK
+    """Plain HTTP to this registry: the registry client's rule (one rule for every caller)."""
+    return is_loopback(parse_ref(ref).registry)
 
 
 def config_digest(pinned: str, *, tls_verify: bool) -> str:
@@ -100,7 +101,10 @@ def config_digest(pinned: str, *, tls_verify: bool) -> str:
 def rebuild_and_compare(
     lock: Lock, target: str, engine: Engine, settings: Settings, published_digest: str
 ) -> Comparison:
-    """Rebuild ``target`` without cache, compare with the published image, explain a difference."""
+    """Rebuild ``target`` without cache, compare with the published image, explain a difference.
+
+    Nothing is printed here: the caller prints the result once (``str(result)``).
+    """
     pinned = pinned_reference(lock, target, published_digest)
     tls_verify = not loopback(pinned)
     published_config = config_digest(pinned, tls_verify=tls_verify)
@@ -109,7 +113,7 @@ def rebuild_and_compare(
     key = build_key(plan, engine.name, engine.version())
     with step(f"rebuild {target} with {engine.name} {engine.version()}, no cache"):
         record = run_build(engine, plan, key, settings, no_cache=True)
-        write_record(settings.state, record)
+        record_build(settings.state, lock, plan, record)  # its provenance with it
     explanation = None
     if record.image_id != published_config:
         with (
@@ -118,9 +122,7 @@ def rebuild_and_compare(
             exported(source_for(engine.name, record.image_id)) as rebuilt,
         ):
             explanation = explain(published, rebuilt)
-    result = Comparison(
+    return Comparison(
         target=target, engine=engine.name, published=pinned, published_config=published_config,
         rebuilt=record.image_id, explanation=explanation,
     )  # fmt: skip
-    echo(str(result), style=None if result.same else "yellow")
-    return result

@@ -10,9 +10,10 @@ reader serves all three engines and the registry; ``docker save`` on dockerd
 Each layer is streamed and each file hashed in pieces, so memory stays bounded
 by the number of entries, not their size. Besides the sha256, a file keeps its
 first 16 bytes (a ``.pyc`` header holds its source mtime at bytes 8..12) and a
-few markers found in its bytes: build paths (``/tmp/…``) anywhere, and
-wall-clock times or random UUIDs near its start. The cause classifier needs
-nothing more.
+few markers found anywhere in its bytes: up to MAX_MARKS build paths
+(``/tmp/…``, not inside a URL), and the first wall-clock time and random UUID.
+The cause classifier needs nothing more. Before an export, the free space of
+TMPDIR is checked against the image's size (``space.py``).
 """
 
 from __future__ import annotations
@@ -31,11 +32,14 @@ from typing import IO, Any
 
 from pipeline import cmd
 from pipeline.errors import EngineError
+from pipeline.verify.space import check_space, manifest_of, space_needed
 
 CHUNK = 1 << 20
 HEAD = 16
-SCAN_START = 4096  # clock and UUID markers are searched in a file's first bytes only
 MAX_MARKS = 3
+URL_LOOKBACK = 256  # bytes before a build path searched for the "scheme://" of a URL
+TOKEN_END = re.compile(rb"[\s\"'<>()\x00]")
+URL_HOST = re.compile(rb"://[^/]")  # a URL's host follows; file:///tmp/… is a build path
 BUILD_PATH = re.compile(rb"/(?:tmp|var/tmp|build|builddir|workspace)/[\w.+-]{1,64}")
 CLOCK = re.compile(rb"\b\d\d:\d\d:\d\d\b|\b(?:19|20)\d\d-\d\d-\d\dT\d\d:\d\d")
 UUID = re.compile(rb"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
@@ -63,8 +67,8 @@ class Entry:
     link: str = ""  # symlink or hardlink target
     head: bytes = b""  # a file's first bytes
     build_paths: tuple[str, ...] = ()
-    clock: str = ""  # a wall-clock time found near the start
-    uuid: str = ""  # a random UUID found near the start
+    clock: str = ""  # the first wall-clock time in its bytes
+    uuid: str = ""  # the first random UUID in its bytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +113,9 @@ def export(source: str, dest: Path, *, tls_verify: bool = True) -> None:
 @contextlib.contextmanager
 def exported(source: str, *, tls_verify: bool = True) -> Iterator[ImageTree]:
     """The image at ``source`` (a skopeo transport:reference), read; its copy removed after."""
+    manifest = manifest_of(source, tls_verify=tls_verify)
+    if manifest is not None:
+        check_space(space_needed(manifest), source)
     with tempfile.TemporaryDirectory(prefix="lockpipe-tree-") as tmp:
         layout = Path(tmp) / "oci"
         export(source, layout, tls_verify=tls_verify)
@@ -168,23 +175,34 @@ def _entry(m: tarfile.TarInfo, data: IO[bytes] | None) -> Entry:
 
 def scan(data: IO[bytes], entry: Entry) -> Entry:
     """``entry`` with the sha256, head and markers of its bytes, read in CHUNK pieces."""
-    sha, start, tail = hashlib.sha256(), b"", b""
+    sha, head, tail = hashlib.sha256(), b"", b""
     paths: list[str] = []
+    clock = uuid = ""
     while chunk := data.read(CHUNK):
         sha.update(chunk)
-        if len(start) < SCAN_START:
-            start += chunk[: SCAN_START - len(start)]
-        window = tail + chunk  # a path split across two chunks is still found
-        for found in BUILD_PATH.finditer(window):
-            text = found.group().decode(errors="replace")
+        head = head or chunk[:HEAD]
+        window = tail + chunk  # a marker split across two chunks is still found
+        for text in build_paths(window):
             if text not in paths and len(paths) < MAX_MARKS:
                 paths.append(text)
+        if not clock and (found := CLOCK.search(window)):
+            clock = found.group().decode()
+        if not uuid and (found := UUID.search(window)):
+            uuid = found.group().decode()
         tail = chunk[-80:]
-    clock, uuid = CLOCK.search(start), UUID.search(start)
-    return replace(
-        entry, sha256=sha.hexdigest(), head=start[:HEAD], build_paths=tuple(paths),
-        clock=clock.group().decode() if clock else "", uuid=uuid.group().decode() if uuid else "",
-    )  # fmt: skip
+    return replace(entry, sha256=sha.hexdigest(), head=head, build_paths=tuple(paths),
+                   clock=clock, uuid=uuid)  # fmt: skip
+
+
+def build_paths(data: bytes) -> list[str]:
+    """The build paths in ``data``, leaving out those inside a URL (``https://host/build/…``)."""
+    out = []
+    for found in BUILD_PATH.finditer(data):
+        before = data[max(0, found.start() - URL_LOOKBACK) : found.start()]
+        if URL_HOST.search(TOKEN_END.split(before)[-1]):
+            continue
+        out.append(found.group().decode(errors="replace"))
+    return out
 
 
 def merged(tree: ImageTree) -> dict[str, Entry]:

@@ -8,15 +8,19 @@ to the file.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from pipeline.build.provenance import provenance_path
+from pipeline.build.records import read_record
 from pipeline.build.run import Settings, build_target
 from pipeline.engines import get_engine
 from pipeline.engines.base import Engine
 from pipeline.errors import EngineMissing, LockError, RegistryError
 from pipeline.lock.model import Lock, load_lock
+from pipeline.publish.outputs import Published, images_path, write_images
 from pipeline.verify import causes
 from pipeline.verify.rebuild import rebuild_and_compare
 from tests.lockfactory import doc, make_repo
@@ -65,6 +69,20 @@ def test_rebuild_matches_the_published_image(
     assert result.explanation is None
     assert result.published == pinned
     assert f"matches {pinned}" in str(result)
+
+    # A bare digest takes images.json's reference without its tag (skopeo refuses tag+digest).
+    repo, digest = pinned.split("@")
+    entry = Published(reference=f"{repo}:1", digest=digest, key="k" * 64, engine=name,
+                      engine_version=engine.version(), published="2026-11-30")  # fmt: skip
+    write_images(images_path(lock.path), {"app": entry})
+    bare = rebuild_and_compare(lock, "app", engine, settings, digest)
+    assert bare.same and bare.published == pinned, str(bare)
+    # The rebuild kept its record, and the provenance beside it describes that record.
+    record = read_record(settings.state, name, "app")
+    written = json.loads(provenance_path(settings.state, name, "app").read_text())
+    assert record is not None and record.image_id == bare.rebuilt
+    assert written["subject"][0]["digest"]["sha256"] == record.image_id.removeprefix("sha256:")
+    assert written["predicate"]["runDetails"]["metadata"]["finishedOn"] == record.built_at
 
 
 @pytest.mark.buildah

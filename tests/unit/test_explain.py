@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
+from pipeline.errors import DiskSpaceError
 from pipeline.verify import causes
-from pipeline.verify.across import compare_trees
+from pipeline.verify.across import TAR_ENCODING, compare_trees
 from pipeline.verify.causes import classify, differing_fields, pyc_detail
 from pipeline.verify.explain import explain
-from pipeline.verify.tree import Entry, ImageTree, Layer, merged, read_entries
+from pipeline.verify.space import Usage, check_space, space_needed
+from pipeline.verify.tree import Entry, ImageTree, Layer, build_paths, merged, read_entries
 
 FILE = Entry(path="app/x", kind="file", mode=0o644, uid=0, gid=0, uname="", gname="",
              mtime=1700000000, size=5, sha256="aa")  # fmt: skip
@@ -32,7 +34,16 @@ def f(path: str = "app/x", **changes: Any) -> Entry:
         (f(sha256="a1", clock="01:02:03"), f(sha256="b2", clock="01:02:04"), causes.TIMESTAMPS),
         (f("usr/lib/m.pyc", sha256="1"), f("usr/lib/m.pyc", sha256="2"), causes.PYC),
         (f("var/log/apt/history.log", sha256="1"), f("var/log/apt/history.log"), causes.APT_LOG),
-        (f("var/log/dpkg.log", mtime=1), f("var/log/dpkg.log"), causes.APT_LOG),
+        (f("var/log/dpkg.log", sha256="1"), f("var/log/dpkg.log"), causes.APT_LOG),
+        # Equal bytes, another mtime: timestamps, whatever the path (.pyc and apt logs too).
+        (f("var/log/dpkg.log", mtime=1), f("var/log/dpkg.log"), causes.TIMESTAMPS),
+        (f("usr/lib/m.pyc", mtime=1), f("usr/lib/m.pyc"), causes.TIMESTAMPS),
+        # A constant build path in both files is not what differs.
+        (f(sha256="1", build_paths=("/build/docs",)), f(sha256="2", build_paths=("/build/docs",)),
+         causes.CONTENT),
+        (f(sha256="1", build_paths=("/tmp/a", "/tmp/b")),
+         f(sha256="2", build_paths=("/tmp/b", "/tmp/a")), causes.CONTENT),
+        (f(sha256="1", build_paths=("/tmp/a",)), f(sha256="2"), causes.BUILD_PATH),
         (f("var/cache/apt/pkgcache.bin"), None, causes.APT_LOG),
         (f("var/cache/ldconfig/aux-cache", sha256="1"), f("var/cache/ldconfig/aux-cache"),
          causes.LDCONFIG),
@@ -176,3 +187,44 @@ def test_read_entries_hashes_and_marks_files(compress: bool) -> None:
     # The path straddles the first 1 MiB chunk's end: still found.
     assert entries["app/bin"].build_paths == ("/tmp/build-42",)
     assert entries["app/bin"].sha256 == hashlib.sha256(big).hexdigest()
+
+
+def test_build_paths_inside_urls_are_not_build_paths() -> None:
+    data = b'see https://example.com/build/docs and "http://h/tmp/x" but /tmp/build-7/o.c, ' + (
+        b"file:///workspace/src/a.c"
+    )
+    assert build_paths(data) == ["/tmp/build-7", "/workspace/src"]
+
+
+def test_clock_and_uuid_are_found_past_the_first_4_kib() -> None:
+    body = b"\0" * 5000 + b"built 2026-11-30T01:02 " + b"\0" * 5000
+    body += b"id 8c1f0f3e-1111-4222-8333-444455556666\n"
+    (entry,) = [
+        e for e in read_entries(_tar([("./app/late", body)], False)) if e.path == "app/late"
+    ]
+    assert entry.clock == "2026-11-30T01:02"
+    assert entry.uuid == "8c1f0f3e-1111-4222-8333-444455556666"
+    assert entry.head == b"\0" * 16
+
+
+def test_export_space_is_checked_against_tmpdir() -> None:
+    gz = "application/vnd.oci.image.layer.v1.tar+gzip"
+    manifest = {"config": {"size": 100}, "layers": [
+        {"mediaType": gz, "size": 1000}, {"mediaType": "application/vnd.oci.image.layer.v1.tar",
+                                          "size": 500}]}  # fmt: skip
+    assert space_needed(manifest) == 100 + 3 * 1000 + 500
+    check_space(3600, "img", where="/t", usage=lambda _: Usage(10**9, 0, 3600))
+    with pytest.raises(DiskSpaceError) as info:
+        check_space(3601, "docker://r/app@sha256:x", where="/small",
+                    usage=lambda _: Usage(10**9, 0, 3600))  # fmt: skip
+    text = str(info.value)
+    assert "/small (TMPDIR)" in text and "docker://r/app@sha256:x" in text
+    assert "set TMPDIR to a folder on a bigger disk" in text
+
+
+def test_across_engines_ignores_owner_names_by_default() -> None:
+    assert frozenset({"owner name"}) == TAR_ENCODING
+    a = image("a", (layer("sha256:1", f("etc/b", uname="root"), f("etc/c", uid=5)),))
+    b = image("b", (layer("sha256:2", f("etc/b"), f("etc/c")),))
+    cmp = compare_trees(a, b, ignore=TAR_ENCODING)
+    assert [(d.path, d.fields) for d in cmp.differing] == [("etc/c", ("owner",))]

@@ -17,10 +17,11 @@ from pipeline.build.provenance import (
     parse_requirements,
     provenance_path,
     read_pip,
+    record_build,
     statement,
     write_provenance,
 )
-from pipeline.build.records import BuildRecord
+from pipeline.build.records import BuildRecord, read_record
 from pipeline.lock.model import Lock, load_lock
 from tests.lockfactory import DIGEST, doc, make_repo
 
@@ -81,7 +82,10 @@ def test_statement_shape(tmp_path: Path) -> None:
     assert params["externalParameters"]["buildArgs"]["GREETING"] == "hello"
     assert params["internalParameters"]["fingerprint"] == lock.fingerprints["app"]
     run = doc_["predicate"]["runDetails"]
-    assert run["metadata"]["invocationId"] == record.key
+    # No made-up invocation ID; the build key, the same for every build of these inputs,
+    # is an internal parameter; the one per-invocation field is when the build finished.
+    assert run["metadata"] == {"finishedOn": record.built_at}
+    assert params["internalParameters"]["buildKey"] == record.key
     assert run["builder"]["id"] == "urn:lockpipe:buildah"
     assert run["byproducts"] == [{"name": "image-id", "digest": {"sha256": "c" * 64}}]
 
@@ -138,3 +142,16 @@ def test_written_beside_the_records(tmp_path: Path) -> None:
     path = write_provenance(tmp_path / "state", doc_)
     assert path == provenance_path(tmp_path / "state", "podman", "app")
     assert path.name == "app.intoto.json" and json.loads(path.read_text()) == doc_
+
+
+def test_record_build_writes_the_record_and_its_provenance_together(tmp_path: Path) -> None:
+    lock = pip_lock(tmp_path / "repo")
+    plan = plan_target(lock, "app")
+    state = tmp_path / "state"
+    for built_at in ("2026-11-30T00:00:00Z", "2026-11-30T01:00:00Z"):
+        record = record_for(lock, built_at=built_at, image_id="sha256:" + built_at[12] * 64)
+        path = record_build(state, lock, plan, record)
+        assert read_record(state, "buildah", "app") == record and path.is_file()
+        written = json.loads(provenance_path(state, "buildah", "app").read_text())
+        assert written == json.loads(dumps(statement(plan, record, read_pip(lock, plan))))
+        assert written["predicate"]["runDetails"]["metadata"]["finishedOn"] == built_at

@@ -22,8 +22,11 @@ from pipeline.publish.outputs import (
     read_images,
     write_images,
 )
-from pipeline.publish.push import EMPTY_MEDIA_TYPE, artifact_manifest, destination, is_loopback
-from pipeline.verify.check import compare, pinned_image
+from pipeline.publish.push import check_prefix, destination, is_loopback
+from pipeline.publish.referrer import EMPTY_MEDIA_TYPE, artifact_manifest, build_type
+from pipeline.registry.names import is_loopback as names_loopback
+from pipeline.verify.check import compare, missing_fields, pinned_image
+from pipeline.verify.rebuild import loopback, pinned_reference
 from tests.lockfactory import reparse
 from tests.unit.test_provenance import pip_lock, record_for
 
@@ -67,6 +70,18 @@ def test_destination_is_keyed_and_checked() -> None:
         destination("lockpipe", "app", "k" * 64)
     assert is_loopback("127.0.0.1:5000/x/app:1") and is_loopback("localhost:5000/x:1")
     assert not is_loopback("ghcr.io/o/app:1")
+    with pytest.raises(UsageError, match="add a path after the registry host"):
+        check_prefix("127.0.0.1:5000")
+    with pytest.raises(UsageError, match="add a path after the registry host"):
+        check_prefix("ghcr.io/")
+
+
+@pytest.mark.parametrize(
+    "ref", ["127.0.0.1:5000/x/app:1", "127.0.0.2:5000/x/app:1", "localhost/x:1",
+            "ghcr.io/o/app:1"],
+)  # fmt: skip
+def test_publish_and_rebuild_agree_on_plain_http(ref: str) -> None:
+    assert is_loopback(ref) == loopback(ref) == names_loopback(ref.split("/", 1)[0])
 
 
 def test_artifact_manifest_points_at_its_subject() -> None:
@@ -113,6 +128,8 @@ def test_compare_names_a_moved_base_and_pip_file(tmp_path: Path) -> None:
     names = [p.split(":")[0] for p in problems]
     assert "bases.busybox" in names and "pip.req" in names
     assert all("the lock moved since this image was built" in p for p in problems)
+    base = next(p for p in problems if p.startswith("bases.busybox"))
+    assert "a refresh moved bases.busybox (refresh-digests)" in base
 
 
 def test_compare_names_a_wrong_subject_and_config(tmp_path: Path) -> None:
@@ -124,3 +141,40 @@ def test_compare_names_a_wrong_subject_and_config(tmp_path: Path) -> None:
     assert compare(lock, "app", ENTRY.digest, manifest, {"_type": "x"})[0].startswith(
         "the referrer is not"
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [(("predicate",), "x"), (("predicate", "buildDefinition"), None),
+     (("predicate", "buildDefinition", "resolvedDependencies"), [{"uri": "no name"}]),
+     (("predicate", "runDetails", "byproducts"), []),
+     (("predicate", "buildDefinition", "externalParameters"), ["not", "a", "dict"])],
+)  # fmt: skip
+def test_a_malformed_statement_is_a_problem_not_a_traceback(
+    tmp_path: Path, path: tuple[str, ...], value: Any
+) -> None:
+    lock = pip_lock(tmp_path)
+    manifest, doc = _published(lock)
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    assert missing_fields(doc)
+    (problem,) = compare(lock, "app", ENTRY.digest, manifest, doc)
+    assert problem.startswith("the statement has no predicate.") and "--force" in problem
+
+
+def test_only_lockpipe_build_type_is_lockpipes(tmp_path: Path) -> None:
+    _, doc = _published(pip_lock(tmp_path))
+    assert build_type(doc) == "urn:lockpipe:build:v1"
+    assert build_type({"predicate": {"buildDefinition": {"buildType": "other"}}}) == "other"
+    assert build_type({"predicate": []}) is None and build_type([1]) is None
+
+
+def test_a_bare_digest_takes_the_name_without_its_tag(tmp_path: Path) -> None:
+    lock = pip_lock(tmp_path)
+    write_images(images_path(lock.path), {"app": ENTRY})
+    digest = "sha256:" + "5" * 64
+    pinned = pinned_reference(lock, "app", digest)
+    assert pinned == f"127.0.0.1:5000/lockpipe/app@{digest}"
+    assert pinned_reference(lock, "app", f"r/x@{digest}") == f"r/x@{digest}"
