@@ -148,8 +148,7 @@ def main() -> int:
             subprocess.run(cli, cwd=ROOT, check=True, capture_output=True, env=env(cache))
 
         def run_library(cache: str) -> None:
-            os.environ["PIPELINE_CACHE"] = cache
-            results = resolve_many(refs)
+            results = resolve_many(refs, cache=Path(cache) / "registry")
             failed = [r for r in results if isinstance(r, RegistryError)]
             assert not failed, failed
             assert [r.digest for r in results if not isinstance(r, RegistryError)] == [

@@ -238,7 +238,9 @@ def add_refresh_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--check", action="store_true", help="fail (exit 3) if anything would change; write nothing"
     )
-    p.add_argument("--dry-run", action="store_true", help="resolve and report; write nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="resolve and write the reports (--report-md, --report-json); never "
+                   "the lock")  # fmt: skip
     p.add_argument(
         "--report-md",
         type=Path,

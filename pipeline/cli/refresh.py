@@ -59,7 +59,8 @@ def world(args: argparse.Namespace, kinds: Collection[Kind]) -> World:
         archives = Archives(
             fetch=lambda url: fetch_unpinned(url, cache, mirror), tree=tree_hash, cache=cache
         )
-    return World(registry=default_registry(), github=github, hub=hub, pypi=pypi,
+    registry = default_registry(cache.expanduser() / "registry")
+    return World(registry=registry, github=github, hub=hub, pypi=pypi,
                  archives=archives)  # fmt: skip
 
 

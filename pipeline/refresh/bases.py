@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline.errors import RegistryError
@@ -47,11 +48,14 @@ class Registry:
     exists: Callable[[str], bool]
 
 
-def default_registry() -> Registry:
+def default_registry(cache: Path | None = None) -> Registry:
+    """The real registry client; ``cache`` is the manifest cache's folder (``--cache``/registry)."""
     from pipeline.registry import client
 
     return Registry(
-        resolve_many=lambda refs, platforms: client.resolve_many(refs, platforms=platforms),
+        resolve_many=lambda refs, platforms: client.resolve_many(
+            refs, platforms=platforms, cache=cache
+        ),
         exists=client.exists,
     )
 

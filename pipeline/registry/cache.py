@@ -1,7 +1,7 @@
 """A content-addressed cache of manifests and config blobs, so a refresh costs one HEAD a base.
 
 What a digest names never changes, so bytes fetched by digest are kept under
-``$PIPELINE_CACHE/registry/sha256/<hex>`` (default ``~/.cache/lockpipe``) and
+``<cache>/registry/sha256/<hex>`` (``--cache``; default ``~/.cache/lockpipe``) and
 checked against their name again on every read: a damaged file is a miss,
 never an answer. A tag is still asked of the registry every time (HEAD); only
 what its digest points at comes from here. Docker Hub counts GETs of
@@ -22,10 +22,8 @@ MAX_BYTES = 4 << 20  # manifests and configs are small; anything bigger is not k
 
 
 def default_root(env: Mapping[str, str] = os.environ) -> Path:
-    base = (
-        Path(env["PIPELINE_CACHE"]) if env.get("PIPELINE_CACHE") else cache_home(env) / "lockpipe"
-    )
-    return base / "registry"
+    """Where a caller that was given no cache keeps manifests (the CLI passes ``--cache``)."""
+    return cache_home(env) / "lockpipe" / "registry"
 
 
 class BlobCache:

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from pipeline.errors import RegistryError
 from pipeline.lock.refs import DIGEST_RE, parse_ref
@@ -68,19 +69,22 @@ def registry_for(ref: str) -> tuple[Registry, Endpoint]:
 
 
 def resolve(
-    ref: str, *, platforms: Sequence[str] = ("linux/amd64",), registry: Registry | None = None
-) -> Resolved:
-    """What ``ref`` points at; ``platforms=()`` asks for the digest alone (one HEAD)."""
+    ref: str, *, platforms: Sequence[str] = ("linux/amd64",), registry: Registry | None = None,
+    cache: Path | None = None,
+) -> Resolved:  # fmt: skip
+    """What ``ref`` points at; ``platforms=()`` asks for the digest alone (one HEAD).
+    ``cache``: the manifest cache's folder (default :func:`default_root`)."""
     if registry is not None:
         return _resolve_at(registry, endpoint(ref).repository, ref, platforms)
-    return _resolve_via(ref, platforms, Pool(cache=BlobCache(default_root())))
+    return _resolve_via(ref, platforms, Pool(cache=BlobCache(cache or default_root())))
 
 
 def resolve_many(
-    refs: Sequence[str], *, platforms: Sequence[str] = ("linux/amd64",), concurrency: int = 8
-) -> list[Resolved | RegistryError]:
+    refs: Sequence[str], *, platforms: Sequence[str] = ("linux/amd64",), concurrency: int = 8,
+    cache: Path | None = None,
+) -> list[Resolved | RegistryError]:  # fmt: skip
     """Resolve ``refs`` in parallel, sharing sessions and tokens per host; input order kept."""
-    pool = Pool(cache=BlobCache(default_root()))
+    pool = Pool(cache=BlobCache(cache or default_root()))
 
     def one(ref: str) -> Resolved | RegistryError:
         try:

@@ -36,8 +36,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(autouse=True)
 def _own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """A fresh manifest cache per test: nothing cached earlier can answer for the registry."""
-    monkeypatch.setenv("PIPELINE_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "lockpipe"
 
 
 @dataclass(frozen=True)

@@ -148,5 +148,8 @@ def test_the_blob_cache_answers_only_with_bytes_that_match(tmp_path: Path) -> No
     (tmp_path / "sha256" / digest.removeprefix("sha256:")).write_bytes(b"damaged")
     assert cache.get(digest) is None
     assert not (tmp_path / "sha256" / digest.removeprefix("sha256:")).exists()
-    assert default_root({"PIPELINE_CACHE": "/c"}) == Path("/c/registry")
+    assert default_root({"XDG_CACHE_HOME": "/c"}) == Path("/c/lockpipe/registry")
+    assert default_root({"PIPELINE_CACHE": "/p", "HOME": "/h"}) == Path(
+        "/h/.cache/lockpipe/registry"
+    )  # PIPELINE_* is read by cli/options.py alone: the CLI passes --cache
     assert default_root({"HOME": "/h"}) == Path("/h/.cache/lockpipe/registry")
