@@ -19,3 +19,14 @@ def test_a_reproduction_reads_as_a_verdict() -> None:
     )
     assert not differ.same
     assert str(differ) == f"t: NOT reproducible with docker: {A} then {B}; layer 2 of 2 differs"
+
+
+def test_the_second_build_starts_in_the_next_wall_clock_second() -> None:
+    """Whole-second layer mtimes: two builds inside one second would agree by luck."""
+    from pipeline.build.reproduce import next_second
+
+    slept: list[float] = []
+    next_second(clock=lambda: 1000.3, sleep=slept.append)
+    assert len(slept) == 1 and 1000.3 + slept[0] >= 1001.0
+    next_second(clock=lambda: 1000.999, sleep=slept.append)
+    assert 1000.999 + slept[1] >= 1001.0
