@@ -32,20 +32,26 @@ def _checked(what: str, data: bytes, digest: str) -> bytes:
     return data
 
 
-def read_published(image: str) -> PulledImage:
-    """The image's config digest and environment; UsageError without a digest."""
-    from pipeline.registry.client import registry_for
-    from pipeline.registry.push import get_manifest
-
+def image_digest(image: str) -> str:
+    """The digest of ``REF@sha256:…``; a UsageError for anything else."""
     try:
         ref = parse_ref(image)
     except ValueError as exc:
         raise UsageError(f"--image {image!r}: not an image reference ({exc})") from None
     if ref.digest is None:
         raise UsageError(f"--image {image!r}: give it by digest, REF@sha256:… (images.json)")
+    return ref.digest
+
+
+def read_published(image: str) -> PulledImage:
+    """The image's config digest and environment; UsageError without a digest."""
+    from pipeline.registry.client import registry_for
+    from pipeline.registry.push import get_manifest
+
+    digest = image_digest(image)
     reg, ep = registry_for(image)
-    body, _ = get_manifest(reg, ep.repository, ref.digest)
-    manifest: dict[str, Any] = json.loads(_checked(image, body, ref.digest))
+    body, _ = get_manifest(reg, ep.repository, digest)
+    manifest: dict[str, Any] = json.loads(_checked(image, body, digest))
     config = manifest.get("config", {}).get("digest")
     if not isinstance(config, str):
         raise RegistryError(f"{image}: the manifest has no config (an index? publish gives "

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.build.provenance import BUILD_TYPE, MEDIA_TYPE, PREDICATE_TYPE, STATEMENT_TYPE
-from pipeline.errors import CheckFailed, IntegrityError, RegistryError, UsageError
+from pipeline.errors import CheckFailed, IntegrityError, RegistryError
 from pipeline.lock.fingerprint import context_files
 from pipeline.lock.model import Lock
-from pipeline.lock.refs import parse_ref
+from pipeline.publish.pull import image_digest
 
 MOVED = "the lock moved since this image was built: rebuild and publish it again, or verify "
 MOVED += "against the lock it was built from"
@@ -37,17 +37,6 @@ def _digest_of(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def pinned_image(text: str) -> tuple[str, str, str]:
-    """(reference, repository, digest) of ``REF@sha256:…``; UsageError without a digest."""
-    try:
-        ref = parse_ref(text)
-    except ValueError as exc:
-        raise UsageError(f"--image {text!r}: not an image reference ({exc})") from None
-    if ref.digest is None:
-        raise UsageError(f"--image {text!r}: give it by digest, REF@sha256:… (see images.json)")
-    return text, ref.repository, ref.digest
-
-
 def fetch_statement(image: str) -> tuple[dict[str, Any], dict[str, Any], str]:
     """(image manifest, lockpipe's statement, its referrer's digest), each digest-checked.
 
@@ -58,7 +47,7 @@ def fetch_statement(image: str) -> tuple[dict[str, Any], dict[str, Any], str]:
     from pipeline.registry.client import registry_for
     from pipeline.registry.push import get_manifest
 
-    _, _, digest = pinned_image(image)
+    digest = image_digest(image)
     reg, ep = registry_for(image)
     body, _ = get_manifest(reg, ep.repository, digest)
     if _digest_of(body) != digest:
@@ -181,7 +170,7 @@ def _against_lock(lock: Lock, target: str, params: dict[str, Any]) -> list[str]:
 def verify_image(lock: Lock, target: str, image: str) -> Verified:
     """Raise CheckFailed naming each mismatch; RegistryError when there is no provenance."""
     lock.target(target)
-    _, _, digest = pinned_image(image)
+    digest = image_digest(image)
     manifest, doc, ref_digest = fetch_statement(image)
     problems = compare(lock, target, digest, manifest, doc)
     if problems:

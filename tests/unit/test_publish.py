@@ -22,10 +22,11 @@ from pipeline.publish.outputs import (
     read_images,
     write_images,
 )
+from pipeline.publish.pull import image_digest
 from pipeline.publish.push import check_prefix, destination, is_loopback
 from pipeline.publish.referrer import EMPTY_MEDIA_TYPE, artifact_manifest, build_type
 from pipeline.registry.names import is_loopback as names_loopback
-from pipeline.verify.check import compare, missing_fields, pinned_image
+from pipeline.verify.check import compare, missing_fields
 from pipeline.verify.rebuild import loopback, pinned_reference
 from tests.lockfactory import reparse
 from tests.unit.test_provenance import pip_lock, record_for
@@ -97,11 +98,10 @@ def test_artifact_manifest_points_at_its_subject() -> None:
 
 def test_verify_wants_a_digest() -> None:
     with pytest.raises(UsageError, match="by digest"):
-        pinned_image("127.0.0.1:5000/lockpipe/app:1")
-    assert pinned_image(f"127.0.0.1:5000/lockpipe/app@{ENTRY.digest}")[1:] == (
-        "lockpipe/app",
-        ENTRY.digest,
-    )
+        image_digest("127.0.0.1:5000/lockpipe/app:1")
+    with pytest.raises(UsageError, match="not an image reference"):
+        image_digest("127.0.0.1:5000/Upper Case@sha256:x")
+    assert image_digest(f"127.0.0.1:5000/lockpipe/app@{ENTRY.digest}") == ENTRY.digest
 
 
 def _published(lock: Lock) -> tuple[dict[str, Any], dict[str, Any]]:
