@@ -9,6 +9,10 @@ Read from the pinned tree (``llama.cpp-b10069``):
   ``src/llama-kv-cache-iswa.cpp`` (a sliding layer holds ``pad256(min(n_ctx_seq,
   n_swa * (unified ? n_seq : 1) + n_ubatch))`` cells per stream, all of them with
   ``--swa-full``).
+- layers: only attention layers are cached (``src/llama-kv-cache.cpp:163-232``: a layer
+  passes ``has_kv`` and the memory's filter, then K and V are ``n_embd_{k,v}_gqa x kv_size
+  x n_stream``); a hybrid model's recurrent layers and MTP blocks are left out here and
+  sized in :mod:`pipeline.preflight.recurrent` and :func:`mtp_kv_size`.
 - kernels: ``ggml/src/ggml-cuda/fattn.cu`` ``ggml_cuda_get_best_fattn_kernel`` and
   ``ggml/src/ggml-cuda/CMakeLists.txt``: without ``GGML_CUDA_FA_ALL_QUANTS`` K and V must
   be the same type, one of f16 (f32 counts as f16), q4_0, q8_0, bf16; with it any pair of
@@ -103,6 +107,19 @@ def kv_size(shape: ModelShape, c: Cells, type_k: str, type_v: str) -> KvSize:
     total = c.streams * (full * c.full_cells + swa * c.swa_cells)
     return KvSize(
         per_token_full=full, per_token_swa=swa, total=total, per_slot=total // max(1, c.streams)
+    )
+
+
+def mtp_kv_size(shape: ModelShape, c: Cells, type_k: str, type_v: str) -> KvSize:
+    """The KV of a ``--spec-type draft-mtp`` context: a plain cache over the MTP blocks.
+
+    Same ``-c``/``--parallel`` as the main context, so the same cells; the MTP blocks are
+    full-attention layers (``is_swa`` false past ``n_layer()``, llama-hparams.cpp:19-21).
+    """
+    per_token = sum(layer_bytes_per_token(x, type_k, type_v) for x in shape.mtp_layers)
+    total = c.streams * per_token * c.full_cells
+    return KvSize(
+        per_token_full=per_token, per_token_swa=0, total=total, per_slot=total // max(1, c.streams)
     )
 
 

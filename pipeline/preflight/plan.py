@@ -18,7 +18,15 @@ from pipeline.errors import FormatError, UsageError
 from pipeline.lock.model import Lock, Target
 from pipeline.payloads import store as payload_store
 from pipeline.payloads.gguf import read_header
-from pipeline.preflight import host, llama_args, plan_llama, plan_vllm, vllm_args, vllm_rules
+from pipeline.preflight import (
+    host,
+    llama_args,
+    plan_llama,
+    plan_vllm,
+    recurrent,
+    vllm_args,
+    vllm_rules,
+)
 from pipeline.preflight.config import PreflightConfig, TargetPlan
 from pipeline.preflight.shape import ModelShape, from_gguf, from_hf_config
 from pipeline.preflight.verdict import Check, Figure, TargetReport, checked
@@ -139,6 +147,7 @@ def _llama(
         card=card,
         plan=plan,
         weights_bytes=weights,
+        spec=recurrent.speculative(target.serve.command),
     )
     checks, cells = plan_llama.slot_checks(t)
     checks += plan_llama.type_checks(t)

@@ -1,4 +1,8 @@
-"""Preflight of a llama.cpp target: the slot grid, KV bytes, FA kernels, the budget; pure."""
+"""Preflight of a llama.cpp target: the slot grid, KV bytes, FA kernels, the budget; pure.
+
+A hybrid model (:mod:`pipeline.preflight.recurrent`) adds, per slot, its recurrent state
+and, under ``--spec-type draft-mtp``, the MTP context's KV to the attention KV.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.preflight import llama
+from pipeline.preflight import llama, plan_hybrid, recurrent
 from pipeline.preflight.config import DEFAULT_LLAMA_COMPUTE_MIB, TargetPlan
 from pipeline.preflight.host import Card
 from pipeline.preflight.llama_args import LlamaArgs
@@ -23,6 +27,8 @@ class LlamaTarget:
     card: Card | None  # None for a CPU build
     plan: TargetPlan
     weights_bytes: int | None
+    # the command's speculative flags; None: not given (a hybrid model then warns)
+    spec: recurrent.Speculative | None = None
 
 
 def slot_checks(t: LlamaTarget) -> tuple[list[Check], llama.Cells | None]:
@@ -85,6 +91,18 @@ def slot_checks(t: LlamaTarget) -> tuple[list[Check], llama.Cells | None]:
 
 
 def type_checks(t: LlamaTarget) -> list[Check]:
+    """Cache types and FA kernels of the main context, then the speculative flags."""
+    a = t.args
+    return _cache_checks(t) + plan_hybrid.spec_checks(
+        t.shape, t.spec, fa=t.card is not None and a.flash != "off", all_quants=_fa_all_quants(t)
+    )
+
+
+def _fa_all_quants(t: LlamaTarget) -> bool:
+    return t.build_args.get("FA_ALL_QUANTS", "OFF").upper() in ("ON", "1", "TRUE")
+
+
+def _cache_checks(t: LlamaTarget) -> list[Check]:
     a, out = t.args, []
     for which, kv in (("K", a.type_k), ("V", a.type_v)):
         if kv not in llama.KV_TYPES:
@@ -115,7 +133,7 @@ def type_checks(t: LlamaTarget) -> list[Check]:
         )
     if t.card is None or a.flash == "off":
         return out
-    all_quants = t.build_args.get("FA_ALL_QUANTS", "OFF").upper() in ("ON", "1", "TRUE")
+    all_quants = _fa_all_quants(t)
     problem = llama.fa_pair_problem(a.type_k, a.type_v, all_quants=all_quants)
     heads = {(x.head_k, x.head_v, x.q_heads, x.kv_heads): x for x in t.shape.kv_layers}
     problem = problem or next((p for x in heads.values() if (p := llama.fa_head_problem(x))), None)
@@ -151,6 +169,7 @@ def budget(
         swa_full=a.swa_full,
     )
     kv = llama.kv_size(shape, cells, a.type_k, a.type_v)
+    extra, hybrid_figures, hybrid_numbers = plan_hybrid.memory(t.shape, t.spec, a.slots, cells)
     figures = [
         Figure(
             name="KV bytes/token (full layers)",
@@ -167,10 +186,12 @@ def budget(
             value=mib(kv.per_slot),
             note=f"at {window:,} tokens per slot",
         ),
+        *hybrid_figures,
     ]
     numbers: dict[str, Any] = {"slot_window": window, "slots": a.slots, "kv_per_slot": kv.per_slot,
                                "kv_per_token_full": kv.per_token_full,
-                               "kv_per_token_swa": kv.per_token_swa}  # fmt: skip
+                               "kv_per_token_swa": kv.per_token_swa,
+                               **hybrid_numbers}  # fmt: skip
     if card is None:
         return [], figures, numbers
     cal = t.plan.llama_slots
@@ -186,7 +207,11 @@ def budget(
     else:
         compute = t.plan.compute_mib or DEFAULT_LLAMA_COMPUTE_MIB
         fixed = (t.weights_bytes or 0) / MIB + compute
-        per_slot, how = kv.per_slot / MIB, f"first principles (compute_mib {compute})"
+        per_slot, how = (kv.per_slot + extra) / MIB, f"first principles (compute_mib {compute})"
+        if extra:
+            how += "; per_slot = KV + recurrent state" + (
+                " + MTP KV" if "mtp_kv_per_slot" in numbers else ""
+            )
         if cal:
             how += (
                 f"; the calibration is for {cal.slot_context:,} tokens per slot at "

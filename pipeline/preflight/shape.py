@@ -9,7 +9,9 @@ Two readers, each following its runtime's own rule:
   ``sliding_window_pattern`` as a per-layer bool array (gemma4 reads it into ``is_swa``), or
   a period ``n`` (``llama_hparams::set_swa_pattern``: layer ``il`` slides when
   ``il % n < n - 1``), defaulting per architecture (:data:`SWA_PERIOD`);
-  ``attention.shared_kv_layers``: the last N layers keep no KV of their own.
+  ``attention.shared_kv_layers``: the last N layers keep no KV of their own. Hybrid Gated
+  DeltaNet models (qwen35, qwen35moe, qwen3next): :mod:`pipeline.preflight.recurrent` marks
+  the recurrent layers (state, no KV) and the MTP blocks (KV only in a draft-mtp context).
 - :func:`from_hf_config`: vLLM 0.29.0 (``transformers_utils/configs/gemma4.py``):
   ``layer_types`` pick sliding or full; a full layer uses ``global_head_dim`` and, with
   ``attention_k_eq_v``, ``num_global_key_value_heads``; K and V are both cached.
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.errors import FormatError
+from pipeline.preflight import recurrent
 
 # Architecture -> (period, default window) where the GGUF names no pattern
 # (src/models/<arch>.cpp in b10069: gemma2.cpp, gemma3.cpp, gemma3n.cpp, cohere2.cpp,
@@ -41,6 +44,8 @@ class Layer:
     head_v: int
     q_heads: int | None = None
     has_kv: bool = True  # False: the layer reads another layer's KV (shared KV layers)
+    recurrent: bool = False  # a linear-attention layer: fixed state per sequence, no KV
+    nextn: bool = False  # an MTP block: KV only in the draft-mtp context
 
     @property
     def values_per_token(self) -> int:
@@ -56,10 +61,18 @@ class ModelShape:
     trained_context: int | None  # GGUF context_length, or HF max_position_embeddings
     source: str  # where these values were read
     notes: tuple[str, ...] = ()
+    arch: str | None = None  # general.architecture, for a GGUF
+    hybrid: recurrent.Hybrid | None = None  # recurrent layers and their state size
 
     @property
     def kv_layers(self) -> tuple[Layer, ...]:
-        return tuple(x for x in self.layers if x.has_kv)
+        """The layers whose KV the main context caches: not recurrent, not MTP blocks."""
+        return tuple(x for x in self.layers if x.has_kv and not x.recurrent and not x.nextn)
+
+    @property
+    def mtp_layers(self) -> tuple[Layer, ...]:
+        """MTP blocks (``blk.N.nextn.*``): cached only by a draft-mtp context."""
+        return tuple(x for x in self.layers if x.has_kv and x.nextn)
 
     def count(self, *, sliding: bool) -> int:
         return sum(1 for x in self.kv_layers if x.sliding == sliding)
@@ -100,6 +113,13 @@ def from_gguf(
     n = int(key("block_count") or 0)
     if n <= 0:
         raise FormatError(f"{source}: {arch}.block_count is missing")
+    for name in ("attention.head_count", "attention.head_count_kv"):
+        if f"{arch}.{name}" in long_arrays:
+            raise FormatError(
+                f"{source}: {arch}.{name} is a per-layer array longer than the GGUF reader "
+                "keeps (pipeline/payloads/gguf.py KEEP_ARRAY); the KV heads are unknown"
+            )
+    hybrid = recurrent.read_gguf(meta, arch, n, source=source, long_arrays=long_arrays)
     heads = _per_layer(key("attention.head_count"), n, f"{arch}.attention.head_count")
     kv = _per_layer(
         key("attention.head_count_kv"), n, f"{arch}.attention.head_count_kv", default=heads[0]
@@ -142,6 +162,8 @@ def from_gguf(
             head_v=swa_v if sliding[i] else int(head_v),
             q_heads=heads[i],
             has_kv=i < n - shared,
+            recurrent=bool(hybrid and hybrid.recurrent[i]),
+            nextn=bool(hybrid and i >= hybrid.n_layer),
         )
         for i in range(n)
     )
@@ -153,6 +175,8 @@ def from_gguf(
         trained_context=int(ctx) if ctx else None,
         source=source,
         notes=tuple(notes),
+        arch=arch,
+        hybrid=hybrid,
     )
 
 
@@ -172,6 +196,11 @@ def from_hf_config(config: Mapping[str, Any], *, source: str) -> ModelShape:
         types = ["sliding_attention" if window else "full_attention"] * n
     if len(types) != n:
         raise FormatError(f"{source}: layer_types has {len(types)} entries for {n} layers")
+    if "linear_attention" in types:  # Qwen3-Next/3.5: vLLM's hybrid state is not sized here
+        raise FormatError(
+            f"{source}: linear_attention layers (a hybrid model): preflight sizes their state "
+            "for llama.cpp GGUFs only; for vLLM every layer would be counted as KV"
+        )
     full_head = int(text.get("global_head_dim") or head)
     full_kv = (
         int(text.get("num_global_key_value_heads") or kv) if text.get("attention_k_eq_v") else kv
