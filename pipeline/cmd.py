@@ -57,14 +57,20 @@ def call(
     on_line: Callable[[str], None] | None = None,
     error: type[EngineError] = EngineError,
     quiet: bool = False,
+    stdout_only: bool = False,
 ) -> str:
     """Run ``args`` and return its stdout+stderr; raise ``error`` with the tail on failure.
 
     ``on_line`` receives each output line as it arrives (for build logs).
+    ``stdout_only``: return stdout alone, for answers that are parsed (JSON, an ID):
+    podman 5 on a cgroups-v1 host warns on stderr ahead of its JSON. stderr still
+    goes into the error's tail.
     """
     argv = [which(args[0]), *args[1:]]
     if not quiet:
         echo(f"+ {shlex.join(args)}", style="dim")
+    if stdout_only:
+        return _call_stdout(args, argv, env=env, cwd=cwd, error=error)
     proc = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
@@ -86,6 +92,24 @@ def call(
     if rc != 0:
         tail = "".join(lines[-15:]).rstrip()
         raise error(f"`{shlex.join(args)}` exited with {rc}:\n{tail}")
+    return out
+
+
+def _call_stdout(args: Sequence[str], argv: list[str], *, env: Mapping[str, str] | None,
+                 cwd: Path | None, error: type[EngineError]) -> str:  # fmt: skip
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        text=True, errors="replace", env=None if env is None else dict(env), cwd=cwd,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        kill_group(proc)
+        raise
+    if proc.returncode != 0:
+        tail = "".join((out + err).splitlines(keepends=True)[-15:]).rstrip()
+        raise error(f"`{shlex.join(args)}` exited with {proc.returncode}:\n{tail}")
     return out
 
 

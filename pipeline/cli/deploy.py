@@ -50,14 +50,14 @@ def podman_version(override: str | None) -> keys.Version:
     """--podman-version, else the installed podman's (``podman --version``)."""
     if override:
         return keys.parse_version(override)
-    return keys.parse_version(cmd.call(["podman", "--version"], quiet=True))
+    return keys.parse_version(cmd.call(["podman", "--version"], quiet=True, stdout_only=True))
 
 
 def image_config(image: str) -> dict[str, Any]:
     """The image's config (Entrypoint, Env) from this user's podman storage."""
     try:
         out = cmd.call(["podman", "image", "inspect", "--format", "{{json .Config}}", image],
-                       quiet=True)  # fmt: skip
+                       quiet=True, stdout_only=True)  # fmt: skip
     except EngineError:
         raise DeployError(
             f"image {image} is not in this user's podman storage (podman image inspect "

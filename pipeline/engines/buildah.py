@@ -34,7 +34,7 @@ class BuildahEngine:
         cmd.which("buildah")
 
     def version(self) -> str:
-        out = cmd.call(["buildah", "version", "--json"], quiet=True)
+        out = cmd.call(["buildah", "version", "--json"], quiet=True, stdout_only=True)
         return str(json.loads(out)["version"])
 
     def reproducibility(self) -> Reproducibility:
@@ -59,17 +59,18 @@ class BuildahEngine:
             out = cmd.call(
                 ["buildah", "inspect", "--type", "image", "--format", "{{.FromImageID}}", ref],
                 quiet=True,
+                stdout_only=True,
             )
         except EngineError:
             return None
         return normalize_id(out.strip())
 
     def layers(self, ref: str) -> list[str]:
-        out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True)
+        out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True, stdout_only=True)
         return list(json.loads(out)["OCIv1"]["rootfs"]["diff_ids"])
 
     def image_env(self, ref: str) -> dict[str, str]:
-        out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True)
+        out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True, stdout_only=True)
         return env_dict(json.loads(out)["OCIv1"]["config"].get("Env"))
 
     def tag(self, ref: str, new: str) -> None:
@@ -89,13 +90,15 @@ class BuildahEngine:
 
     # buildah's containers are build containers; serving ones are podman's.
     def run(self, spec: RunSpec) -> str:
-        return cmd.call(run_argv(spec)).strip().splitlines()[-1]
+        return cmd.call(run_argv(spec), stdout_only=True).strip().splitlines()[-1]
 
     def logs(self, container: str) -> str:
         return cmd.call(["podman", "logs", container], quiet=True)
 
     def state(self, container: str) -> ContainerState:
-        out = cmd.call(["podman", "inspect", "--type", "container", container], quiet=True)
+        out = cmd.call(
+            ["podman", "inspect", "--type", "container", container], quiet=True, stdout_only=True
+        )
         info = json.loads(out)[0]
         running = bool(info["State"]["Running"])
         code = None if running else int(info["State"]["ExitCode"])

@@ -80,7 +80,7 @@ def config_digest(pinned: str, *, tls_verify: bool) -> str:
         out = cmd.call(
             ["skopeo", "inspect", "--raw", f"--tls-verify={str(tls_verify).lower()}",
              f"docker://{pinned}"],
-            quiet=True,
+            quiet=True, stdout_only=True,
         )  # fmt: skip
     except EngineMissing:
         raise

@@ -65,9 +65,9 @@ def manifest_of(source: str, *, tls_verify: bool = True) -> dict[str, Any] | Non
     args = ["skopeo", "inspect", "--raw"]
     if source.startswith("docker://"):
         args.append(f"--tls-verify={str(tls_verify).lower()}")
-    out = cmd.call([*args, source], quiet=True)  # stdout and stderr: skip skopeo's log lines
+    out = cmd.call([*args, source], quiet=True, stdout_only=True)  # its log lines: stderr
     try:
-        doc, _ = json.JSONDecoder().raw_decode(out, out.index("{"))
+        doc = json.loads(out)
     except ValueError:
         raise EngineError(f"{source}: skopeo inspect --raw printed no JSON manifest") from None
     return doc if isinstance(doc, dict) else None

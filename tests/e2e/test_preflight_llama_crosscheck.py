@@ -140,7 +140,10 @@ def stored(lock_path: Path, model: TinyModel, store: Path) -> Path:
     dest = payload_path(store, load_lock(lock_path).payloads[model.name])
     dest.parent.mkdir(parents=True, exist_ok=True)
     if not dest.exists():
-        os.link(model.path, dest)
+        try:
+            os.link(model.path, dest)
+        except OSError:  # another filesystem
+            shutil.copy(model.path, dest)
     return dest
 
 

@@ -104,3 +104,15 @@ def test_a_failing_command_names_its_exit_code_and_output_tail() -> None:
 def test_a_missing_tool_names_the_package() -> None:
     with pytest.raises(EngineError, match="apt-get install"):
         cmd.call(["lockpipe-no-such-tool"], quiet=True)
+
+
+def test_stdout_only_returns_the_answer_without_the_warnings_before_it() -> None:
+    """podman 5 on a cgroups-v1 host warns on stderr ahead of its JSON (Debian 13 rehearsal)."""
+    script = 'echo "WARN Using cgroups-v1 which is deprecated" >&2; echo \'{"ok": 1}\''
+    assert cmd.call(["sh", "-c", script], quiet=True, stdout_only=True) == '{"ok": 1}\n'
+    assert "WARN" in cmd.call(["sh", "-c", script], quiet=True)  # the default keeps both
+
+
+def test_stdout_only_still_shows_stderr_when_the_command_fails() -> None:
+    with pytest.raises(EngineError, match=r"exited with 3:\n(.|\n)*no such image"):
+        cmd.call(["sh", "-c", "echo 'no such image' >&2; exit 3"], quiet=True, stdout_only=True)
