@@ -29,7 +29,6 @@ from tests.registry_servers import (
     TokenServer,
     htpasswd_auth,
     oci_layout,
-    skopeo,
     skopeo_copy,
     skopeo_raw_digest,
     token_auth,
@@ -319,9 +318,9 @@ def test_registry_auth_file_does_not_hide_the_xdg_config_file(
     monkeypatch.setenv("REGISTRY_AUTH_FILE", str(override))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(clean_env / "xdg"))
     assert resolve(basic_registry).digest == skopeo_raw_digest(basic_registry, creds=CREDS)
-    # skopeo, reading the same environment with no --creds, finds the same credential
-    raw = skopeo("inspect", "--raw", "--tls-verify=false", f"docker://{basic_registry}")
-    assert json.loads(raw)["schemaVersion"] == 2
+    # Not cross-checked with skopeo's own lookup: skopeo 1.9 (Debian 12) searches on past
+    # the override as the man page says, skopeo 1.18 (Debian 13) reads the override alone
+    # (measured in the Debian 13 rehearsal; docs/registry.md).
 
 
 def test_resolve_many_shares_expiring_tokens_across_threads(
