@@ -16,9 +16,14 @@ from pipeline.log import echo
 from pipeline.payloads.download import download_url
 
 
+def cached(cache: Path, sha256: str) -> Path:
+    """Where the cache keeps the bytes whose sha256 is ``sha256``."""
+    return cache / "sha256" / sha256[:2] / sha256
+
+
 def fetch_verified(url: str, sha256: str, cache: Path, mirror: str | None = None) -> Path:
     """A local path whose bytes have ``sha256``, fetched from the mirror or ``url`` if needed."""
-    dest = cache / "sha256" / sha256[:2] / sha256
+    dest = cached(cache, sha256)
     if dest.is_file():
         # Archives are small next to models: re-hash rather than trust the cache, so a
         # damaged file is fetched again here instead of failing inside the build.

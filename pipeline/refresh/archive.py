@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import DiskSpaceError, FetchError
+from pipeline.payloads.cache import cached
 from pipeline.payloads.partial import Partial
 from pipeline.payloads.settings import Context, Tuning
 from pipeline.payloads.sources import candidates
@@ -44,11 +45,6 @@ class Tree:
     root: str  # the archive's one top folder (``llama.cpp-b10069``)
     sha256: str
     files: int
-
-
-def cached(cache: Path, sha256: str) -> Path:
-    """Where the cache keeps the bytes whose sha256 is ``sha256`` (as ``fetch_verified`` does)."""
-    return cache / "sha256" / sha256[:2] / sha256
 
 
 def cache_error(exc: OSError, where: Path) -> FetchError:

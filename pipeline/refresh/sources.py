@@ -23,9 +23,10 @@ from typing import Any
 
 from pipeline.errors import FetchError, LockError
 from pipeline.lock.model import Source
+from pipeline.payloads.cache import cached
 from pipeline.refresh import rules
 from pipeline.refresh.api import Api
-from pipeline.refresh.archive import Fetched, Tree, cached
+from pipeline.refresh.archive import Fetched, Tree
 from pipeline.refresh.model import Change, Link, Moved, Warn
 
 LATEST = "latest-release"
