@@ -9,7 +9,7 @@ pure: the same inputs give the same report.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from pipeline.preflight import (
     vllm_args,
     vllm_rules,
 )
-from pipeline.preflight.config import PreflightConfig, TargetPlan
+from pipeline.preflight.config import ModelEntry, PreflightConfig, TargetPlan
 from pipeline.preflight.shape import ModelShape, from_gguf, from_hf_config
 from pipeline.preflight.verdict import Check, Figure, TargetReport, checked
 
@@ -57,21 +57,63 @@ def model_shape(
     )
     if payload is None:
         raise FormatError(f"targets.{target.name}: no payload with role model")
+    entry = cfg.models.get(payload.name)
     if store is not None and payload.revision:
         path = payload_store.payload_path(store, payload)
         if payload.format == "gguf" and path.is_file():
             header = read_header(path)
-            return from_gguf(header.metadata, source=str(path), long_arrays=list(header.arrays))
+            shape = from_gguf(header.metadata, source=str(path), long_arrays=list(header.arrays))
+            drift = disagreements(entry, "gguf", header.metadata, unread=set(header.arrays))
+            return replace(shape, disagrees=drift)
         config = path / "config.json"
         if payload.snapshot and config.is_file():
-            return from_hf_config(json.loads(config.read_text()), source=str(config))
-    entry = cfg.models.get(payload.name)
+            doc = json.loads(config.read_text())
+            shape = from_hf_config(doc, source=str(config))
+            return replace(shape, disagrees=disagreements(entry, "config", doc))
     if entry is None:
         return None
     source = f"{cfg.path}: models.{payload.name}"
     if entry.kind == "gguf":
         return from_gguf(entry.data, source=source)
     return from_hf_config(entry.data, source=source)
+
+
+def disagreements(
+    entry: ModelEntry | None,
+    kind: str,
+    real: Mapping[str, Any],
+    unread: Collection[str] = (),
+) -> tuple[str, ...]:
+    """The keys of a models entry whose values the real header (or config.json) contradicts.
+
+    An entry is a transcript kept for when the file is not here; once it is, the file wins
+    and every key it contradicts is named. A key the file lacks counts as contradicted; one
+    in ``unread`` (a GGUF array too long for the header reader to keep) is not compared.
+    """
+    if entry is None or entry.kind != kind:
+        return ()
+    return _diff({k: v for k, v in entry.data.items() if k not in unread}, real, "")
+
+
+def _diff(said: Mapping[str, Any], real: Mapping[str, Any], prefix: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for key, value in said.items():
+        name, actual = f"{prefix}{key}", real.get(key)
+        if isinstance(value, Mapping) and isinstance(actual, Mapping):
+            out += _diff(value, actual, f"{name}.")
+        elif actual != value:
+            out.append(f"{name}: the entry says {value!r}, the file {actual!r}")
+    return tuple(out)
+
+
+def disagreement_check(cfg: PreflightConfig, payload: str, shape: ModelShape) -> Check:
+    return Check(
+        name="model-entry",
+        status="warn",
+        detail=f"models.{payload} disagrees with the file's header: " + "; ".join(shape.disagrees),
+        fix=f"correct models.{payload} in {cfg.path or 'locks/preflight.json'} from the "
+        "file (the figures above come from the file)",
+    )
 
 
 def unknown_check(lock: Lock, cfg: PreflightConfig, target: Target) -> Check:
@@ -215,6 +257,9 @@ def evaluate(
         checks, figures, numbers = _vllm(lock, target, plan, gpu, shape, weights, over)
     if gpu is not None:
         checks = host_checks(lock, cfg, target, gpu) + checks
+    if shape is not None and shape.disagrees:
+        model = next(p for p in target.payloads if lock.payloads[p].role == "model")
+        checks.insert(0, disagreement_check(cfg, model, shape))
     name = "CPU" if gpu is None else f"{gpu.name} ({gpu.memory_mib:,} MiB, sm {gpu.cc})"
     return TargetReport(
         target=target.name,

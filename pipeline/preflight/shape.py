@@ -63,6 +63,8 @@ class ModelShape:
     notes: tuple[str, ...] = ()
     arch: str | None = None  # general.architecture, for a GGUF
     hybrid: recurrent.Hybrid | None = None  # recurrent layers and their state size
+    # Keys where preflight.json's models entry disagrees with the file this was read from.
+    disagrees: tuple[str, ...] = ()
 
     @property
     def kv_layers(self) -> tuple[Layer, ...]:

@@ -53,14 +53,57 @@ def test_the_lock_as_it_stands_on_the_3090(tmp_path: Path) -> None:
     assert "262,144 per slot (the full trained window)" in grid["detail"]
 
 
+def test_the_seeds_qwen_mtp_slot_fits_on_the_3090_and_a_second_does_not(tmp_path: Path) -> None:
+    """llama-cuda-mtp from the header transcript in locks/preflight.json: every figure is
+    recomputed here from that entry with llama.cpp b10069's rules (docs/preflight.md)."""
+    meta = config.load(REPO / "locks" / "preflight.json").models["qwen3.8-27b-iq3_s-mtp"].data
+
+    def key(name: str) -> int:
+        return int(meta[f"qwen35.{name}"])
+
+    nextn = key("nextn_predict_layers")
+    main = key("block_count") - nextn
+    attention = main // key("full_attention_interval")
+    f16_token = 2 * key("attention.head_count_kv") * key("attention.key_length") * 2  # K+V
+    inner, state = key("ssm.inner_size"), key("ssm.state_size")
+    r = (key("ssm.conv_kernel") - 1) * (inner + 2 * key("ssm.group_count") * state)
+    rows = 1 + 3  # the live state and draft-mtp's 3 rollback snapshots (--spec-draft-n-max)
+    recurrent = (main - attention) * (r + state * inner) * 4 * rows
+    per_slot = 131072 * (attention + nextn) * f16_token + recurrent
+    lock = json.loads((REPO / "locks" / "digests.json").read_text())
+    weights = sum(
+        lock["payloads"][p]["size"] for p in lock["targets"]["llama-cuda-mtp"]["payloads"]
+    )
+    need_mib = (weights + per_slot) / 2**20 + config.DEFAULT_LLAMA_COMPUTE_MIB
+
+    code, by = run(tmp_path, "--gpu", "rtx3090", "--driver", "610.57.04", "llama-cuda-mtp")
+    mtp = by["llama-cuda-mtp"]
+    n = mtp["numbers"]
+    assert code == 0 and mtp["verdict"] == "pass"
+    assert (n["attention_layers"], n["recurrent_layers"], n["mtp_layers"]) == (16, 48, 1)
+    assert n["kv_per_token_full"] == attention * f16_token
+    assert n["recurrent_per_slot"] == recurrent
+    assert n["need_mib"] == pytest.approx(need_mib) and need_mib < 24576
+    assert n["max_slots"] == 1
+    code, by = run(tmp_path, "--gpu", "rtx3090", "--parallel", "2", "--ctx-size", "262144",
+                   "llama-cuda-mtp")  # fmt: skip
+    budget = next(c for c in by["llama-cuda-mtp"]["checks"] if c["name"] == "budget")
+    assert code == CHECK_FAILED_RUN and budget["status"] == "fail"
+
+
 def test_a_model_whose_shape_nobody_pinned_is_unknown_not_judged(tmp_path: Path) -> None:
-    """The Qwen3.8-27B -mtp GGUF's header is not reachable from here: no figure is made up."""
-    code, by = run(tmp_path, "--gpu", "rtx3090", "llama-cuda-mtp")
+    """Without the models entry (and no file in the store) no figure is made up."""
+    doc = json.loads((REPO / "locks" / "preflight.json").read_text())
+    del doc["models"]["qwen3.8-27b-iq3_s-mtp"]
+    bare = tmp_path / "preflight-bare.json"
+    bare.write_text(json.dumps(doc))
+    code, by = run(tmp_path, "--gpu", "rtx3090", "--preflight", str(bare), "llama-cuda-mtp")
     mtp = by["llama-cuda-mtp"]
     shape = next(c for c in mtp["checks"] if c["name"] == "model-shape")
     assert code == 0 and mtp["verdict"] == "unknown" and mtp["numbers"] == {}
     assert "nox -s payloads -- qwen3.8-27b-iq3_s-mtp" in shape["fix"]
-    strict, _ = run(tmp_path, "--gpu", "rtx3090", "--strict", "llama-cuda-mtp")
+    strict, _ = run(tmp_path, "--gpu", "rtx3090", "--strict", "--preflight", str(bare),
+                    "llama-cuda-mtp")  # fmt: skip
     assert strict == CHECK_FAILED_RUN
 
 

@@ -2,9 +2,10 @@
 state per slot, the draft-mtp context's KV.
 
 Every GGUF here is written by gguf-py with SYNTHETIC TEST DIMS, small made-up numbers that
-exercise the arithmetic. They are not Qwen3.8-27B's dims (its header is not reachable from
-here, and preflight keeps that target UNKNOWN). Expected values are worked out in each
-test from llama.cpp b10069's formulas (docs/preflight.md), not from preflight's code.
+exercise the arithmetic. They are not Qwen3.8-27B's dims (locks/preflight.json holds a
+transcript of its header; test_preflight_cli checks preflight against it). Expected values
+are worked out in each test from llama.cpp b10069's formulas (docs/preflight.md), not from
+preflight's code.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pipeline.errors import FormatError, LockError
 from pipeline.lock.model import load_lock
 from pipeline.payloads import store as payload_store
 from pipeline.payloads.gguf import read_header
+from pipeline.preflight import config as preflight_config
 from pipeline.preflight import llama, plan_hybrid, plan_llama, recurrent
 from pipeline.preflight.config import TargetPlan
 from pipeline.preflight.host import card_named
@@ -313,23 +315,47 @@ def run_preflight(tmp_path: Path, store: Path, *argv: str) -> dict[str, Any]:
     return {t["target"]: t for t in report["targets"]}
 
 
-def test_a_stored_header_turns_the_mtp_target_from_unknown_to_computed(tmp_path: Path) -> None:
-    """With a (synthetic) header in the store, llama-cuda-mtp is planned from it: attention
-    KV on 2 layers, state on 6; without one it stays UNKNOWN."""
+def store_with(tmp_path: Path, meta: dict[str, Any]) -> Path:
+    """A payload store holding a header-only qwen3.8-27b-iq3_s-mtp GGUF of ``meta``."""
     lock = load_lock(LOCK)
     store = tmp_path / "store"
     path = payload_store.payload_path(store, lock.payloads["qwen3.8-27b-iq3_s-mtp"])
-    path.parent.mkdir(parents=True)
-    write_gguf(path, synthetic_meta())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_gguf(path, meta)
+    return store
+
+
+def test_a_stored_header_wins_over_the_entry_and_names_what_the_entry_got_wrong(
+    tmp_path: Path,
+) -> None:
+    """With a (synthetic) header in the store, llama-cuda-mtp is planned from the file: 2
+    attention layers, state on 6. locks/preflight.json's transcript says otherwise, and the
+    report names each key it got wrong."""
+    store = store_with(tmp_path, synthetic_meta())
     by = run_preflight(tmp_path, store, "--gpu", "rtx3090", "--driver", "610.57.04",
                        "llama-cuda-mtp")  # fmt: skip
     mtp = by["llama-cuda-mtp"]
-    assert mtp["verdict"] != "unknown"
     n = mtp["numbers"]
     assert (n["attention_layers"], n["recurrent_layers"], n["mtp_layers"]) == (2, 6, 1)
     assert n["kv_per_token_full"] == 2 * 2 * HEAD * KV_HEADS * 2  # -ctk/-ctv f16
-    empty = run_preflight(tmp_path, tmp_path / "none", "--gpu", "rtx3090", "llama-cuda-mtp")
-    assert empty["llama-cuda-mtp"]["verdict"] == "unknown"
+    drift = next(c for c in mtp["checks"] if c["name"] == "model-entry")
+    assert drift["status"] == "warn"
+    assert f"qwen35.block_count: the entry says 65, the file {MAIN + NEXTN}" in drift["detail"]
+    assert "models.qwen3.8-27b-iq3_s-mtp" in drift["fix"]
+    fallback = run_preflight(tmp_path, tmp_path / "none", "--gpu", "rtx3090", "llama-cuda-mtp")
+    assert fallback["llama-cuda-mtp"]["numbers"]["attention_layers"] == 16  # the entry's
+
+
+def test_a_header_that_matches_the_entry_raises_no_warning(tmp_path: Path) -> None:
+    entry = preflight_config.load(REPO / "locks" / "preflight.json").models
+    meta = dict(entry["qwen3.8-27b-iq3_s-mtp"].data)
+    store = store_with(tmp_path, meta)
+    by = run_preflight(tmp_path, store, "--gpu", "rtx3090", "--driver", "610.57.04",
+                       "llama-cuda-mtp")  # fmt: skip
+    mtp = by["llama-cuda-mtp"]
+    assert "store" in next(f for f in mtp["figures"] if f["name"] == "model")["note"]
+    assert not [c for c in mtp["checks"] if c["name"] == "model-entry"]
+    assert mtp["verdict"] == "pass"
 
 
 @st.composite
