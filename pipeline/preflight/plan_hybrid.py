@@ -8,6 +8,7 @@ growing with it). The rules and their sources are in :mod:`pipeline.preflight.re
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pipeline.preflight import llama, recurrent
@@ -62,14 +63,23 @@ def spec_checks(
     return [*out, checked("mtp", problem, ok, fix)]
 
 
+@dataclass(frozen=True, kw_only=True)
+class Extra:
+    """Memory beyond the main context's attention KV, in bytes."""
+
+    state_per_slot: int = 0  # recurrent state: one set per sequence, whatever the cache
+    mtp_per_stream: int = 0  # the draft-mtp context's KV: per KV stream, like the main KV
+
+
 def memory(
     shape: ModelShape, given: recurrent.Speculative | None, slots: int, cells: llama.Cells
-) -> tuple[int, list[Figure], dict[str, Any]]:
-    """Bytes per slot beyond the attention KV (recurrent state, the draft-mtp context's KV),
-    with the figures and JSON numbers that show them; 0 and nothing for a plain model."""
+) -> tuple[Extra, list[Figure], dict[str, Any]]:
+    """What a hybrid model holds beyond the attention KV (recurrent state, the draft-mtp
+    context's KV), with the figures and JSON numbers that show them; nothing for a plain
+    model."""
     h = shape.hybrid
     if h is None:
-        return 0, [], {}
+        return Extra(), [], {}
     spec = given or recurrent.Speculative()
     st = recurrent.state_size(h, slots=slots, n_rs_seq=spec.n_rs_seq)
     r, s = h.dims.n_embd_r, h.dims.n_embd_s
@@ -92,10 +102,10 @@ def memory(
                                "n_embd_r": r, "n_embd_s": s, "n_rs_seq": st.rows_per_slot - 1,
                                "recurrent_per_slot": st.per_slot,
                                "recurrent_total": st.total}  # fmt: skip
-    extra = st.per_slot
+    extra = Extra(state_per_slot=st.per_slot)
     if spec.mtp_on_target and shape.mtp_layers:
         mtp = llama.mtp_kv_size(shape, cells, spec.draft_type_k, spec.draft_type_v)
-        extra += mtp.per_slot
+        extra = replace(extra, mtp_per_stream=mtp.per_slot)
         figures.append(
             Figure(
                 name="MTP KV per slot",

@@ -170,6 +170,8 @@ def budget(
     )
     kv = llama.kv_size(shape, cells, a.type_k, a.type_v)
     extra, hybrid_figures, hybrid_numbers = plan_hybrid.memory(t.shape, t.spec, a.slots, cells)
+    shared = cells.streams == 1 and a.slots > 1  # --kv-unified: one KV stream for every slot
+    unified_mib = 0.0  # that stream's KV, counted once in fixed (first principles only)
     figures = [
         Figure(
             name="KV bytes/token (full layers)",
@@ -207,18 +209,25 @@ def budget(
     else:
         compute = t.plan.compute_mib or DEFAULT_LLAMA_COMPUTE_MIB
         fixed = (t.weights_bytes or 0) / MIB + compute
-        per_slot, how = (kv.per_slot + extra) / MIB, f"first principles (compute_mib {compute})"
-        if extra:
-            how += "; per_slot = KV + recurrent state" + (
-                " + MTP KV" if "mtp_kv_per_slot" in numbers else ""
-            )
+        stream = (kv.per_slot + extra.mtp_per_stream) / MIB  # KV of one stream
+        per_slot, how = stream, f"first principles (compute_mib {compute})"
+        if shared:  # one unified stream: the slots share its cells, whatever their count
+            fixed, per_slot, unified_mib = fixed + stream, 0.0, stream
+            how += "; fixed includes the unified KV the slots share"
+        if extra.state_per_slot:
+            per_slot += extra.state_per_slot / MIB
+            how += "; per_slot = " + ("" if shared else "KV + ") + "recurrent state"
+            how += " + MTP KV" if extra.mtp_per_stream and not shared else ""
         if cal:
             how += (
                 f"; the calibration is for {cal.slot_context:,} tokens per slot at "
                 f"{'/'.join(cal.cache_types)}, not this shape"
             )
     need = fixed + a.slots * per_slot
-    fit = int((card.memory_mib - fixed) // per_slot) if per_slot > 0 else 0
+    if per_slot > 0:
+        fit = int((card.memory_mib - fixed) // per_slot)
+    else:  # a unified cache of a plain model: more slots cost nothing more
+        fit = a.slots if fixed <= card.memory_mib else 0
     figures += [
         Figure(
             name="budget",
@@ -255,7 +264,11 @@ def budget(
         )
     ]
     if problem and c is None:  # --fit will shrink the context rather than fail
-        tokens = int((card.memory_mib - fixed) / per_slot * window) if per_slot else 0
+        if unified_mib:  # the unified cells scale with -c, the state with the slots
+            spare = card.memory_mib - (fixed - unified_mib) - a.slots * per_slot
+            tokens = int(spare / unified_mib * cells.n_ctx)
+        else:
+            tokens = int((card.memory_mib - fixed) / per_slot * window) if per_slot else 0
         checks = [
             Check(
                 name="budget",

@@ -247,6 +247,20 @@ def test_matches_what_the_pinned_llama_server_logged(
     assert tuple(f"{b / MIB:.2f}" for b in got) == (kv, state, mtp)
 
 
+@pytest.mark.parametrize(("flags", "kv", "state", "mtp"), LOGGED)
+def test_the_budget_is_what_the_server_logged_plus_weights_and_compute(
+    flags: str, kv: str, state: str, mtp: str
+) -> None:
+    """Every cache llama-server logged, counted once: a --kv-unified stream is shared by
+    the slots, so its KV is not multiplied by --parallel."""
+    s = from_gguf(synthetic_meta(), source="synthetic")
+    t = target(s, ["llama-server", *flags.split()])
+    _, cells = plan_llama.slot_checks(t)
+    _, _, n = plan_llama.budget(t, cells)
+    logged = float(kv) + float(state) + float(mtp)
+    assert n["need_mib"] == pytest.approx(4 + 1024 + logged, abs=0.01)  # weights 4 MiB
+
+
 def test_without_draft_mtp_there_are_no_snapshots_and_no_mtp_kv(tmp_path: Path) -> None:
     s = shape_from_file(tmp_path, synthetic_meta())
     t = target(s, ["llama-server", "-c", "4096", "--parallel", "1"])
@@ -290,7 +304,7 @@ def test_a_plain_model_is_not_touched() -> None:
     # the lock's llama-cuda command: draft-mtp with a draft model, on a plain model
     spec = recurrent.speculative(["--spec-type", "draft-mtp,ngram-mod", "-md", "d.gguf"])
     for flags in (None, spec):
-        assert plan_hybrid.memory(g, flags, 4, c) == (0, [], {})
+        assert plan_hybrid.memory(g, flags, 4, c) == (plan_hybrid.Extra(), [], {})
         assert plan_hybrid.spec_checks(g, flags, fa=True, all_quants=False) == []
 
 
