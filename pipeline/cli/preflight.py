@@ -11,7 +11,7 @@ import argparse
 import os
 
 from pipeline.cli.options import targets
-from pipeline.errors import CHECK_FAILED_RUN, EngineError, GpuAttachError, UsageError
+from pipeline.errors import CHECK_FAILED_RUN, GpuAttachError, UsageError
 from pipeline.lock.model import load_lock
 from pipeline.log import echo
 from pipeline.payloads.store import default_store
@@ -24,7 +24,7 @@ def _card(args: argparse.Namespace) -> host.Card | None:
     else:
         try:
             card = host.query_host(args.gpu_index)
-        except (EngineError, GpuAttachError):  # no nvidia-smi, or it failed
+        except GpuAttachError:  # no nvidia-smi, or it failed
             return None
     return host.Card(
         name=card.name,

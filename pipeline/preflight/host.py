@@ -10,10 +10,11 @@ which is what the ``nvidia/cuda`` images' ``NVIDIA_REQUIRE_CUDA=cuda>=X.Y`` asks
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pipeline.cmd import call
-from pipeline.errors import GpuAttachError, UsageError
+from pipeline.errors import EngineError, EngineMissing, GpuAttachError, UsageError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,9 +82,27 @@ def parse_smi(text: str, index: int = 0) -> Card:
         raise GpuAttachError(f"nvidia-smi answered {rows[index]!r}; expected {QUERY[0]}") from None
 
 
+def nvidia_smi(args: Sequence[str]) -> str:
+    """nvidia-smi's output for ``args``, through pipeline.cmd; GpuAttachError when it fails."""
+    try:
+        return call(["nvidia-smi", *args], quiet=True)
+    except EngineMissing:
+        raise GpuAttachError(
+            "nvidia-smi is not on PATH: this host has no NVIDIA driver tools, so its card "
+            "cannot be read. Fix: install the NVIDIA driver (nvidia-smi comes with it) until "
+            "nvidia-smi lists the card; or name the card (preflight --gpu CARD), or run the "
+            "smoke without --gpu"
+        ) from None
+    except EngineError as exc:
+        raise GpuAttachError(
+            f"nvidia-smi failed, so the GPU and its free memory are unknown: {exc}\n"
+            "fix: load the NVIDIA driver until nvidia-smi works on this host"
+        ) from None
+
+
 def query_host(index: int = 0) -> Card:
     """The host's GPU ``index``, asked of nvidia-smi (the one side effect here)."""
-    return parse_smi(call(["nvidia-smi", *QUERY], quiet=True), index)
+    return parse_smi(nvidia_smi(QUERY), index)
 
 
 def cuda_version(ref: str) -> tuple[int, int, int] | None:

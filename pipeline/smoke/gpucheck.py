@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from pipeline.cmd import call
-from pipeline.errors import EngineError, EngineMissing, GpuAttachError
+from pipeline.errors import GpuAttachError
 from pipeline.lock.model import Lock, Target
+from pipeline.preflight.host import nvidia_smi
 from pipeline.smoke.gpumem import (
     QUERY_CARDS,
     QUERY_HOLDERS,
@@ -18,23 +16,6 @@ from pipeline.smoke.gpumem import (
     shortage,
     verdicts,
 )
-
-
-def nvidia_smi(args: Sequence[str]) -> str:
-    """nvidia-smi's output for ``args``, through pipeline.cmd; GpuAttachError when it fails."""
-    try:
-        return call(["nvidia-smi", *args], quiet=True)
-    except EngineMissing:
-        raise GpuAttachError(
-            "nvidia-smi is not on PATH: this host has no NVIDIA driver tools, so a --gpu smoke "
-            "cannot run here. Fix: install the NVIDIA driver (nvidia-smi comes with it) until "
-            "nvidia-smi lists the card, or run the smoke without --gpu"
-        ) from None
-    except EngineError as exc:
-        raise GpuAttachError(
-            f"nvidia-smi failed, so the GPU's free memory is unknown: {exc}\n"
-            "fix: load the NVIDIA driver until nvidia-smi works on this host"
-        ) from None
 
 
 def read_gpus() -> tuple[list[Card], list[Holder]]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from pipeline.errors import GpuAttachError
 from pipeline.preflight import host, vllm_kv
 from pipeline.preflight.shape import ModelShape, from_hf_config
 from pipeline.preflight.verdict import Check
@@ -144,3 +145,27 @@ def test_cuda_versions_and_architectures() -> None:
     assert (card.memory_mib, card.compute_cap, card.free_mib) == (24576, SM86, 23000)
     assert host.card_named("RTX3090").memory_mib == card.memory_mib
     assert host.card_named("h200").compute_cap == (9, 0)
+
+
+def test_the_host_card_is_asked_of_nvidia_smi_and_its_absence_names_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi on it yet
+    with pytest.raises(GpuAttachError, match=r"no NVIDIA driver tools.*preflight --gpu CARD"):
+        host.query_host()
+    # FAKE nvidia-smi (no GPU here): it prints what the real one prints for QUERY.
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 143771, 140000, 9.0, 580.65.06'\n")
+    smi.chmod(0o755)
+    card = host.query_host()
+    assert (card.name, card.compute_cap, card.free_mib, card.driver) == (
+        "NVIDIA H200",
+        (9, 0),
+        140000,
+        "580.65.06",
+    )
+    with pytest.raises(GpuAttachError, match="there is no GPU 1"):
+        host.query_host(1)
+    smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
+    with pytest.raises(GpuAttachError, match="nvidia-smi failed"):
+        host.query_host()
