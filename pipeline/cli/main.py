@@ -40,6 +40,16 @@ VERBS: dict[str, tuple[str, str]] = {
     "verify": ("publish:do_verify", "check a published image against its provenance and the "
                "lock (--image REF@sha256:… or --published)"),
 }  # fmt: skip
+# What --force overrides, for the verbs that have it.
+FORCE: dict[str, str] = {
+    **dict.fromkeys(
+        ("build", "build-frank-small", "build-llama-cuda", "build-llama-cpu"),
+        "rebuild even when the build record is current",
+    ),
+    "lock": "derive every requirements file again, not only those whose version moved",
+    "deploy": "install even when the smoke record or the fingerprint says otherwise (warns)",
+    "publish": "push even when the registry already has this build",
+}
 EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "payloads": options.add_payload_options,
     "smoke": options.add_smoke_options,
@@ -63,6 +73,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     common = options.common()
     for verb, (_, help_text) in VERBS.items():
         p = sub.add_parser(verb, parents=[common], help=help_text, description=help_text)
+        if verb in FORCE:
+            p.add_argument("--force", action="store_true", help=FORCE[verb])
+        else:
+            p.set_defaults(force=False)
         if verb == "lock":
             p.add_argument("--check", action="store_true", help="fail on drift instead of writing")
             p.set_defaults(targets=[])

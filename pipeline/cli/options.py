@@ -66,7 +66,6 @@ def common() -> Parser:
                    default=Path(_env("PIPELINE_CACHE") or cache_home(os.environ) / "lockpipe"),
                    help="verified downloads by sha256 (PIPELINE_CACHE; default "
                    "~/.cache/lockpipe)")  # fmt: skip
-    p.add_argument("--force", action="store_true", help="rebuild even when the record is current")
     return p
 
 

@@ -61,9 +61,6 @@ def do_verify(args: argparse.Namespace) -> int:
     if loaded.target(name).external is not None:
         raise UsageError(f"{name}: an external image, built elsewhere; lockpipe wrote no "
                          "provenance for it, so there is nothing to verify it against")  # fmt: skip
-    if args.force:
-        raise UsageError("verify has no --force: it never reuses a build, and --rebuild always "
-                         "rebuilds without cache; drop --force")  # fmt: skip
     image = image_for(args, name)
     mismatch = None
     try:
