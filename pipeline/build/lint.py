@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass
 
-from pipeline.lock import closure
+from pipeline.lock import closure, requirements
 from pipeline.lock.model import Lock, Target
 from pipeline.lock.refs import DIGEST_RE
 
@@ -187,10 +187,10 @@ def derived_problems(lock: Lock, target: Target) -> list[str]:
         file = lock.pip[name].file
         path = lock.root / file
         text = path.read_text() if path.is_file() else ""
-        derivation = closure.derived_for(text)
-        if derivation is None and closure.version_arg("vllm") not in target.build_args:
+        derivation = requirements.derived_for(text)
+        if derivation is None and requirements.version_arg("vllm") not in target.build_args:
             continue  # hand-written, for an image without vLLM: nothing to check it against
-        arg = closure.version_arg(derivation.package if derivation else "vllm")
+        arg = requirements.version_arg(derivation.package if derivation else "vllm")
         facts = closure.closure_path(path)
         out += closure.problems(
             text,

@@ -1,56 +1,44 @@
-"""Pure: derived requirements files, their closure facts, and the static closure check.
+"""Pure: the closure facts of a derived requirements file, and the static closure check.
 
-A derived requirements file (``images/frank-small/requirements-audio.txt``) pins
-what ``vllm[audio]==V`` adds to ``vllm==V``: the base image already carries vLLM's
-core closure, and the image installs the file with ``--no-deps``, so nothing
-checks at install time that each pinned wheel's own requirements are met. The
-derivation (``pipeline.refresh.pip``) writes, beside the file, the facts this
-check needs (``requirements-audio.closure.json``): the core closure's versions,
-the metadata of every pinned wheel, and that of core packages the extra asks
-more of (``vllm[audio]``, ``mistral_common[audio]``). The facts are tied to the
-file by its sha256. The check evaluates every ``Requires-Dist`` for the base's
-Python on Linux x86_64, and each requirement must be met, name, version and
-extras, by the pinned set or the core closure. No network here.
+A derived requirements file (``pipeline.lock.requirements``) pins what
+``vllm[audio]==V`` adds to ``vllm==V``: the base image already carries vLLM's core
+closure, and the image installs the file with ``--no-deps``, so nothing checks at
+install time that each pinned wheel's own requirements are met. The derivation
+(``pipeline.refresh.pip``) writes, beside the file, the facts this check needs
+(``requirements-audio.closure.json``): the core closure's versions, the metadata of
+every pinned wheel, and that of core packages the extra asks more of
+(``vllm[audio]``, ``mistral_common[audio]``). The facts are tied to the file by its
+sha256. The check evaluates every ``Requires-Dist`` for the base's Python on Linux
+x86_64, and each requirement must be met, name, version and extras, by the pinned
+set or the core closure. The derivation walks pip's graph with the same markers
+(``reach``). No network here.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
 
 from pipeline.errors import LintError
-
-REGENERATE = "regenerate with nox -s lock"
-MACHINE = "x86_64"
-_DERIVED = re.compile(
-    r"^# derived-for: (?P<package>[A-Za-z0-9][A-Za-z0-9._-]*)"
-    r"\[(?P<extra>[A-Za-z0-9][A-Za-z0-9._-]*)\]==(?P<version>\S+)$",
-    re.MULTILINE,
+from pipeline.lock.requirements import (
+    REGENERATE,
+    Derivation,
+    Pin,
+    canonical,
+    derived_for,
+    parse_pins,
 )
-_PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+)(?P<opts>(\s+--\S+)*)$")
-_HASH = re.compile(r"--hash=sha256:([0-9a-f]{64})")
+
+MACHINE = "x86_64"
 
 
-def canonical(name: str) -> str:
-    return str(canonicalize_name(name))
-
-
-def closure_path(requirements: Path) -> Path:
-    """``requirements-audio.txt`` → ``requirements-audio.closure.json`` beside it."""
-    return requirements.with_name(f"{requirements.stem}.closure.json")
-
-
-def version_arg(package: str) -> str:
-    """The build arg a derived file takes its version from: ``vllm`` → ``VLLM_VERSION``."""
-    return canonical(package).upper().replace("-", "_").replace(".", "_") + "_VERSION"
+# -- requirements as pip evaluates them on the base image -----------------------------------
 
 
 def marker_env(python: str) -> dict[str, str]:
@@ -91,78 +79,17 @@ def bare(req: Requirement) -> str:
     return f"{req.name}{extras}{req.specifier}"
 
 
-# -- the requirements file ------------------------------------------------------------------
+# -- the closure facts ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Derivation:
-    """What a derived file says it pins: ``package[extra]==version`` minus ``package==version``."""
-
-    package: str
-    extra: str
-    version: str
-
-    def __str__(self) -> str:
-        return f"{self.package}[{self.extra}]=={self.version}"
-
-
-@dataclass(frozen=True)
-class Pin:
-    name: str  # canonical
-    version: str
-    sha256: str
-
-
-def derived_for(text: str) -> Derivation | None:
-    """The ``# derived-for: PKG[EXTRA]==V`` header line, or None for a hand-written file."""
-    m = _DERIVED.search(text)
-    if m is None:
-        return None
-    return Derivation(package=m["package"], extra=m["extra"], version=m["version"])
-
-
-def parse_pins(text: str, where: str) -> dict[str, Pin]:
-    """``name==version --hash=sha256:…`` entries (continuation lines joined), by canonical name."""
-    pins: dict[str, Pin] = {}
-    for entry in re.sub(r"\\\n", " ", text).splitlines():
-        entry = entry.split("#", 1)[0].strip()
-        if not entry:
-            continue
-        m = _PIN.match(entry)
-        hashes = _HASH.findall(entry)
-        if m is None or len(hashes) != 1:
-            raise LintError(f"{where}: {entry!r} is not `name==version --hash=sha256:…`; "
-                            f"{REGENERATE}")  # fmt: skip
-        name = canonical(m["name"])
-        pins[name] = Pin(name=name, version=m["version"], sha256=hashes[0])
-    return pins
-
-
-def render_requirements(
-    derivation: Derivation, pins: Iterable[Pin], *, python: str, platform: str
-) -> str:
-    """The text of a derived requirements file: a header that says how, then sorted pins."""
-    d = derivation
-    lines = [
-        "# GENERATED by `nox -s lock` (pipeline/refresh/pip.py) from PyPI: do not edit by hand.",
-        f"# derived-for: {d}",
-        f"# What {d} adds to {d.package}=={d.version}, which the base image carries: pip's",
-        f"# resolver on PyPI, wheels only, for CPython {python} on {platform} (glibc <= that),",
-        "# minus the closure of the package without the extra. The Dockerfile installs it with",
-        "# --no-deps --require-hashes; the .closure.json beside it holds the facts `lockpipe",
-        "# lint` checks the closure against, tied to this file by its sha256. nox -s lock",
-        f"# re-derives when {version_arg(d.package)} changes; `lockpipe lock --force` does now.",
-    ]
-    for pin in sorted(pins, key=lambda p: p.name):
-        lines += [f"{pin.name}=={pin.version} \\", f"    --hash=sha256:{pin.sha256}"]
-    return "\n".join(lines) + "\n"
+def closure_path(requirements: Path) -> Path:
+    """``requirements-audio.txt`` → ``requirements-audio.closure.json`` beside it."""
+    return requirements.with_name(f"{requirements.stem}.closure.json")
 
 
 def sha256_text(text: str) -> str:
+    """What the facts record of a requirements file's text, to tie the two together."""
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-# -- the closure facts ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)

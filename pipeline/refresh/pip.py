@@ -33,6 +33,7 @@ from pipeline.cmd import call
 from pipeline.errors import EngineError, FetchError, LintError, LockError, UsageError
 from pipeline.fs import write_atomic
 from pipeline.lock import closure as cl
+from pipeline.lock import requirements as rq
 from pipeline.lock.fingerprint import relock
 from pipeline.lock.model import Lock
 from pipeline.log import echo
@@ -57,8 +58,8 @@ class Spec:
     index: str = INDEX
 
     @property
-    def derivation(self) -> cl.Derivation:
-        return cl.Derivation(package=self.package, extra=self.extra, version=self.version)
+    def derivation(self) -> rq.Derivation:
+        return rq.Derivation(package=self.package, extra=self.extra, version=self.version)
 
     def where(self) -> str:
         return f"CPython {self.python} on {self.platform}"
@@ -146,7 +147,7 @@ def graph_of(report: dict[str, Any]) -> tuple[dict[str, cl.Node], dict[str, Whee
     graph, wheels = {}, {}
     for item in report["install"]:
         meta, info = item["metadata"], item["download_info"]
-        name = cl.canonical(meta["name"])
+        name = rq.canonical(meta["name"])
         graph[name] = cl.Node(version=meta["version"],
                               requires_dist=tuple(meta.get("requires_dist") or ()))  # fmt: skip
         sha256 = (info.get("archive_info") or {}).get("hashes", {}).get("sha256")
@@ -199,9 +200,9 @@ def derive(spec: Spec) -> Derived:
         for n in sorted(full_x.keys() & core_x.keys())
         if full_x[n] - core_x[n]
     }  # fmt: skip
-    text = cl.render_requirements(
+    text = rq.render_requirements(
         spec.derivation,
-        (cl.Pin(name=n, version=p.version, sha256=p.sha256 or "") for n, p in pinned.items()),
+        (rq.Pin(name=n, version=p.version, sha256=p.sha256 or "") for n, p in pinned.items()),
         python=spec.python, platform=spec.platform,
     )  # fmt: skip
     facts = cl.Closure(
@@ -228,7 +229,7 @@ def write(derived: Derived, requirements: Path) -> None:
 class Change:
     pip: str
     file: str
-    derivation: cl.Derivation
+    derivation: rq.Derivation
     pinned: dict[str, str]
 
     def __str__(self) -> str:
@@ -241,7 +242,7 @@ def _stale(lock: Lock, file: str, wanted: str) -> bool:
     path = lock.root / file
     facts = cl.closure_path(path)
     text = path.read_text()
-    derivation = cl.derived_for(text)
+    derivation = rq.derived_for(text)
     if derivation is None or derivation.version != wanted or not facts.is_file():
         return True
     try:
@@ -260,10 +261,10 @@ def rederive(lock: Lock, *, force: bool = False) -> list[Change]:
         for name in target.pip:
             file = lock.pip[name].file
             path = lock.root / file
-            derivation = cl.derived_for(path.read_text()) if path.is_file() else None
+            derivation = rq.derived_for(path.read_text()) if path.is_file() else None
             if derivation is None or file in done:
                 continue
-            arg = cl.version_arg(derivation.package)
+            arg = rq.version_arg(derivation.package)
             wanted = target.build_args.get(arg)
             if wanted is None:
                 raise LockError(f"targets.{target.name}.build_args.{arg} is missing: {file} is "

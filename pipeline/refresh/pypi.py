@@ -15,7 +15,7 @@ import re
 from packaging.version import InvalidVersion, Version
 
 from pipeline.errors import FetchError
-from pipeline.lock import closure as cl
+from pipeline.lock import requirements as rq
 from pipeline.lock.model import Lock
 from pipeline.refresh.api import Api
 from pipeline.refresh.model import Newer
@@ -25,14 +25,14 @@ _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;\\
 
 def top_level(text: str) -> dict[str, str]:
     """The top-level ``name -> version`` pins of a requirements file's text."""
-    derived = cl.derived_for(text)
+    derived = rq.derived_for(text)
     if derived is not None:
-        return {cl.canonical(derived.package): derived.version}
+        return {rq.canonical(derived.package): derived.version}
     pins = {}
     for line in text.splitlines():
         m = _PIN.match(line.split("#", 1)[0].strip())
         if m:
-            pins[cl.canonical(m[1])] = m[2]
+            pins[rq.canonical(m[1])] = m[2]
     return pins
 
 

@@ -17,6 +17,7 @@ import requests
 
 from pipeline.errors import FetchError, UsageError
 from pipeline.lock import closure as cl
+from pipeline.lock import requirements as rq
 from pipeline.refresh import pip
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
@@ -57,7 +58,7 @@ def test_derive_pins_the_difference_with_pypis_hashes(tmp_path: Path) -> None:
     assert socks.sha256 == _published_sha256("PySocks", socks.version, socks.wheel)
     text = derived.requirements
     assert f"pysocks=={socks.version} \\\n    --hash=sha256:{socks.sha256}\n" in text
-    assert str(cl.derived_for(text)) == f"requests[socks]=={VERSION}"
+    assert str(rq.derived_for(text)) == f"requests[socks]=={VERSION}"
     assert cl.unmet(facts) == []
     # Written out, the pair passes the same check lint runs.
     reqs = tmp_path / "requirements-socks.txt"

@@ -14,6 +14,7 @@ import pytest
 from pipeline.cli import check
 from pipeline.errors import LintError
 from pipeline.lock import closure as cl
+from pipeline.lock import requirements as rq
 from pipeline.lock.model import load_lock
 from pipeline.refresh import pip
 from tests.lockfactory import doc, make_repo
@@ -67,11 +68,11 @@ def test_old_file_fails_lint_on_its_facts() -> None:
 
 def test_committed_derived_file_passes() -> None:
     text = REQS.read_text()
-    derivation = cl.derived_for(text)
+    derivation = rq.derived_for(text)
     assert derivation is not None and str(derivation) == "vllm[audio]==0.29.0"
     facts = cl.parse_closure(FACTS.read_text(), "facts")
     assert cl.unmet(facts) == []
-    assert set(facts.pinned) == set(cl.parse_pins(text, "reqs")) == {
+    assert set(facts.pinned) == set(rq.parse_pins(text, "reqs")) == {
         "av", "scipy", "soundfile", "soxr"
     }  # fmt: skip
     assert facts.extended["mistral-common"].extras == ("audio", "soundfile", "soxr")
@@ -135,15 +136,15 @@ def test_reach_walks_extras_and_reports_what_the_graph_lacks() -> None:
 
 
 def test_requirements_file_roundtrip_and_malformed_lines() -> None:
-    d = cl.Derivation(package="vllm", extra="audio", version="0.29.0")
-    pins = [cl.Pin(name="soxr", version="1.1.0", sha256="b" * 64),
-            cl.Pin(name="av", version="19.0.2", sha256="a" * 64)]  # fmt: skip
-    text = cl.render_requirements(d, pins, python="3.12", platform="p")
-    assert cl.derived_for(text) == d
-    assert list(cl.parse_pins(text, "r")) == ["av", "soxr"]
+    d = rq.Derivation(package="vllm", extra="audio", version="0.29.0")
+    pins = [rq.Pin(name="soxr", version="1.1.0", sha256="b" * 64),
+            rq.Pin(name="av", version="19.0.2", sha256="a" * 64)]  # fmt: skip
+    text = rq.render_requirements(d, pins, python="3.12", platform="p")
+    assert rq.derived_for(text) == d
+    assert list(rq.parse_pins(text, "r")) == ["av", "soxr"]
     with pytest.raises(LintError, match=r"'av==19\.0\.2' is not `name==version --hash"):
-        cl.parse_pins("av==19.0.2\n", "r")
-    assert cl.version_arg("vllm") == "VLLM_VERSION"
+        rq.parse_pins("av==19.0.2\n", "r")
+    assert rq.version_arg("vllm") == "VLLM_VERSION"
     assert pip.platforms("manylinux_2_28_x86_64")[:2] == [
         "manylinux_2_28_x86_64", "manylinux_2_27_x86_64"
     ]  # fmt: skip

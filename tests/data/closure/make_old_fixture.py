@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from pipeline.lock import closure as cl
+from pipeline.lock import requirements as rq
 from pipeline.refresh import pip
 
 HERE = Path(__file__).parent
@@ -22,7 +23,7 @@ DERIVED = Path("images/frank-small/requirements-audio.closure.json")
 
 def main() -> None:
     text = OLD.read_text()
-    pins = cl.parse_pins(text, str(OLD))
+    pins = rq.parse_pins(text, str(OLD))
     spec = pip.Spec(package="vllm", extra="audio", version="0.29.0")
     with tempfile.TemporaryDirectory() as tmp:
         wanted = [f"{p.name}=={p.version}" for p in pins.values()]
