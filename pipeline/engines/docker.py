@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from pipeline.engines.base import (
@@ -28,7 +29,7 @@ from pipeline.engines.base import (
 )
 from pipeline.engines.buildkit import Progress
 from pipeline.engines.context import context_tar
-from pipeline.engines.sdk import BUILD_HINT, PUSH_HINT, RUN_HINT, SdkEngine, sdk_call
+from pipeline.engines.sdk import BUILD_HINT, PUSH_HINT, SdkEngine, sdk_call
 from pipeline.errors import BuildError, EngineError, EngineMissing
 
 # BuildKit honours SOURCE_DATE_EPOCH from v0.11, first shipped in docker 23.
@@ -69,13 +70,10 @@ class DockerEngine(SdkEngine):
             "or point DOCKER_HOST at a running one"
         )
 
-    def sdk_errors(self) -> tuple[type[BaseException], ...]:
-        from docker.errors import DockerException, StreamParseError
+    def errors(self) -> ModuleType:
+        import docker.errors
 
-        return (*super().sdk_errors(), DockerException, StreamParseError)
-
-    def version(self) -> str:
-        return self._version
+        return docker.errors
 
     def reproducibility(self) -> Reproducibility:
         major = dockerd_major(self._version)
@@ -124,14 +122,7 @@ class DockerEngine(SdkEngine):
                 url("/build"), params=params, data=body,
                 headers={"Content-Type": "application/x-tar"}, stream=True, timeout=None,
             )  # fmt: skip
-            if resp.status_code != 200:
-                raise BuildError(f"docker build of {req.tag}: {resp.status_code} {resp.text[:500]}")
-            for raw in resp.iter_lines():
-                if not raw.strip():
-                    continue  # keep-alive
-                item = json.loads(raw)
-                if "error" in item:
-                    raise BuildError(f"docker build of {req.tag} failed: {item['error'].strip()}")
+            for item in self.build_items(req.tag, resp):
                 if item.get("id") == "moby.image.id":
                     image = item["aux"]["ID"]
                 elif item.get("id") == "moby.buildkit.trace":
@@ -157,15 +148,6 @@ class DockerEngine(SdkEngine):
                 "or podman"
             )
 
-    @sdk_call("inspect image")
-    def image_id(self, ref: str) -> str | None:
-        from docker.errors import ImageNotFound
-
-        try:
-            return normalize_id(self.client.images.get(ref).id)
-        except ImageNotFound:
-            return None
-
     @sdk_call("push", hint=PUSH_HINT)
     def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
         # dockerd decides TLS itself: loopback registries are insecure by default.
@@ -182,25 +164,13 @@ class DockerEngine(SdkEngine):
             raise EngineError(f"docker push {dest} reported no digest")
         return str(digest)
 
-    @sdk_call("remove image")
-    def remove(self, ref: str) -> None:
-        self.client.images.remove(ref, force=True)
-
-    @sdk_call("run", hint=RUN_HINT)
-    def run(self, spec: RunSpec) -> str:
+    def run_options(self, spec: RunSpec) -> dict[str, object]:
         from docker.types import Mount
 
         mounts = [
             Mount(m.target, str(m.source), "bind", read_only=m.read_only) for m in spec.mounts
         ]
-        container = self.client.containers.run(
-            spec.image, list(spec.command) or None, detach=True, name=spec.name,
-            ports={f"{i}/tcp": ("127.0.0.1", o) for i, o in spec.ports.items()},
-            mounts=mounts, environment=dict(spec.env),
-            entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
-            **run_devices(spec),
-        )  # fmt: skip
-        return str(container.id)
+        return {"mounts": mounts, **run_devices(spec)}
 
     @sdk_call("logs of container")
     def logs(self, container: str) -> str:

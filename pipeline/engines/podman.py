@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from types import ModuleType
 from typing import Any, cast
 
 from pipeline.engines.base import (
@@ -22,7 +23,7 @@ from pipeline.engines.base import (
     normalize_id,
 )
 from pipeline.engines.context import context_tar
-from pipeline.engines.sdk import BUILD_HINT, PUSH_HINT, RUN_HINT, SdkEngine, sdk_call
+from pipeline.engines.sdk import BUILD_HINT, PUSH_HINT, SdkEngine, sdk_call
 from pipeline.errors import BuildError, EngineError, EngineMissing
 
 ROOT_SOCKET = "unix:///run/podman/podman.sock"
@@ -64,13 +65,10 @@ class PodmanEngine(SdkEngine):
             f"podman system service --time=0 {self.url} &"
         )
 
-    def sdk_errors(self) -> tuple[type[BaseException], ...]:
-        from podman.errors import DockerException, StreamParseError
+    def errors(self) -> ModuleType:
+        import podman.errors
 
-        return (*super().sdk_errors(), DockerException, StreamParseError)
-
-    def version(self) -> str:
-        return self._version
+        return podman.errors
 
     def reproducibility(self) -> Reproducibility:
         return Reproducibility(
@@ -93,15 +91,8 @@ class PodmanEngine(SdkEngine):
                 "/build", params=params, data=body,
                 headers={"Content-Type": "application/x-tar"}, stream=True,
             )  # fmt: skip
-            if resp.status_code != 200:
-                raise BuildError(f"podman build of {req.tag}: {resp.status_code} {resp.text[:500]}")
             image = None
-            for raw in resp.iter_lines():
-                if not raw.strip():
-                    continue  # keep-alive
-                item = json.loads(raw)
-                if "error" in item:
-                    raise BuildError(f"podman build of {req.tag} failed: {item['error'].strip()}")
+            for item in self.build_items(req.tag, resp):
                 text = item.get("stream", "")
                 log(text.rstrip("\n"))
                 stripped = text.strip()
@@ -110,15 +101,6 @@ class PodmanEngine(SdkEngine):
         if image is None:
             raise BuildError(f"podman build of {req.tag} ended without an image ID")
         return normalize_id(image)
-
-    @sdk_call("inspect image")
-    def image_id(self, ref: str) -> str | None:
-        from podman.errors import ImageNotFound
-
-        try:
-            return normalize_id(self.client.images.get(ref).id)
-        except ImageNotFound:
-            return None
 
     @sdk_call("push", hint=PUSH_HINT)
     def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
@@ -134,24 +116,12 @@ class PodmanEngine(SdkEngine):
                 raise EngineError(f"podman push {dest} failed: {item['error']}")
         return manifest_digest(dest, insecure=not tls_verify)
 
-    @sdk_call("remove image")
-    def remove(self, ref: str) -> None:
-        self.client.images.remove(ref, force=True)
-
-    @sdk_call("run", hint=RUN_HINT)
-    def run(self, spec: RunSpec) -> str:
+    def run_options(self, spec: RunSpec) -> dict[str, object]:
         mounts = [
             {"type": "bind", "source": str(m.source), "target": m.target, "read_only": m.read_only}
             for m in spec.mounts
         ]
-        container = self.client.containers.run(
-            spec.image, list(spec.command) or None, detach=True, name=spec.name,
-            ports={f"{i}/tcp": ("127.0.0.1", o) for i, o in spec.ports.items()},
-            mounts=mounts, environment=dict(spec.env),
-            entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
-            **run_devices(spec),
-        )  # fmt: skip
-        return str(container.id)
+        return {"mounts": mounts, **run_devices(spec)}
 
     @sdk_call("logs of container")
     def logs(self, container: str) -> str:

@@ -1,8 +1,10 @@
 """What the docker SDK and podman-py engines share.
 
 Both clients expose the same object model over the same (Docker-compatible)
-API: ``images.get(ref).attrs``, ``.tag()``, ``containers.get(id).attrs``. The
-calls that differ (build, push, run, errors) stay in each engine's module.
+API: ``images.get(ref).attrs``, ``.tag()``, ``containers.run(...)``,
+``containers.get(id).attrs``, the /build endpoint's JSON stream, and an ``errors``
+module with the same names (podman-py copies docker-py's). What differs (the build
+parameters, push, mounts and devices, logs, stop) stays in each engine's module.
 
 Every public method that talks to the daemon runs under :func:`sdk_call`: an
 exception from the SDK (or from ``requests`` beneath it) leaves the engine as a
@@ -14,8 +16,10 @@ The SDKs themselves are imported lazily, so merely loading this module stays che
 from __future__ import annotations
 
 import functools
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from pipeline.engines.base import (
@@ -26,7 +30,7 @@ from pipeline.engines.base import (
     env_dict,
     normalize_id,
 )
-from pipeline.errors import EngineError, EngineMissing
+from pipeline.errors import BuildError, EngineError, EngineMissing
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -126,16 +130,30 @@ class SdkEngine:
     name: EngineName
     client: Any
     url: str  # where the daemon's API answers, for messages
+    _version: str  # the daemon's, read once when the engine is made
+
+    def version(self) -> str:
+        """The daemon's version string, part of every build key."""
+        return self._version
 
     def start_hint(self) -> str:
         """How to install and start this engine's daemon (for EngineMissing)."""
+        raise NotImplementedError
+
+    def errors(self) -> ModuleType:
+        """The SDK's ``errors`` module, imported only when needed."""
+        raise NotImplementedError
+
+    def run_options(self, spec: RunSpec) -> dict[str, object]:
+        """The SDK's own ``containers.run`` keywords for the spec's mounts and devices."""
         raise NotImplementedError
 
     def sdk_errors(self) -> tuple[type[BaseException], ...]:
         """The exceptions this engine's SDK raises, translated by :func:`sdk_call`."""
         import requests
 
-        return (requests.RequestException,)
+        errors = self.errors()
+        return (requests.RequestException, errors.DockerException, errors.StreamParseError)
 
     def translate(
         self, exc: BaseException, op: str, ref: str, error: type[EngineError], hint: str
@@ -152,6 +170,28 @@ class SdkEngine:
         fix = fix_for(self.name, op, status, detail, ref, hint)
         return error(f"{what} failed ({why}: {detail}); {fix}")
 
+    def build_items(self, tag: str, resp: Any) -> Iterator[dict[str, Any]]:
+        """The JSON items of a streamed /build answer for ``tag``, keep-alives skipped.
+
+        A refused request, or an item that reports an error, raises BuildError.
+        """
+        if resp.status_code != 200:
+            raise BuildError(f"{self.name} build of {tag}: {resp.status_code} {resp.text[:500]}")
+        for raw in resp.iter_lines():
+            if not raw.strip():
+                continue  # keep-alive
+            item = json.loads(raw)
+            if "error" in item:
+                raise BuildError(f"{self.name} build of {tag} failed: {item['error'].strip()}")
+            yield item
+
+    @sdk_call("inspect image")
+    def image_id(self, ref: str) -> str | None:
+        try:
+            return normalize_id(self.client.images.get(ref).id)
+        except self.errors().ImageNotFound:
+            return None
+
     @sdk_call("inspect image")
     def layers(self, ref: str) -> list[str]:
         return list(self.client.images.get(ref).attrs["RootFS"]["Layers"])
@@ -167,6 +207,21 @@ class SdkEngine:
             raise EngineError(
                 f"{self.name} could not tag {ref} as {new}; check that {new!r} is a valid name:tag"
             )
+
+    @sdk_call("remove image")
+    def remove(self, ref: str) -> None:
+        self.client.images.remove(ref, force=True)
+
+    @sdk_call("run", hint=RUN_HINT)
+    def run(self, spec: RunSpec) -> str:
+        container = self.client.containers.run(
+            spec.image, list(spec.command) or None, detach=True, name=spec.name,
+            ports={f"{i}/tcp": ("127.0.0.1", o) for i, o in spec.ports.items()},
+            environment=dict(spec.env),
+            entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
+            **self.run_options(spec),
+        )  # fmt: skip
+        return str(container.id)
 
     @sdk_call("inspect container")
     def state(self, container: str) -> ContainerState:

@@ -64,6 +64,26 @@ def fetch_into(
     raise kind(message)
 
 
+def fetch_and_place(
+    label: str, cands: Sequence[Candidate], partial: Partial, sha256: str, dest: Path, ctx: Context
+) -> None:
+    """Fill ``partial`` as :func:`fetch_into` does, then move its verified bytes to ``dest``.
+
+    The partial file is closed in every case, and discarded when its bytes did
+    not match the pin; any other failure keeps it for the next run to resume.
+    """
+    try:
+        fetch_into(label, cands, partial, sha256, ctx)
+        place(partial.path, partial.fd, dest)
+        partial.journal.unlink(missing_ok=True)
+    except IntegrityError:
+        partial.close()
+        partial.discard()  # nothing in it is worth resuming from
+        raise
+    finally:
+        partial.close()
+
+
 def download_url(
     url: str,
     sha256: str,
@@ -85,16 +105,8 @@ def download_url(
     with store_lock(dest.parent, say):
         if dest.is_file():
             return dest
+        cands = candidates(url, mirror)
+        ctx = Context(tuning=Tuning(connections=connections), stop=threading.Event())
         partial = Partial(dest.with_name(dest.name + ".lockpipe-partial"), sha256, size)
-        try:
-            ctx = Context(tuning=Tuning(connections=connections), stop=threading.Event())
-            fetch_into(url, candidates(url, mirror), partial, sha256, ctx)
-            place(partial.path, partial.fd, dest)
-            partial.journal.unlink(missing_ok=True)
-        except IntegrityError:
-            partial.close()
-            partial.discard()  # nothing in it is worth resuming from
-            raise
-        finally:
-            partial.close()
+        fetch_and_place(url, cands, partial, sha256, dest, ctx)
     return dest

@@ -16,13 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.errors import FetchError, FormatError, IntegrityError, UsageError
+from pipeline.errors import FetchError, FormatError, UsageError
 from pipeline.lock.model import Lock, Payload
 from pipeline.log import echo
 from pipeline.payloads import store as st
 from pipeline.payloads.blobs import Blob, blobs_of, digest_file
 from pipeline.payloads.checks import Facts, check_file, check_index, check_targets
-from pipeline.payloads.download import fetch_into
+from pipeline.payloads.download import fetch_and_place
 from pipeline.payloads.errors import HTTPFatal
 from pipeline.payloads.gitfetch import fetch_git_blob
 from pipeline.payloads.partial import Partial
@@ -246,16 +246,7 @@ class _Run:
         if partial is None:
             fetch_git_blob(b.label, cands, b.path, b.size, b.digest, ctx)
             return
-        try:
-            fetch_into(b.label, cands, partial, b.digest, ctx)
-            st.place(partial.path, partial.fd, b.path)
-            partial.journal.unlink(missing_ok=True)
-        except IntegrityError:
-            partial.close()
-            partial.discard()  # nothing in it is worth resuming from
-            raise
-        finally:
-            partial.close()
+        fetch_and_place(b.label, cands, partial, b.digest, b.path, ctx)
 
     def _cross_checks(self) -> None:
         singles = [p for p in self.payloads if not p.snapshot]
