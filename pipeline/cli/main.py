@@ -75,8 +75,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         p = sub.add_parser(verb, parents=[common], help=help_text, description=help_text)
         if verb in FORCE:
             p.add_argument("--force", action="store_true", help=FORCE[verb])
-        else:
-            p.set_defaults(force=False)
+        else:  # refused by name, not as an unknown argument
+            p.add_argument("--force", action=options.NoForce, help=argparse.SUPPRESS)
         if verb == "lock":
             p.add_argument("--check", action="store_true", help="fail on drift instead of writing")
             p.set_defaults(targets=[])

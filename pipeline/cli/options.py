@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pipeline.engines.base import GPU_MODES
 from pipeline.errors import UsageError
@@ -31,6 +32,21 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage()
         self.exit(UsageError.return_code, f"{self.prog}: error: {message}\n")
+
+
+class NoForce(argparse.Action):
+    """``--force`` on a verb it changes nothing for: an error that says so."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        verb = parser.prog.rpartition(" ")[2]
+        why = " (it never reuses a build)" if verb == "verify" else ""
+        parser.error(
+            f"{verb} has no --force{why}: drop it; --force belongs to build, lock, publish "
+            "and deploy"
+        )
 
 
 def port(text: str) -> int:

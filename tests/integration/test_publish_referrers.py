@@ -264,6 +264,6 @@ def test_the_digest_is_recorded_before_the_attach_and_force_pushes_again(
     before = len(proxy.seen)
     assert main([*args, "--force"]) == 0
     assert [p for m, p, _ in proxy.seen[before:] if m == "PUT" and p.endswith(tag_put)]
-    with pytest.raises(SystemExit) as refused:  # argparse: verify has no --force
+    with pytest.raises(SystemExit) as no_force:  # the command line: verify has no --force
         main(["verify", "app", "--published", "--force", *args[6:]])
-    assert refused.value.code == UsageError.return_code
+    assert no_force.value.code == UsageError.return_code

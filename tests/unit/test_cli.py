@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.cli.main import FORCE, VERBS, parse
 from pipeline.engines import get_engine
 from pipeline.errors import EngineMissing, UsageError
 from tests.lockfactory import make_repo
@@ -106,3 +107,15 @@ def test_a_closed_stdout_is_not_a_traceback() -> None:
 def test_a_port_out_of_range_is_a_usage_error() -> None:
     out = pipeline("deploy", "--wait-port", "99999")
     assert out.returncode == 64 and "99999 is not a port (1-65535)" in out.stderr
+
+
+def test_force_belongs_to_the_verbs_it_changes() -> None:
+    assert parse(["build", "--force"]).force and not parse(["build"]).force
+    assert parse(["publish", "--force", "--to", "127.0.0.1:5000/x"]).force
+    for verb in sorted(set(VERBS) - set(FORCE)):
+        argv = [verb, "--force"] if verb != "refresh-digests" else [verb, "--check", "--force"]
+        with pytest.raises(SystemExit) as refused:
+            parse(argv)
+        assert refused.value.code == UsageError.return_code, verb
+    out = pipeline("smoke", "--force")
+    assert out.returncode == 64 and "smoke has no --force: drop it" in out.stderr
