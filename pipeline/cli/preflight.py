@@ -18,21 +18,22 @@ from pipeline.payloads.store import default_store
 from pipeline.preflight import config, external, host, plan, report
 
 
-def _card(args: argparse.Namespace) -> host.Card | None:
+def _card(args: argparse.Namespace) -> tuple[host.Card | None, str]:
+    """The card named by --gpu, else the host's; else None and why nvidia-smi gave none."""
     if args.gpu:
         card = host.card_named(args.gpu)
     else:
         try:
             card = host.query_host(args.gpu_index)
-        except GpuAttachError:  # no nvidia-smi, or it failed
-            return None
+        except GpuAttachError as exc:  # no nvidia-smi, or it failed
+            return None, str(exc)
     return host.Card(
         name=card.name,
         memory_mib=card.memory_mib,
         compute_cap=card.compute_cap,
         free_mib=args.free_mib if args.free_mib is not None else card.free_mib,
         driver=args.driver or card.driver,
-    )
+    ), ""
 
 
 def do_preflight(args: argparse.Namespace) -> int:
@@ -53,7 +54,10 @@ def do_preflight(args: argparse.Namespace) -> int:
         max_model_len=args.max_model_len,
     )
     store = args.store or default_store(os.environ)
-    card = _card(args)
+    card, no_card = _card(args)
+    if no_card:
+        echo(f"preflight: no host card ({no_card.splitlines()[0]}); each target is judged "
+             "on the card preflight.json names for it", style="yellow")  # fmt: skip
     reports = []
     for name in targets(args, loaded):
         target = loaded.target(name)
@@ -65,7 +69,9 @@ def do_preflight(args: argparse.Namespace) -> int:
         this = card or (host.card_named(named) if named else None)
         if gpu and this is None:
             raise UsageError(
-                f"{name}: no GPU answered nvidia-smi; pass --gpu CARD ({', '.join(host.CARDS)})"
+                f"{name}: no card to judge it on, and none on this host: {no_card}\n"
+                f"fix: pass --gpu CARD ({', '.join(host.CARDS)}), or set targets.{name}.card "
+                "in preflight.json"
             )
         shape = plan.model_shape(loaded, cfg, target, store if store.is_dir() else None)
         reports.append(plan.evaluate(loaded, cfg, target, this, shape, over))

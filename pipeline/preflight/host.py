@@ -82,27 +82,30 @@ def parse_smi(text: str, index: int = 0) -> Card:
         raise GpuAttachError(f"nvidia-smi answered {rows[index]!r}; expected {QUERY[0]}") from None
 
 
-def nvidia_smi(args: Sequence[str]) -> str:
-    """nvidia-smi's output for ``args``, through pipeline.cmd; GpuAttachError when it fails."""
+def nvidia_smi(args: Sequence[str], *, otherwise: str) -> str:
+    """nvidia-smi's output for ``args``, through pipeline.cmd; GpuAttachError when it fails.
+
+    ``otherwise``: the caller's way around a host without a working nvidia-smi, which the
+    error offers after its own fix.
+    """
     try:
         return call(["nvidia-smi", *args], quiet=True)
     except EngineMissing:
         raise GpuAttachError(
             "nvidia-smi is not on PATH: this host has no NVIDIA driver tools, so its card "
             "cannot be read. Fix: install the NVIDIA driver (nvidia-smi comes with it) until "
-            "nvidia-smi lists the card; or name the card (preflight --gpu CARD), or run the "
-            "smoke without --gpu"
+            f"nvidia-smi lists the card, or {otherwise}"
         ) from None
     except EngineError as exc:
         raise GpuAttachError(
             f"nvidia-smi failed, so the GPU and its free memory are unknown: {exc}\n"
-            "fix: load the NVIDIA driver until nvidia-smi works on this host"
+            f"fix: load the NVIDIA driver until nvidia-smi works on this host, or {otherwise}"
         ) from None
 
 
 def query_host(index: int = 0) -> Card:
     """The host's GPU ``index``, asked of nvidia-smi (the one side effect here)."""
-    return parse_smi(nvidia_smi(QUERY), index)
+    return parse_smi(nvidia_smi(QUERY, otherwise="name the card: preflight --gpu CARD"), index)
 
 
 def cuda_version(ref: str) -> tuple[int, int, int] | None:

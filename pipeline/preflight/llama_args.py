@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from pipeline.errors import FormatError
+
 AUTO_SLOTS = 4  # server.cpp: n_parallel auto -> 4, kv_unified true
 _VALUED = {"-c": "ctx", "--ctx-size": "ctx", "-np": "parallel", "--parallel": "parallel",
            "-ctk": "type_k", "--cache-type-k": "type_k", "-ctv": "type_v",
@@ -34,6 +36,12 @@ class LlamaArgs:
     ubatch: int = 512
     batch: int = 2048
     swa_full: bool = False
+
+    def __post_init__(self) -> None:
+        if self.parallel == 0:  # common/arg.cpp: "invalid value for n_parallel"
+            raise FormatError("--parallel 0: llama-server refuses it; give -1 (auto) or 1 or more")
+        if self.ctx is not None and self.ctx < 0:
+            raise FormatError(f"-c {self.ctx}: a context is 0 (the trained window) or more")
 
     @property
     def slots(self) -> int:
@@ -68,7 +76,10 @@ def parse(command: Sequence[str]) -> LlamaArgs:
         value = tokens[i + 1] if i + 1 < len(tokens) else ""
         name = _VALUED.get(t)
         if name in ("ctx", "parallel", "ubatch", "batch"):
-            found[name] = int(value)
+            try:
+                found[name] = int(value)
+            except ValueError:
+                raise FormatError(f"{t} {value!r}: llama-server wants a whole number") from None
         elif name in ("type_k", "type_v"):
             found[name] = value.lower()
         elif name == "flash":

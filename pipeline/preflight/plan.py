@@ -9,6 +9,7 @@ pure: the same inputs give the same report.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -84,7 +85,7 @@ def disagreements(
     real: Mapping[str, Any],
     unread: Collection[str] = (),
 ) -> tuple[str, ...]:
-    """The keys of a models entry whose values the real header (or config.json) contradicts.
+    """The keys of a models entry whose values the real GGUF header or config.json contradicts.
 
     An entry is a transcript kept for when the file is not here; once it is, the file wins
     and every key it contradicts is named. A key the file lacks counts as contradicted; one
@@ -101,16 +102,27 @@ def _diff(said: Mapping[str, Any], real: Mapping[str, Any], prefix: str) -> tupl
         name, actual = f"{prefix}{key}", real.get(key)
         if isinstance(value, Mapping) and isinstance(actual, Mapping):
             out += _diff(value, actual, f"{name}.")
-        elif actual != value:
+        elif not _same(value, actual):
             out.append(f"{name}: the entry says {value!r}, the file {actual!r}")
     return tuple(out)
+
+
+def _same(said: Any, real: Any) -> bool:
+    """Equal, floats within float32's precision (a GGUF stores f32, JSON a decimal)."""
+    numbers = isinstance(said, (int, float)) and isinstance(real, (int, float))
+    if numbers and (isinstance(said, float) or isinstance(real, float)):
+        return math.isclose(said, real, rel_tol=1e-6, abs_tol=1e-12)
+    if isinstance(said, list) and isinstance(real, list):
+        return len(said) == len(real) and all(map(_same, said, real))
+    return bool(said == real)
 
 
 def disagreement_check(cfg: PreflightConfig, payload: str, shape: ModelShape) -> Check:
     return Check(
         name="model-entry",
         status="warn",
-        detail=f"models.{payload} disagrees with the file's header: " + "; ".join(shape.disagrees),
+        detail=f"models.{payload} disagrees with the file ({shape.source}): "
+        + "; ".join(shape.disagrees),
         fix=f"correct models.{payload} in {cfg.path or 'locks/preflight.json'} from the "
         "file (the figures above come from the file)",
     )

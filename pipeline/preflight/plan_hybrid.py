@@ -1,9 +1,10 @@
 """A hybrid llama.cpp target's extra memory and speculative-decoding checks; pure.
 
-Per slot, beyond the attention KV (:mod:`pipeline.preflight.llama`): the recurrent state
-(:func:`pipeline.preflight.recurrent.state_size`, independent of the context) and, under
-``--spec-type draft-mtp``, the MTP context's KV (:func:`pipeline.preflight.llama.mtp_kv_size`,
-growing with it). The rules and their sources are in :mod:`pipeline.preflight.recurrent`.
+Beyond the attention KV (:mod:`pipeline.preflight.llama`): per slot, the recurrent state
+(:func:`pipeline.preflight.recurrent.state_size`, independent of the context); per KV
+stream (one per slot, or one shared under ``--kv-unified``), under ``--spec-type
+draft-mtp``, the MTP context's KV (:func:`pipeline.preflight.llama.mtp_kv_size`, growing
+with it). The rules and their sources are in :mod:`pipeline.preflight.recurrent`.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def memory(
         extra = replace(extra, mtp_per_stream=mtp.per_slot)
         figures.append(
             Figure(
-                name="MTP KV per slot",
+                name="MTP KV per slot" if cells.streams > 1 or slots == 1 else "MTP KV (unified)",
                 value=_size(mtp.per_slot),
                 note=f"{len(shape.mtp_layers)} MTP block(s), {mtp.per_token_full:,} B/token at "
                 f"{spec.draft_type_k}/{spec.draft_type_v} (-ctkd/-ctvd), {cells.full_cells:,} "

@@ -1,7 +1,8 @@
 """Preflight of a llama.cpp target: the slot grid, KV bytes, FA kernels, the budget; pure.
 
-A hybrid model (:mod:`pipeline.preflight.recurrent`) adds, per slot, its recurrent state
-and, under ``--spec-type draft-mtp``, the MTP context's KV to the attention KV.
+A hybrid model (:mod:`pipeline.preflight.recurrent`) adds its recurrent state per slot
+and, under ``--spec-type draft-mtp``, the MTP context's KV per KV stream (one per slot, or
+one shared under ``--kv-unified``). The budget's arithmetic is :mod:`.llama_budget`.
 """
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.preflight import llama, plan_hybrid, recurrent
-from pipeline.preflight.config import DEFAULT_LLAMA_COMPUTE_MIB, TargetPlan
+from pipeline.preflight import llama, llama_budget, plan_hybrid, recurrent
+from pipeline.preflight.config import TargetPlan
 from pipeline.preflight.host import Card
 from pipeline.preflight.llama_args import LlamaArgs
 from pipeline.preflight.shape import ModelShape
-from pipeline.preflight.verdict import MIB, Check, Figure, checked, mib
+from pipeline.preflight.verdict import Check, Figure, checked, mib
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,7 +158,7 @@ def _cache_checks(t: LlamaTarget) -> list[Check]:
 def budget(
     t: LlamaTarget, c: llama.Cells | None
 ) -> tuple[list[Check], list[Figure], dict[str, Any]]:
-    """Fixed + slots x per_slot <= card, calibrated when a measurement fits the shape."""
+    """The KV figures, then (on a card) the budget: :mod:`.llama_budget`."""
     a, shape, card = t.args, t.shape, t.card
     window = c.slot if c else shape.trained_context or 0
     cells = c or llama.cells(
@@ -170,8 +171,7 @@ def budget(
     )
     kv = llama.kv_size(shape, cells, a.type_k, a.type_v)
     extra, hybrid_figures, hybrid_numbers = plan_hybrid.memory(t.shape, t.spec, a.slots, cells)
-    shared = cells.streams == 1 and a.slots > 1  # --kv-unified: one KV stream for every slot
-    unified_mib = 0.0  # that stream's KV, counted once in fixed (first principles only)
+    per = "for the unified stream" if cells.streams == 1 and a.slots > 1 else "per slot"
     figures = [
         Figure(
             name="KV bytes/token (full layers)",
@@ -181,12 +181,12 @@ def budget(
         Figure(
             name="KV bytes/token (sliding layers)",
             value=f"{kv.per_token_swa:,} B",
-            note=f"{shape.count(sliding=True)} layers, {cells.swa_cells:,} cells per slot",
+            note=f"{shape.count(sliding=True)} layers, {cells.swa_cells:,} cells {per}",
         ),
         Figure(
-            name="KV per slot (first principles)",
+            name=f"KV {per} (first principles)",
             value=mib(kv.per_slot),
-            note=f"at {window:,} tokens per slot",
+            note=f"at {window:,} tokens {per}",
         ),
         *hybrid_figures,
     ]
@@ -196,9 +196,9 @@ def budget(
                                **hybrid_numbers}  # fmt: skip
     if card is None:
         return [], figures, numbers
+    b = llama_budget.terms(a, t.plan, t.weights_bytes, kv, extra, cells)
     cal = t.plan.llama_slots
-    if cal and cal.cache_types == (a.type_k, a.type_v) and cal.slot_context == window:
-        fixed, per_slot, how = cal.fixed_mib, cal.per_slot_mib, "calibrated"
+    if b.how == "calibrated" and cal:
         figures.append(
             Figure(
                 name="measured",
@@ -206,84 +206,5 @@ def budget(
                 note=str(cal.origin.get("source", "")),
             )
         )
-    else:
-        compute = t.plan.compute_mib or DEFAULT_LLAMA_COMPUTE_MIB
-        fixed = (t.weights_bytes or 0) / MIB + compute
-        stream = (kv.per_slot + extra.mtp_per_stream) / MIB  # KV of one stream
-        per_slot, how = stream, f"first principles (compute_mib {compute})"
-        if shared:  # one unified stream: the slots share its cells, whatever their count
-            fixed, per_slot, unified_mib = fixed + stream, 0.0, stream
-            how += "; fixed includes the unified KV the slots share"
-        if extra.state_per_slot:
-            per_slot += extra.state_per_slot / MIB
-            how += "; per_slot = " + ("" if shared else "KV + ") + "recurrent state"
-            how += " + MTP KV" if extra.mtp_per_stream and not shared else ""
-        if cal:
-            how += (
-                f"; the calibration is for {cal.slot_context:,} tokens per slot at "
-                f"{'/'.join(cal.cache_types)}, not this shape"
-            )
-    need = fixed + a.slots * per_slot
-    if per_slot > 0:
-        fit = int((card.memory_mib - fixed) // per_slot)
-    else:  # a unified cache of a plain model: more slots cost nothing more
-        fit = a.slots if fixed <= card.memory_mib else 0
-    figures += [
-        Figure(
-            name="budget",
-            value=f"{fixed:,.0f} + {a.slots} x {per_slot:,.0f} = {need:,.0f} MiB",
-            note=f"fixed + slots x per_slot, {how}; card {card.memory_mib:,} MiB",
-        ),
-        Figure(name="headroom", value=f"{card.memory_mib - need:,.0f} MiB"),
-        Figure(
-            name="sessions at full window",
-            value=str(fit),
-            note=f"slot {fit + 1} would need {fixed + (fit + 1) * per_slot:,.0f} MiB",
-        ),
-    ]
-    numbers.update(
-        fixed_mib=fixed,
-        per_slot_mib=per_slot,
-        need_mib=need,
-        max_slots=fit,
-        headroom_mib=card.memory_mib - need,
-        budget_from=how,
-    )
-    problem = None
-    if need > card.memory_mib:
-        problem = (
-            f"{a.slots} slot(s) at {window:,} tokens project {need:,.0f} MiB past the "
-            f"{card.memory_mib:,} MiB card; {fit} fit"
-        )
-    checks = [
-        checked(
-            "budget",
-            problem,
-            f"{need:,.0f} of {card.memory_mib:,} MiB",
-            f"--parallel {fit} (the KV pool allocates up front)",
-        )
-    ]
-    if problem and c is None:  # --fit will shrink the context rather than fail
-        if unified_mib:  # the unified cells scale with -c, the state with the slots
-            spare = card.memory_mib - (fixed - unified_mib) - a.slots * per_slot
-            tokens = int(spare / unified_mib * cells.n_ctx)
-        else:
-            tokens = int((card.memory_mib - fixed) / per_slot * window) if per_slot else 0
-        checks = [
-            Check(
-                name="budget",
-                status="warn",
-                fix="-c and --parallel that fit",
-                detail=problem + f": --fit shrinks the total to about {tokens:,}",
-            )
-        ]
-    if card.free_mib is not None and need <= card.memory_mib and need > card.free_mib:
-        checks.append(
-            Check(
-                name="free",
-                status="fail",
-                fix="stop what holds the card",
-                detail=f"needs {need:,.0f} MiB, {card.free_mib:,} MiB free now",
-            )
-        )
-    return checks, figures, numbers
+    checks, more, judged = llama_budget.judge(b, a, card, fitted=c is None)
+    return checks, figures + more, {**numbers, **judged}

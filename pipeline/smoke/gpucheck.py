@@ -20,7 +20,11 @@ from pipeline.smoke.gpumem import (
 
 def read_gpus() -> tuple[list[Card], list[Holder]]:
     """The cards and the processes holding their memory, as nvidia-smi reports them now."""
-    return parse_cards(nvidia_smi(QUERY_CARDS)), parse_holders(nvidia_smi(QUERY_HOLDERS))
+    otherwise = "run the smoke without --gpu"
+    return (
+        parse_cards(nvidia_smi(QUERY_CARDS, otherwise=otherwise)),
+        parse_holders(nvidia_smi(QUERY_HOLDERS, otherwise=otherwise)),
+    )
 
 
 def ensure_gpu_memory(lock: Lock, target: Target) -> str:

@@ -12,7 +12,7 @@ import pytest
 from pipeline.cli import options
 from pipeline.cli.options import add_preflight_options
 from pipeline.cli.preflight import do_preflight
-from pipeline.errors import CHECK_FAILED_RUN, LockError
+from pipeline.errors import CHECK_FAILED_RUN, LockError, UsageError
 from pipeline.preflight import config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,3 +177,18 @@ def test_an_external_image_gets_its_slot_grid_checked_and_an_unknown_verdict(
     grid = next(c for c in fl["checks"] if c["name"] == "slot-grid")
     assert code == 0 and fl["verdict"] == "unknown" and fl["runtime"] == "halogen"
     assert grid["status"] == "pass" and "= 400,384 positions" in grid["detail"]
+
+
+def test_no_card_anywhere_says_why_the_host_gave_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = json.loads((REPO / "locks" / "preflight.json").read_text())
+    doc["targets"]["llama-cuda"].pop("card")
+    bare = tmp_path / "preflight-nocard.json"
+    bare.write_text(json.dumps(doc))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi here
+    with pytest.raises(UsageError) as info:
+        run(tmp_path, "--preflight", str(bare), "llama-cuda")
+    text = str(info.value)
+    assert "no NVIDIA driver tools" in text and "preflight --gpu CARD" in text
+    assert "targets.llama-cuda.card" in text

@@ -29,8 +29,8 @@ from pipeline.lock.model import load_lock
 from pipeline.payloads import store as payload_store
 from pipeline.payloads.gguf import read_header
 from pipeline.preflight import config as preflight_config
-from pipeline.preflight import llama, plan_hybrid, plan_llama, recurrent
-from pipeline.preflight.config import TargetPlan
+from pipeline.preflight import llama, plan, plan_hybrid, plan_llama, recurrent
+from pipeline.preflight.config import ModelEntry, TargetPlan
 from pipeline.preflight.host import card_named
 from pipeline.preflight.llama_args import parse
 from pipeline.preflight.shape import ModelShape, from_gguf, from_hf_config
@@ -418,3 +418,20 @@ def test_hybrid_bytes_grow_with_slots(
     assert per_slot_bytes(s, kv, window * n, n, unified) <= per_slot_bytes(
         s, kv, window * (n + 1), n + 1, unified
     )
+
+
+def test_an_entry_is_compared_key_by_key_nested_and_floats_at_f32_precision() -> None:
+    entry = ModelEntry(kind="config", origin={"source": "t"},
+                       data={"text_config": {"head_dim": 256, "rms_norm_eps": 1e-6},
+                             "layer_types": ["full", "sliding"]})  # fmt: skip
+    real = {"text_config": {"head_dim": 256, "rms_norm_eps": 9.999999974752427e-07},  # f32
+            "layer_types": ["full", "sliding"], "vocab_size": 262144}  # fmt: skip
+    assert plan.disagreements(entry, "config", real) == ()
+    assert plan.disagreements(entry, "gguf", {}) == ()  # a gguf file: another kind of entry
+    wrong = {**real, "text_config": {"head_dim": 512, "rms_norm_eps": 1e-5}}
+    assert plan.disagreements(entry, "config", wrong) == (
+        "text_config.head_dim: the entry says 256, the file 512",
+        "text_config.rms_norm_eps: the entry says 1e-06, the file 1e-05",
+    )
+    gguf = replace(entry, kind="gguf", data={"a.long": [1, 2], "a.n": 3})
+    assert plan.disagreements(gguf, "gguf", {"a.long": None, "a.n": 3}, unread={"a.long"}) == ()
