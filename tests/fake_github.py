@@ -28,13 +28,11 @@ second fake), for the test that a token never follows a link off the API's host.
 
 from __future__ import annotations
 
-import json
 import re
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.httpfake import FakeHandler, FakeServer
 
 _PATH = re.compile(
     r"/repos/([^/]+/[^/]+)/(releases/latest|commits/([^/]+)|compare/(.+)\.\.\.(.+)|tags)"
@@ -61,11 +59,11 @@ class FakeRepo:
         return [c for c, _ in self.commits].index(sha)
 
 
-class FakeGitHub(ThreadingHTTPServer):
-    daemon_threads = True
+class FakeGitHub(FakeServer):
+    """The FAKE GitHub. ``requests`` keeps every request's path, query included."""
 
     def __init__(self, token: str | None = None) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.repos: dict[str, FakeRepo] = {}
         self.token = token
         self.auth_seen: list[str | None] = []
@@ -75,62 +73,48 @@ class FakeGitHub(ThreadingHTTPServer):
         self.rate_limit_reset: int | None = None
         self.per_page = 2
         self.next_base: str | None = None  # where the tag pages' next links point
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(FakeHandler):
     server: FakeGitHub
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
     def do_GET(self) -> None:
         srv = self.server
         srv.requests.append(self.path)
         srv.auth_seen.append(self.headers.get("Authorization"))
         if srv.token and self.headers.get("Authorization") != f"Bearer {srv.token}":
-            return self._send(401, {"message": "Bad credentials"})
+            return self.send_json(401, {"message": "Bad credentials"})
         if srv.fail:
             extra = {"Retry-After": srv.retry_after} if srv.retry_after else {}
-            return self._send(srv.fail.pop(0), {"message": "Server Error"}, extra)
+            return self.send_json(srv.fail.pop(0), {"message": "Server Error"}, extra)
         if srv.rate_limit_reset is not None:
-            return self._send(403, {"message": "API rate limit exceeded"},
-                              {"X-RateLimit-Remaining": "0",
-                               "X-RateLimit-Reset": str(srv.rate_limit_reset)})  # fmt: skip
+            return self.send_json(403, {"message": "API rate limit exceeded"},
+                                  {"X-RateLimit-Remaining": "0",
+                                   "X-RateLimit-Reset": str(srv.rate_limit_reset)})  # fmt: skip
         m = _PATH.fullmatch(self.path.split("?")[0])
         repo = srv.repos.get(m[1]) if m else None
         if m is None or repo is None:
-            return self._send(404, {"message": "Not Found"})
+            return self.send_json(404, {"message": "Not Found"})
         if m[2] == "tags":
             return self._tags(repo, m[1])
         if m[2] == "releases/latest":
             if repo.latest_release is None:
-                return self._send(404, {"message": "Not Found"})
-            return self._send(200, {"tag_name": repo.latest_release})
+                return self.send_json(404, {"message": "Not Found"})
+            return self.send_json(200, {"tag_name": repo.latest_release})
         if m[3] is not None:
             sha = repo.sha(m[3])
             if sha is None:
-                return self._send(422, {"message": f"No commit found for SHA: {m[3]}"})
+                return self.send_json(422, {"message": f"No commit found for SHA: {m[3]}"})
             date = dict(repo.commits)[sha]
-            return self._send(200, {"sha": sha, "commit": {"committer": {"date": date}}})
+            return self.send_json(200, {"sha": sha, "commit": {"committer": {"date": date}}})
         base, head = repo.sha(m[4]), repo.sha(m[5])
         if base is None or head is None:
-            return self._send(404, {"message": "Not Found"})
+            return self.send_json(404, {"message": "Not Found"})
         delta = repo.index(head) - repo.index(base)
         status = "ahead" if delta > 0 else "behind" if delta < 0 else "identical"
         ahead, behind = max(delta, 0), max(-delta, 0)
-        return self._send(200, {"status": status, "ahead_by": ahead, "behind_by": behind,
-                                "total_commits": ahead})  # fmt: skip
+        return self.send_json(200, {"status": status, "ahead_by": ahead, "behind_by": behind,
+                                    "total_commits": ahead})  # fmt: skip
 
     def _tags(self, repo: FakeRepo, name: str) -> None:
         srv = self.server
@@ -143,14 +127,4 @@ class _Handler(BaseHTTPRequestHandler):
         if start + srv.per_page < len(tags):
             base = srv.next_base or srv.url
             extra["Link"] = f'<{base}/repos/{name}/tags?page={page + 1}>; rel="next"'
-        return self._send(200, [{"name": t, "commit": {"sha": c}} for t, c in chunk], extra)
-
-    def _send(self, status: int, doc: Any, headers: dict[str, str] | None = None) -> None:
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        return self.send_json(200, [{"name": t, "commit": {"sha": c}} for t, c in chunk], extra)

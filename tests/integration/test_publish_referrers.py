@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -36,6 +34,7 @@ from pipeline.publish.referrer import artifact_manifest, attach_provenance
 from pipeline.registry.client import registry_for
 from pipeline.registry.push import attach_referrer, get_manifest, upload_blob
 from pipeline.verify.check import verify_image
+from tests.httpfake import FakeHandler, FakeServer
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
 
@@ -44,25 +43,18 @@ OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 WRITES = ("PUT", "POST", "PATCH", "DELETE")
 
 
-class ReferrersProxy(ThreadingHTTPServer):
+class ReferrersProxy(FakeServer):
     """FAKE referrers API (see the module docstring) in front of ``upstream``."""
 
     def __init__(self, upstream: str) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__(_Handler)
         self.upstream = upstream
-        self.host = f"127.0.0.1:{self.server_address[1]}"
         self.referrers: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self.seen: list[tuple[str, str, int]] = []  # (method, path with query, status)
-        self.lock = threading.Lock()
-        threading.Thread(target=self.serve_forever, daemon=True).start()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(FakeHandler):
     server: ReferrersProxy
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
     def do_GET(self) -> None:
         parts = urlsplit(self.path)
@@ -86,7 +78,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers["OCI-Filters-Applied"] = "artifactType"
         body = json.dumps({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": found})
         self.server.seen.append((self.command, self.path, 200))
-        self._reply(200, body.encode(), headers)
+        self.send_bytes(200, body.encode(), headers)
 
     def _relay(self) -> None:
         proxy = self.server
@@ -106,7 +98,8 @@ class _Handler(BaseHTTPRequestHandler):
             if subject:
                 out["OCI-Subject"] = subject
         proxy.seen.append((self.command, self.path, upstream.status_code))
-        self._reply(upstream.status_code, upstream.content, out)
+        # requests reads no body for HEAD: its content is b"", so none is written.
+        self.send_bytes(upstream.status_code, upstream.content, out)
 
     def _body(self) -> bytes | None:
         """The request body, by Content-Length or chunked (blob PATCHes stream in chunks)."""
@@ -143,22 +136,12 @@ class _Handler(BaseHTTPRequestHandler):
                 listed.append(desc)
         return str(subject["digest"])
 
-    def _reply(self, status: int, body: bytes, headers: dict[str, str]) -> None:
-        self.send_response(status)
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
 
 @pytest.fixture
 def proxy(registry: str) -> Iterator[ReferrersProxy]:
     server = ReferrersProxy(registry)
     yield server
-    server.shutdown()
-    server.server_close()
+    server.stop()
 
 
 def _lock_and_build(tmp_path: Path, base: tuple[str, str]) -> tuple[Path, Path]:
