@@ -1,9 +1,13 @@
-"""Before a --gpu smoke starts its container: ask nvidia-smi whether the target fits now."""
+"""Before a --gpu smoke starts its container: preflight on the host's card, then ask
+nvidia-smi whether the target fits in the memory free now."""
 
 from __future__ import annotations
 
-from pipeline.errors import GpuAttachError
+from pathlib import Path
+
+from pipeline.errors import CheckFailed, GpuAttachError
 from pipeline.lock.model import Lock, Target
+from pipeline.preflight import config, host, plan
 from pipeline.preflight.host import nvidia_smi
 from pipeline.smoke.gpumem import (
     QUERY_CARDS,
@@ -35,3 +39,25 @@ def ensure_gpu_memory(lock: Lock, target: Target) -> str:
     if message is not None:
         raise GpuAttachError(message)
     return "; ".join(line for _, line in verdicts(target.name, need, cards))
+
+
+def ensure_preflight(lock: Lock, target: Target, store: Path | None) -> str:
+    """Preflight of ``target`` on this host's card (the crash loops it catches by
+    arithmetic); CheckFailed with its reasons and fixes when the verdict is FAIL."""
+    card = host.parse_smi(nvidia_smi(host.QUERY, otherwise="run the smoke without --gpu"))
+    cfg = config.load(lock.path.parent / config.DEFAULT_NAME)
+    shape = plan.model_shape(lock, cfg, target, store if store and store.is_dir() else None)
+    report = plan.evaluate(lock, cfg, target, card, shape, plan.Overrides())
+    if report.verdict == "fail":
+        reasons = "; ".join(
+            f"{c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else "")
+            for c in report.checks
+            if c.status == "fail"
+        )
+        raise CheckFailed(
+            f"{target.name}: preflight on {report.card} fails, so the smoke does not start: "
+            f"{reasons}\nfix: `lockpipe preflight {target.name}` shows the whole table"
+        )
+    need = report.numbers.get("need_mib")
+    tail = f", {need:,.0f} MiB planned" if isinstance(need, (int, float)) else ""
+    return f"preflight {report.verdict.upper()} on {report.card}{tail}"

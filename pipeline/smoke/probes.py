@@ -89,6 +89,17 @@ def judge(
     return Judged(detail=detail + tail, measured=shown, shape=shape, unjudged=unjudged)
 
 
+# Flags that make a server draft tokens (llama-server: b10069 common/arg.cpp; vLLM: its
+# engine arguments). Without one there is nothing to accept.
+SPEC_FLAGS = ("--spec-type", "--spec-draft-model", "-md", "--model-draft", "--spec-draft-hf",
+              "-hfd", "-hfrd", "--hf-repo-draft", "--speculative-config")  # fmt: skip
+
+
+def speculates(command: Sequence[str]) -> bool:
+    """Whether ``command`` makes the server speculate, so acceptance is worth measuring."""
+    return any(t.split("=", 1)[0] in SPEC_FLAGS for t in command)
+
+
 def acceptance(server: Server, baseline: Mapping[str, Probe] | None, shape: str) -> Judged:
     """Mean acceptance length over one long deterministic generation of its own.
 

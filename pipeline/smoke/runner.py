@@ -32,7 +32,7 @@ from pipeline.smoke import checks, logscan, metrics, probes
 from pipeline.smoke.config import Generation, MediaCheck, SmokeSpec
 from pipeline.smoke.external import external_image, external_spec
 from pipeline.smoke.gpu import discover_host, plan_gpu, with_gpu
-from pipeline.smoke.gpucheck import ensure_gpu_memory
+from pipeline.smoke.gpucheck import ensure_gpu_memory, ensure_preflight
 from pipeline.smoke.media import solid_png, speech_wav
 from pipeline.smoke.ports import free_port, wait_port_clear
 from pipeline.smoke.report import CheckResult, SmokeReport
@@ -111,6 +111,7 @@ class _Checks:
         self.server = probes.Server(base, model, runtime)
         self.results: list[CheckResult] = []
         self.pick_model = False  # the lock names no model: use the first /v1/models lists
+        self.speculative = False  # the serve command drafts: acceptance is measured
 
     def run(self, name: str, fn: Callable[[], Outcome]) -> bool:
         start = time.monotonic()
@@ -171,7 +172,7 @@ def _generation_checks(c: _Checks, spec: SmokeSpec) -> None:
         return f"{tp.gen_tokens:g} tokens counted", measured
 
     c.run("metrics counters", counters)
-    if "accept" in spec.probe_names:  # over a long run of its own, not the short answers
+    if "accept" in spec.probe_names or c.speculative:  # a long run of its own, not the answers
         base = spec.baseline(c.shape)
         c.run("spec-decode acceptance", lambda: probes.acceptance(c.server, base, c.shape))
 
@@ -222,6 +223,15 @@ def current_record(lock: Lock, name: str, engine: Engine, state: Path) -> BuildR
     return record
 
 
+def gpu_gate(lock: Lock, name: str, o: SmokeOptions) -> None:
+    """Before a --gpu smoke fetches payloads or starts anything: preflight on the host's
+    card, then the memory free now (a shape that fails either would only crash-loop)."""
+    target = lock.target(name)
+    if o.gpu and needs_gpu(target) and target.external is None:
+        echo(f"smoke {name}: {ensure_preflight(lock, target, o.store)}")
+        echo(f"smoke {name}: {ensure_gpu_memory(lock, target)}")
+
+
 def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
                  paths: Mapping[str, Path], o: SmokeOptions) -> SmokeReport:  # fmt: skip
     """Start the target's built image, run every check, always remove the container."""
@@ -237,8 +247,6 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
         tag, run_image, image_id = record.tag, record.image_id, record.image_id
     port = o.port or free_port()  # never the target's own: production may serve there
     wait_port_clear(port, o.port_timeout)
-    if o.gpu and needs_gpu(target) and target.external is None:  # vLLM would crash-loop
-        echo(f"smoke {name}: {ensure_gpu_memory(lock, target)}")
     store = o.store
     if target.external is not None:
         spec_run = external_spec(target, run_image, port)
@@ -254,6 +262,7 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
     c = _Checks(f"http://127.0.0.1:{port}", target.serve.model or name, target.serve.runtime,
                 shape_of(target.serve).key)  # fmt: skip
     c.pick_model = target.external is not None and target.serve.model is None
+    c.speculative = probes.speculates(target.serve.command)
     o.out.mkdir(parents=True, exist_ok=True)
     log_path = o.out / f"{name}.log"
     echo(f"smoke {name}: {tag} ({image_id[:19]}) on :{port} with {engine.name}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,11 +17,13 @@ import pytest
 from pipeline.build.plan import plan_target
 from pipeline.build.records import BuildRecord, write_record
 from pipeline.build.run import build_key
+from pipeline.errors import CheckFailed
 from pipeline.lock.model import load_lock
 from pipeline.smoke import checks
 from pipeline.smoke.config import load_smoke
+from pipeline.smoke.probes import speculates
 from pipeline.smoke.report import CheckResult, SmokeReport
-from pipeline.smoke.runner import SmokeOptions, smoke_target
+from pipeline.smoke.runner import SmokeOptions, gpu_gate, smoke_target
 from tests import fake_engine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,7 +83,7 @@ class FakeLlama:
 
 @pytest.fixture
 def state(tmp_path: Path) -> Path:
-    for name in ("llama-cpu", "llama-cuda"):
+    for name in ("llama-cpu", "llama-cuda", "frank-small"):
         key = build_key(plan_target(LOCK, name), FakeEngine.name, "5.0")
         write_record(tmp_path / "state", BuildRecord(
             target=name, tag=LOCK.target(name).tag, key=key, image_id=IMAGE,
@@ -187,6 +190,8 @@ def test_without_an_accept_probe_there_is_no_long_run(
 FAKE_SMI = """#!/bin/sh
 # FAKE nvidia-smi for tests: one idle RTX 3090, no process holding memory.
 case "$1" in
+  --query-gpu=name,memory.total,memory.free,compute_cap,driver_version)
+    echo "NVIDIA GeForce RTX 3090, 24576, 24244, 8.6, 610.57.04" ;;
   --query-gpu=*) echo "0, NVIDIA GeForce RTX 3090, 24576, 1, 24244, 8.6" ;;
   --query-compute-apps=*) ;;
   *) echo "fake nvidia-smi: unexpected arguments: $*" >&2; exit 2 ;;
@@ -264,3 +269,38 @@ def test_acceptance_on_b10069_comes_from_the_answer_s_timings(
     assert accept.ok, accept.detail
     assert accept.measured["accept"] == pytest.approx(3.2, abs=0.05)
     assert "from the answer's timings" in accept.detail
+
+
+def test_a_gpu_smoke_runs_preflight_first_and_a_failing_shape_never_starts(
+    tmp_path: Path, state: Path, fake_nvidia_smi: Path
+) -> None:
+    """frank-small as locked: vLLM 0.29.0's TURBOQUANT backend cannot serve Gemma 4's
+    sliding layers (docs/preflight.md), so the container would crash-loop on the 3090. The
+    gate runs before any payload is fetched or container started (cli/serve.py)."""
+    o = SmokeOptions(store=STORE, state=state, out=tmp_path / "out", gpu=True)
+    with pytest.raises(CheckFailed) as info:
+        gpu_gate(LOCK, "frank-small", o)
+    text = str(info.value)
+    assert "preflight on NVIDIA GeForce RTX 3090" in text and "TURBOQUANT" in text
+    assert "lockpipe preflight frank-small" in text
+    gpu_gate(LOCK, "llama-cuda", o)  # the calibrated 3090 shape passes, and memory is free
+    gpu_gate(LOCK, "frank-small", replace(o, gpu=False))  # no --gpu: nothing to judge
+
+
+def test_a_target_that_drafts_has_its_acceptance_measured_without_a_probe(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama-cuda serves with --spec-type draft-mtp,ngram-mod: acceptance is measured and
+    reported even though locks/smoke.json has no baseline for it."""
+    assert speculates(LOCK.target("llama-cuda").serve.command)
+    assert not speculates(LOCK.target("llama-cpu").serve.command)
+    assert speculates(["vllm", "serve", "--speculative-config={}"])
+    serve(monkeypatch, FakeLlamaB10069(short=1.5, long=3.2))
+    shape = "kv=q8_0,ctx=default,par=1"
+    target = {"ready_seconds": 60, "generation": GENERATION, "probes": {shape: {}}}
+    path = tmp_path / "smoke.json"
+    path.write_text(json.dumps({"version": 1, "targets": {"llama-cuda": target}}))
+    report = smoke(tmp_path, state, path, FakeEngine(), name="llama-cuda")
+    accept = row(report, "spec-decode acceptance")
+    assert accept.ok and accept.unjudged == ("accept",)
+    assert accept.measured["accept"] == pytest.approx(3.2, abs=0.05)
