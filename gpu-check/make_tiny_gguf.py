@@ -10,17 +10,44 @@ from __future__ import annotations
 
 import argparse
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
 
+
+def _stub_yaml() -> None:
+    """Put a stand-in ``yaml`` in sys.modules when PyYAML is not installed.
+
+    gguf-py's ``gguf/metadata.py`` imports yaml at import time, only to parse a model
+    card's front matter (``Metadata.load_model_card``); the writer below never reads a
+    model card, so a stub lets a GPU host with just python3 + numpy (run.sh's needs) write
+    the file. Anything that does call it fails loudly instead of parsing nothing.
+    """
+    try:
+        import yaml  # noqa: F401
+    except ImportError:
+        stub = types.ModuleType("yaml")
+
+        def safe_load(*_args: object, **_kwargs: object) -> object:
+            raise RuntimeError("make_tiny_gguf.py stubbed PyYAML out; install it to read YAML")
+
+        stub.safe_load = safe_load  # type: ignore[attr-defined]
+        sys.modules["yaml"] = stub
+
+
+_stub_yaml()
 try:
     import gguf
-except ImportError:  # run.sh puts the pinned tree's gguf-py on PYTHONPATH
-    sys.exit(
-        "make_tiny_gguf.py: no `gguf` module; pip install gguf, "
-        "or set PYTHONPATH to a llama.cpp tree's gguf-py"
-    )
+except ImportError as exc:  # run.sh puts the pinned tree's gguf-py on PYTHONPATH
+    missing = getattr(exc, "name", None)
+    if missing == "gguf":
+        sys.exit(
+            "make_tiny_gguf.py: no `gguf` module; pip install gguf, "
+            "or set PYTHONPATH to a llama.cpp tree's gguf-py"
+        )
+    # gguf was found but one of its own imports failed: say which, not "no gguf".
+    sys.exit(f"make_tiny_gguf.py: importing gguf failed: {type(exc).__name__}: {exc}")
 
 N_EMBD, N_HEAD, N_HEAD_KV, N_LAYER, N_FF, N_CTX = 256, 4, 2, 2, 512, 4096
 WORDS = ("the", "cat", "sat", "on", "mat", "and", "a", "dog", "ran", "to", "red", "blue")

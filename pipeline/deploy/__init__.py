@@ -7,7 +7,9 @@
 - :mod:`~pipeline.deploy.gate`: the build record to pin, the smoke report that allows it.
 - :mod:`~pipeline.deploy.external`: targets built elsewhere, pinned by digest (frank-large).
 - :mod:`~pipeline.deploy.verify`: podman's generator dry run, systemd-analyze verify.
-- :mod:`~pipeline.deploy.install`: wait for the port, write atomically, start on request.
+- :mod:`~pipeline.deploy.cdi`: the host's CDI specs a ``--gpu-mode cdi`` unit needs.
+- :mod:`~pipeline.deploy.install`: check the CDI spec, wait for the port, write atomically,
+  start on request.
 
 It sits above :mod:`pipeline.smoke` (it reuses its port wait, GPU attach and command
 placeholders) and below :mod:`pipeline.cli`.

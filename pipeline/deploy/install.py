@@ -3,16 +3,18 @@
 Installing first waits for the serve port to clear (every socket on it: listener,
 accepted connection, TIME_WAIT), as the fleet's 2026-09-16 restore needed, and fails with
 the socket table if it never does. The file is written atomically, so the generator never
-reads half a unit.
+reads half a unit. A unit that asks for a CDI device (``--gpu-mode cdi``) is refused
+before any of this when no CDI spec on this host provides it: podman would fail at start.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pipeline import cmd
+from pipeline.deploy.cdi import require_specs
 from pipeline.errors import DeployError, EngineError
 from pipeline.fs import write_atomic
 from pipeline.log import echo
@@ -32,9 +34,13 @@ def default_dir(env: Mapping[str, str], *, root: bool | None = None) -> Path:
 
 def install(
     text: str, name: str, directory: Path, *, port: int, port_timeout: float,
-    proc: Path = Path("/proc"),
+    proc: Path = Path("/proc"), cdi_dirs: Sequence[Path] | None = None,
 ) -> Path:  # fmt: skip
-    """Wait for ``port`` to clear, then write ``directory/name.container``; its path."""
+    """Wait for ``port`` to clear, then write ``directory/name.container``; its path.
+
+    DeployError first if the unit names a CDI device whose kind no spec in ``cdi_dirs``
+    (default :data:`pipeline.deploy.cdi.CDI_DIRS`) provides."""
+    require_specs(text, name, cdi_dirs)
     waited = wait_port_clear(port, port_timeout, proc=proc)
     if waited > 0.5:
         echo(f"port {port} cleared after {waited:.1f} s")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pipeline.deploy import keys
+from pipeline.deploy import cdi, keys
 from pipeline.deploy.external import ExternalTarget
 from pipeline.deploy.gate import Pinned
 from pipeline.deploy.render import (
@@ -22,7 +22,7 @@ from pipeline.deploy.render import (
     Health,
     health_for,
 )
-from pipeline.errors import DeployError
+from pipeline.errors import DeployError, GpuAttachError
 from pipeline.lock.model import Lock
 from pipeline.payloads.store import payload_path
 from pipeline.smoke.gpu import GpuAttach, HostGpu, plan_gpu
@@ -49,11 +49,27 @@ class DeployOptions:
     start_timeout: int = DEFAULT_START_TIMEOUT
     port_wait: int = DEFAULT_PORT_WAIT
     note: str = ""  # the smoke gate's verdict, for the header
+    cdi_dirs: tuple[Path, ...] | None = None  # CDI spec dirs looked in (None: cdi.CDI_DIRS)
 
 
 def _gpu(opts: DeployOptions, facts: HostFacts) -> GpuAttach:
-    return plan_gpu(opts.gpu_mode, engine="podman", host=facts.gpu_host,
-                    image_ld_path=facts.image_ld_path)  # fmt: skip
+    if opts.gpu_mode == "cdi":
+        cdi.warn_if_missing(opts.cdi_dirs)
+    try:
+        return plan_gpu(opts.gpu_mode, engine="podman", host=facts.gpu_host,
+                        image_ld_path=facts.image_ld_path)  # fmt: skip
+    except GpuAttachError as exc:
+        if opts.gpu_mode != "manual":
+            raise
+        # The unit lists this machine's device nodes and driver files; there is no
+        # device list to guess for another host.
+        raise GpuAttachError(
+            f"{exc}\ndeploy --gpu-mode manual writes the device nodes and driver libraries "
+            "of the machine that renders the unit into it, so it cannot render a unit for "
+            "another host: run lockpipe deploy on the GPU host itself, or render with "
+            "--gpu-mode cdi (AddDevice=nvidia.com/gpu=all, resolved at start by that host's "
+            "CDI spec)"
+        ) from None
 
 
 def _health(opts: DeployOptions, runtime: str, port: int) -> Health:

@@ -16,8 +16,9 @@ Every value carries an ``origin``. A malformed file is a LockError naming the ke
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,7 @@ def _target(doc: Mapping[str, Any], where: str) -> TargetPlan:
         )
         if len(points) < 2 or len({p.slots for p in points}) < 2:
             raise LockError(f"{w}.points: two measurements at different slot counts are needed")
+        _rising(points, f"{w}.points")
         types = _need(s, "cache_types", list, w)
         slots = LlamaSlots(
             slot_context=_need(s, "slot_context", int, w),
@@ -143,6 +145,36 @@ def _target(doc: Mapping[str, Any], where: str) -> TargetPlan:
     if ({"weights_bytes", "reserve_mib", "compute_mib"} & set(plain)) and "origin" not in doc:
         raise LockError(f"{where}.origin: say where weights_bytes/reserve_mib come from")
     return TargetPlan(llama_slots=slots, vllm_pool=pool, **plain)
+
+
+def _rising(points: tuple[SlotPoint, ...], where: str) -> None:
+    """Each slot holds its own KV, so more slots use more memory: a falling (or flat) pair
+    would give a negative (or zero) per-slot cost, and any slot count would pass."""
+    ordered = sorted(points, key=lambda p: p.slots)
+    for a, b in itertools.pairwise(ordered):
+        if b.slots > a.slots and b.used_mib <= a.used_mib:
+            raise LockError(
+                f"{where}: {b.slots} slots use {b.used_mib:,} MiB, no more than "
+                f"{a.slots} slot(s) at {a.used_mib:,} MiB; the measurements must rise with the "
+                "slot count (fix: measure each with the slots idle, the same -c, -ctk and -ctv)"
+            )
+
+
+def check_names(
+    cfg: PreflightConfig, *, targets: Collection[str], payloads: Collection[str], lock: Path
+) -> None:
+    """Every ``targets.X`` and ``models.Y`` of ``cfg`` names a target or payload of the lock.
+
+    A name the lock lacks is never looked up, so its calibration or shape would be
+    dropped without a word (a renamed target silently loses its measurements).
+    """
+    for key, names, what in (("targets", targets, "target"), ("models", payloads, "payload")):
+        given = cfg.targets if key == "targets" else cfg.models
+        for name in sorted(set(given) - set(names)):
+            raise LockError(
+                f"{cfg.path}: {key}.{name}: {lock} has no {what} {name} (fix: rename it to "
+                f"one of the lock's {what}s, {', '.join(sorted(names))}, or remove it)"
+            )
 
 
 def parse(doc: Any, path: Path | None) -> PreflightConfig:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from pipeline.errors import FormatError
+from pipeline.errors import FormatError, UsageError
+from pipeline.preflight.llama import KV_TYPES
 
 AUTO_SLOTS = 4  # server.cpp: n_parallel auto -> 4, kv_unified true
 _VALUED = {"-c": "ctx", "--ctx-size": "ctx", "-np": "parallel", "--parallel": "parallel",
@@ -93,10 +94,23 @@ def parse(command: Sequence[str]) -> LlamaArgs:
     return LlamaArgs(**found)  # type: ignore[arg-type]
 
 
-def with_overrides(args: LlamaArgs, *, ctx: int | None, parallel: int | None) -> LlamaArgs:
-    """The what-if shape ``--ctx-size``/``--parallel`` on the preflight command line ask for."""
+def with_overrides(
+    args: LlamaArgs, *, ctx: int | None, parallel: int | None, kv_type: str | None = None
+) -> LlamaArgs:
+    """The what-if shape ``--ctx-size``/``--parallel``/``--kv-cache-dtype`` ask for.
+
+    ``kv_type`` sets both ``-ctk`` and ``-ctv``; a name llama.cpp does not spell (vLLM's
+    ``fp8``, ``bfloat16``) is a UsageError listing the ones it does.
+    """
     if ctx is not None:
         args = replace(args, ctx=ctx)
     if parallel is not None:
         args = replace(args, parallel=parallel)
+    if kv_type is not None:
+        if kv_type.lower() not in KV_TYPES:
+            raise UsageError(
+                f"--kv-cache-dtype {kv_type}: not a llama.cpp cache type (-ctk/-ctv); "
+                f"one of {', '.join(KV_TYPES)}"
+            )
+        args = replace(args, type_k=kv_type.lower(), type_v=kv_type.lower())
     return args

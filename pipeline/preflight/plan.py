@@ -44,6 +44,37 @@ class Overrides:
     max_model_len: int | None = None
     env: Mapping[str, str] = field(default_factory=dict)
 
+    def asked(self) -> list[str]:
+        """The what-ifs given, as they were spelled on the command line."""
+        out = [f"{_FLAGS[k]} {v}" for k, v in self._given().items() if k != "env"]
+        return out + [f"--env {k}={v}" for k, v in self.env.items()]
+
+    def not_for(self, runtime: str) -> tuple[list[str], str]:
+        """The flags given that a target of ``runtime`` has no use for, and why."""
+        applies, why = _APPLIES.get(runtime, (frozenset(), _EXTERNAL))
+        return [_FLAGS[k] for k in self._given() if k not in applies], why
+
+    def _given(self) -> dict[str, Any]:
+        values = {k: getattr(self, k) for k in _FLAGS}
+        return {k: v for k, v in values.items() if v is not None and v != {}}
+
+
+_FLAGS = {"ctx_size": "--ctx-size", "parallel": "--parallel", "kv_dtype": "--kv-cache-dtype",
+          "attention_backend": "--attention-backend", "max_model_len": "--max-model-len",
+          "env": "--env"}  # fmt: skip
+_APPLIES = {
+    "llama.cpp": (
+        frozenset({"ctx_size", "parallel", "kv_dtype"}),
+        "vLLM's: llama-server's context is --ctx-size, its slots --parallel, and only "
+        "VLLM_* variables are checked",
+    ),
+    "vllm": (
+        frozenset({"kv_dtype", "attention_backend", "max_model_len", "env"}),
+        "llama.cpp's: vLLM's context is --max-model-len, and its sessions follow from the pool",
+    ),
+}
+_EXTERNAL = "an image built elsewhere: the lock holds none of its flags to change"
+
 
 def model_shape(
     lock: Lock, cfg: PreflightConfig, target: Target, store: Path | None
@@ -190,9 +221,15 @@ def _llama(
     weights: int | None,
     over: Overrides,
 ) -> tuple[list[Check], list[Figure], dict[str, Any]]:
-    args = llama_args.with_overrides(
-        llama_args.parse(target.serve.command), ctx=over.ctx_size, parallel=over.parallel
-    )
+    try:
+        args = llama_args.with_overrides(
+            llama_args.parse(target.serve.command),
+            ctx=over.ctx_size,
+            parallel=over.parallel,
+            kv_type=over.kv_dtype,
+        )
+    except UsageError as exc:
+        raise UsageError(f"{target.name} (llama.cpp): {exc}") from None
     t = plan_llama.LlamaTarget(
         args=args,
         build_args=target.build_args,

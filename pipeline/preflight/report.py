@@ -9,9 +9,10 @@ from pathlib import Path
 from rich.table import Table
 from rich.text import Text
 
+from pipeline.errors import UsageError
 from pipeline.fs import write_atomic
 from pipeline.log import console
-from pipeline.preflight.verdict import TargetReport
+from pipeline.preflight.verdict import Status, TargetReport
 
 STYLE = {"pass": "green", "warn": "yellow", "unknown": "bold magenta", "fail": "bold red"}
 
@@ -43,11 +44,29 @@ def show(reports: Sequence[TargetReport]) -> None:
         console.print(table(r))
 
 
-def write_json(path: Path, reports: Sequence[TargetReport]) -> None:
+def overall(reports: Sequence[TargetReport], *, strict: bool) -> Status:
+    """The run's verdict: ``fail`` exactly when preflight exits 1 (a target fails, or with
+    ``strict`` one warns or is unknown), else the worst target's (unknown, warn, pass)."""
+    states = {r.verdict for r in reports}
+    if "fail" in states or (strict and states & {"warn", "unknown"}):
+        return "fail"
+    return next((s for s in ("unknown", "warn") if s in states), "pass")
+
+
+def check_json_path(path: Path) -> None:
+    """UsageError unless ``path`` can be a file (checked before anything is evaluated)."""
+    if path.is_dir():
+        raise UsageError(f"--json {path}: a directory; give a file, e.g. {path}/preflight.json")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise UsageError(f"--json {path}: {parent} is a file, not a directory; give another path")
+
+
+def write_json(path: Path, reports: Sequence[TargetReport], *, strict: bool) -> None:
+    """The report as JSON: ``verdict`` is :func:`overall`'s, ``strict`` whether it applied."""
     doc = {
-        "verdict": next(
-            (v for v in ("fail", "unknown") if any(r.verdict == v for r in reports)), "pass"
-        ),
+        "verdict": overall(reports, strict=strict),
+        "strict": strict,
         "targets": [r.as_json() for r in reports],
     }
     write_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")

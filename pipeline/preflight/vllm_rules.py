@@ -121,7 +121,8 @@ def rule_checks(
                 detail="bfloat16 KV needs compute capability 8.0",
             )
         )
-    out += _backend_checks(backends, backend, shape, layer_dtypes(shape, args.kv_dtype, skip))
+    if backend is None or backend in backends:  # an unknown one is refused above, not passed
+        out += _backend_checks(backends, backend, shape, layer_dtypes(shape, args.kv_dtype, skip))
     limit, length = shape.trained_context, args.max_model_len
     if limit and length and length > limit and env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") != "1":
         out.append(

@@ -46,6 +46,7 @@ def ensure_preflight(lock: Lock, target: Target, store: Path | None) -> str:
     arithmetic); CheckFailed with its reasons and fixes when the verdict is FAIL."""
     card = host.parse_smi(nvidia_smi(host.QUERY, otherwise="run the smoke without --gpu"))
     cfg = config.load(lock.path.parent / config.DEFAULT_NAME)
+    config.check_names(cfg, targets=lock.targets, payloads=lock.payloads, lock=lock.path)
     shape = plan.model_shape(lock, cfg, target, store if store and store.is_dir() else None)
     report = plan.evaluate(lock, cfg, target, card, shape, plan.Overrides())
     if report.verdict == "fail":

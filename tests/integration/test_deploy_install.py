@@ -22,7 +22,7 @@ import pytest
 
 from pipeline.build.records import write_record
 from pipeline.cli.deploy import do_deploy, podman_version
-from pipeline.deploy import keys
+from pipeline.deploy import cdi, keys
 from pipeline.deploy.install import default_dir, install
 from pipeline.deploy.render import render_quadlet
 from pipeline.deploy.unit import parse_unit
@@ -30,6 +30,7 @@ from pipeline.deploy.verify import find_generator, generator_dryrun, plain_servi
 from pipeline.errors import DeployError
 from pipeline.smoke.ports import PortBusy, free_port
 from tests.policy import unavailable
+from tests.unit.test_deploy_cdi import NVIDIA_YAML
 from tests.unit.test_deploy_render import IMAGE_ID, LOCK, REPO, inputs, pinned
 
 pytestmark = pytest.mark.integration
@@ -132,7 +133,12 @@ def _args(tmp_path: Path, **over: object) -> argparse.Namespace:
     return argparse.Namespace(**{**base, **over})
 
 
-def test_cli_renders_verifies_and_installs(tmp_path: Path) -> None:
+def test_cli_renders_verifies_and_installs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # frank-small is a --gpu-mode cdi unit: installing needs an nvidia.com/gpu CDI spec.
+    spec_dir = tmp_path / "cdi"
+    spec_dir.mkdir()
+    (spec_dir / "nvidia.yaml").write_text(NVIDIA_YAML)
+    monkeypatch.setattr(cdi, "CDI_DIRS", (spec_dir,))
     state = tmp_path / "state"
     record = pinned("frank-small", "localhost/vllm/vllm-openai:frank-small").record
     lock = json.loads(LOCK.read_text())

@@ -23,6 +23,7 @@ def run(tmp_path: Path, *argv: str) -> tuple[int, dict[str, Any]]:
     parser.add_argument("targets", nargs="*")
     add_preflight_options(parser)
     out = tmp_path / "preflight.json"
+    (tmp_path / "no-store").mkdir(exist_ok=True)  # an empty store: nothing read from it
     args = parser.parse_args(
         [
             "--lock",

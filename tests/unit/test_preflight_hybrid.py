@@ -356,6 +356,7 @@ def test_a_stored_header_wins_over_the_entry_and_names_what_the_entry_got_wrong(
     assert drift["status"] == "warn"
     assert f"qwen35.block_count: the entry says 65, the file {MAIN + NEXTN}" in drift["detail"]
     assert "models.qwen3.8-27b-iq3_s-mtp" in drift["fix"]
+    (tmp_path / "none").mkdir()  # an empty store
     fallback = run_preflight(tmp_path, tmp_path / "none", "--gpu", "rtx3090", "llama-cuda-mtp")
     assert fallback["llama-cuda-mtp"]["numbers"]["attention_layers"] == 16  # the entry's
 

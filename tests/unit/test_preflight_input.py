@@ -1,0 +1,247 @@
+"""``lockpipe preflight`` refuses input it cannot honour, and says what it means.
+
+Each test is one input a new user got wrong and preflight once took silently (or answered
+with a traceback or a misleading line): a renamed target in ``locks/preflight.json``, a
+path that is not there, a calibration that falls, a what-if for another runtime.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.cli import options
+from pipeline.cli import preflight as cli
+from pipeline.cli.options import add_preflight_options
+from pipeline.errors import CHECK_FAILED_RUN, LockError, UsageError
+from pipeline.preflight import config, report
+from pipeline.preflight.verdict import Check, Status, TargetReport
+
+REPO = Path(__file__).resolve().parents[2]
+LOCK = REPO / "locks" / "digests.json"
+
+
+def preflight_doc() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((REPO / "locks" / "preflight.json").read_text())
+    return doc
+
+
+def write(tmp_path: Path, doc: dict[str, Any], name: str = "p.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture
+def lines(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the preflight command echoes, line by line."""
+    said: list[str] = []
+    monkeypatch.setattr(cli, "echo", lambda text, **_: said.append(text))
+    return said
+
+
+def run(tmp_path: Path, *argv: str, lock: Path = LOCK) -> tuple[int, dict[str, Any]]:
+    """Preflight with ``argv``; the exit code and the JSON report (``--json`` unless given)."""
+    parser = options.Parser(prog="lockpipe preflight", parents=[options.common()])
+    parser.add_argument("targets", nargs="*")
+    add_preflight_options(parser)
+    out = tmp_path / "report.json"
+    given = ["--json", str(out)] if "--json" not in argv else []
+    args = parser.parse_args(["--lock", str(lock), *given, *argv])
+    args.verb = "preflight"
+    code = cli.do_preflight(args)
+    doc: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {}
+    return code, doc
+
+
+def by_target(doc: dict[str, Any]) -> dict[str, Any]:
+    return {t["target"]: t for t in doc["targets"]}
+
+
+# 1. names in locks/preflight.json are the lock's names
+
+
+def test_a_renamed_target_in_preflight_json_is_refused_not_dropped(tmp_path: Path) -> None:
+    doc = preflight_doc()
+    doc["targets"]["llama-cuda-slotz"] = doc["targets"].pop("llama-cuda-slots")
+    path = write(tmp_path, doc)
+    with pytest.raises(LockError) as info:
+        run(tmp_path, "--gpu", "rtx3090", "--preflight", str(path), "llama-cuda-slots")
+    text = str(info.value)
+    assert str(path) in text and "targets.llama-cuda-slotz" in text
+    assert "llama-cuda-slots" in text.replace("llama-cuda-slotz", "")  # the lock's names
+    assert "\n" not in text
+
+
+def test_a_models_entry_for_a_payload_the_lock_lacks_is_refused(tmp_path: Path) -> None:
+    doc = preflight_doc()
+    doc["models"]["gemma-4-12b"] = doc["models"].pop("gemma-4-12b-q4_k_m")
+    path = write(tmp_path, doc)
+    with pytest.raises(LockError) as info:
+        run(tmp_path, "--gpu", "rtx3090", "--preflight", str(path), "llama-cpu")
+    text = str(info.value)
+    assert str(path) in text and "models.gemma-4-12b" in text
+    assert "gemma-4-12b-q4_k_m" in text  # the lock's payload names, to pick from
+
+
+# 2. a path given on the command line must be there
+
+
+def test_an_explicit_preflight_file_that_is_missing_is_an_error(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    with pytest.raises(UsageError, match=f"--preflight {missing}: no such file"):
+        run(tmp_path, "--gpu", "rtx3090", "--preflight", str(missing), "llama-cpu")
+
+
+def test_the_default_preflight_file_and_store_may_be_absent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock with no preflight.json beside it: every shape UNKNOWN, and exit 0."""
+    (tmp_path / "images").symlink_to(REPO / "images")  # the lock's build contexts
+    lock_dir = tmp_path / "locks"
+    lock_dir.mkdir()
+    lock = lock_dir / "digests.json"
+    lock.write_text(LOCK.read_text())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "no-cache"))  # default store absent
+    code, doc = run(tmp_path, "--gpu", "rtx3090", "llama-cpu", lock=lock)
+    assert code == 0 and by_target(doc)["llama-cpu"]["verdict"] == "unknown"
+
+
+def test_an_explicit_store_that_is_not_a_directory_is_an_error(tmp_path: Path) -> None:
+    typo = tmp_path / "typo"
+    with pytest.raises(UsageError, match=f"--store {typo}: not a directory"):
+        run(tmp_path, "--gpu", "rtx3090", "--store", str(typo), "llama-cpu")
+
+
+# 3. a calibration must rise with the slot count
+
+
+def test_a_calibration_that_falls_with_more_slots_is_refused(tmp_path: Path) -> None:
+    doc = preflight_doc()
+    doc["targets"]["llama-cuda-slots"]["llama_slots"]["points"] = [
+        {"slots": 1, "used_mib": 22346},
+        {"slots": 4, "used_mib": 11996},
+    ]
+    path = write(tmp_path, doc)
+    with pytest.raises(LockError, match="must rise with the slot count") as info:
+        config.load(path)
+    assert "targets.llama-cuda-slots.llama_slots.points" in str(info.value)
+    flat = {"slots": 4, "used_mib": 22346}
+    doc["targets"]["llama-cuda-slots"]["llama_slots"]["points"] = [flat, flat | {"slots": 1}]
+    with pytest.raises(LockError, match="must rise"):
+        config.load(write(tmp_path, doc))
+
+
+# 4. --json must name a file
+
+
+def test_json_naming_a_directory_is_a_usage_error_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=f"--json {tmp_path}: a directory"):
+        run(tmp_path, "--json", str(tmp_path), lock=tmp_path / "no-lock.json")
+
+
+# 5. what-ifs: --kv-cache-dtype applies to llama.cpp too; the others say where they do not
+
+
+def test_kv_cache_dtype_sets_llama_cpp_k_and_v(tmp_path: Path, lines: list[str]) -> None:
+    code, doc = run(tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "q4_0", "llama-cuda-slots")
+    slots = by_target(doc)["llama-cuda-slots"]
+    assert code == 0, slots["checks"]
+    kv = [f for f in slots["figures"] if "q4_0/q4_0" in f["note"]]
+    assert kv, slots["figures"]
+    assert slots["numbers"]["budget_from"] != "calibrated"  # measured at q8_0, not q4_0
+    assert not [line for line in lines if "does not apply" in line]
+
+
+def test_a_vllm_only_kv_dtype_on_a_llama_target_names_the_valid_ones(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as info:
+        run(tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "fp8", "llama-cuda")
+    text = str(info.value)
+    assert "--kv-cache-dtype fp8" in text and "llama-cuda" in text
+    assert all(t in text for t in ("f16", "bf16", "q8_0", "q4_0", "q5_1", "f32"))
+
+
+def test_what_ifs_for_another_runtime_are_named_per_target(
+    tmp_path: Path, lines: list[str]
+) -> None:
+    run(tmp_path, "--gpu", "rtx3090", "--parallel", "2", "--max-model-len", "65536",
+        "--env", "VLLM_X=1", "frank-small", "llama-cuda")  # fmt: skip
+    vllm = [line for line in lines if line.startswith("preflight: frank-small:")]
+    llama = [line for line in lines if line.startswith("preflight: llama-cuda:")]
+    assert len(vllm) == len(llama) == 1
+    assert vllm[0].startswith("preflight: frank-small: --parallel does not apply to it (")
+    assert llama[0].startswith("preflight: llama-cuda: --max-model-len, --env do not apply to it (")
+
+
+# 6. messages that say what they mean
+
+
+def test_a_bad_card_in_preflight_json_names_the_file_and_key(tmp_path: Path) -> None:
+    doc = preflight_doc()
+    doc["targets"]["llama-cuda"]["card"] = "rtx9999"
+    path = write(tmp_path, doc)
+    with pytest.raises(LockError) as info:
+        run(tmp_path, "--preflight", str(path), "llama-cuda")
+    text = str(info.value)
+    assert str(path) in text and "targets.llama-cuda.card" in text and "rtx3090" in text
+    assert "--gpu rtx9999" not in text
+
+
+def test_an_unknown_backend_gets_no_pass_row(tmp_path: Path) -> None:
+    code, doc = run(tmp_path, "--gpu", "rtx3090", "--attention-backend", "FOO", "frank-small")
+    checks = by_target(doc)["frank-small"]["checks"]
+    assert code == CHECK_FAILED_RUN
+    assert any(c["name"] == "attention-backend" and c["status"] == "fail" for c in checks)
+    assert not [c for c in checks if c["name"] == "backend" and c["status"] == "pass"]
+
+
+def test_the_failure_line_says_what_failed_and_whether_as_asked(
+    tmp_path: Path, lines: list[str]
+) -> None:
+    code, _ = run(tmp_path, "--gpu", "rtx3090", "frank-small")
+    assert code == CHECK_FAILED_RUN
+    assert lines[-1].startswith("preflight: as locked, frank-small fails (")
+    assert "backend" in lines[-1] and "would not fit" not in lines[-1]
+    code, _ = run(tmp_path, "--gpu", "rtx3090", "--parallel", "5", "--ctx-size", "1310720",
+                  "llama-cuda-slots")  # fmt: skip
+    assert code == CHECK_FAILED_RUN
+    assert lines[-1].startswith("preflight: as asked (")
+    assert "--parallel 5" in lines[-1] and "llama-cuda-slots fails (budget" in lines[-1]
+
+
+def test_a_strict_unknown_says_strict_and_the_json_agrees_with_the_exit_code(
+    tmp_path: Path, lines: list[str]
+) -> None:
+    code, doc = run(tmp_path, "--gpu", "rtx3090", "frank-large")
+    assert code == 0 and doc["verdict"] == "unknown"
+    code, doc = run(tmp_path, "--gpu", "rtx3090", "--strict", "frank-large")
+    assert code == CHECK_FAILED_RUN and doc["verdict"] == "fail" and doc["strict"] is True
+    assert "frank-large is unknown (model-shape)" in lines[-1] and "--strict" in lines[-1]
+
+
+def one(status: Status) -> TargetReport:
+    check = Check(name=status, status=status, detail=status)
+    return TargetReport(target=status, runtime="x", card="c", figures=(), checks=(check,))
+
+
+@pytest.mark.parametrize(
+    ("statuses", "strict", "overall"),
+    [
+        (("pass",), False, "pass"),
+        (("pass", "warn"), False, "warn"),
+        (("warn", "unknown"), False, "unknown"),
+        (("warn", "fail"), False, "fail"),
+        (("pass", "warn"), True, "fail"),
+        (("pass",), True, "pass"),
+    ],
+)
+def test_the_json_verdict_is_the_worst_and_fail_exactly_when_the_exit_is_1(
+    tmp_path: Path, statuses: tuple[Status, ...], strict: bool, overall: str
+) -> None:
+    reports = [one(s) for s in statuses]
+    assert report.overall(reports, strict=strict) == overall
+    report.write_json(tmp_path / "r.json", reports, strict=strict)
+    assert json.loads((tmp_path / "r.json").read_text())["verdict"] == overall
