@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -44,6 +44,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
+
+from tests.httpfake import FakeHandler
 
 SERVICE = "lockpipe-test-registry"
 ISSUER = "lockpipe-test-issuer"
@@ -60,22 +62,6 @@ def free_port() -> int:
 
 def _serve(server: ThreadingHTTPServer) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
-
-
-class _Quiet(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def reply(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
 
 
 def _cert(subject: str, key: rsa.RSAPrivateKey, issuer: x509.Name | None,
@@ -132,7 +118,7 @@ class TokenServer(ThreadingHTTPServer):
         return token
 
 
-class _TokenHandler(_Quiet):
+class _TokenHandler(FakeHandler):
     server: TokenServer
 
     def do_POST(self) -> None:
@@ -144,15 +130,14 @@ class _TokenHandler(_Quiet):
         scopes = form.get("scope", "").split()
         self.server.requests.append(" ".join(scopes))
         if form.get("grant_type") != "refresh_token" or not form.get("client_id"):
-            self.reply(400, b'{"error":"unsupported_grant_type"}',
-                       {"Content-Type": "application/json"})  # fmt: skip
+            self.send_json(400, {"error": "unsupported_grant_type"})
             return
         if form.get("refresh_token") != REFRESH_TOKEN or form.get("service") != SERVICE:
-            self.reply(401, b'{"error":"invalid_grant"}', {"Content-Type": "application/json"})
+            self.send_json(401, {"error": "invalid_grant"})
             return
         body = {"access_token": self.server.token(USER, scopes), "scope": " ".join(scopes),
                 "expires_in": self.server.expires_in}  # fmt: skip
-        self.reply(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        self.send_json(200, body)
 
     def do_GET(self) -> None:
         time.sleep(self.server.delay)
@@ -162,11 +147,11 @@ class _TokenHandler(_Quiet):
         auth = self.headers.get("Authorization", "")
         good = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
         if auth != good:
-            self.reply(401, b'{"details":"bad credentials"}', {"Content-Type": "application/json"})
+            self.send_json(401, {"details": "bad credentials"})
             return
         body = {self.server.field: self.server.token(USER, scopes),
                 "expires_in": self.server.expires_in}  # fmt: skip
-        self.reply(200, json.dumps(body).encode(), {"Content-Type": "application/json"})
+        self.send_json(200, body)
 
 
 class RegistryProc:
@@ -240,7 +225,7 @@ class FaultProxy(ThreadingHTTPServer):
         _serve(self)
 
 
-class _ProxyHandler(_Quiet):
+class _ProxyHandler(FakeHandler):
     server: FaultProxy
 
     def do_HEAD(self) -> None:
@@ -258,7 +243,7 @@ class _ProxyHandler(_Quiet):
         if failing:
             extra = {"Retry-After": proxy.retry_after} if proxy.retry_after else {}
             proxy.seen.append((self.command, self.path, proxy.fail_status))
-            self.reply(proxy.fail_status, b'{"errors":[]}', extra)
+            self.send_bytes(proxy.fail_status, b'{"errors":[]}', extra)
             return
         headers = {
             k: ", ".join(self.headers.get_all(k) or [])
@@ -281,7 +266,7 @@ class _ProxyHandler(_Quiet):
         if proxy.corrupt and "/manifests/" in self.path and body:
             body += b" "  # still valid JSON, so only the digest check can catch it
         proxy.seen.append((self.command, self.path, upstream.status_code))
-        self.reply(upstream.status_code, body, headers)
+        self.send_bytes(upstream.status_code, body, headers)
 
 
 # --- images -----------------------------------------------------------------------------------
