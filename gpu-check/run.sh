@@ -76,6 +76,7 @@ fa=""; [ "$GGML_CUDA" = OFF ] || fa=" FA_ALL_QUANTS=$FA_ALL_QUANTS"
 echo "gpu-check: building llama-server in $build (GGML_CUDA=$GGML_CUDA$fa -j$JOBS; log $out/build.log)"
 cmake --build "$build" --target llama-server -j"$JOBS" > "$out/build.log" 2>&1 &
 bpid=$!
+trap 'pkill -TERM -P "$bpid" 2>/dev/null; kill "$bpid" 2>/dev/null || true' EXIT  # no stray ninja left behind
 # A line of ninja's [done/total] a minute, so a run stopped at a time limit shows how far it got.
 n=0; while kill -0 "$bpid" 2>/dev/null; do
   sleep 1; n=$((n + 1))

@@ -122,11 +122,11 @@ def _pulled(args: argparse.Namespace, names: list[str]) -> dict[str, PulledImage
 def _smoke_one(lock: Lock, name: str, spec: SmokeSpec, engine: Engine, options: Options,
                smoke: SmokeOptions) -> SmokeReport:  # fmt: skip
     t = lock.target(name)
-    gpu_gate(lock, name, smoke)
+    gpu_gate(lock, name, smoke)  # before 10 GiB of payloads, not after
     if t.payloads:  # an external image has none
         run_payloads(lock, [name], options)
     paths = {p: payload_path(options.store, lock.payloads[p]) for p in t.payloads}
-    return smoke_target(lock, name, spec, engine, paths, smoke)
+    return smoke_target(lock, name, spec, engine, paths, replace(smoke, gated=True))
 
 
 def _failed(name: str, engine: str, exc: PipelineError) -> SmokeReport:

@@ -58,7 +58,10 @@ def find_specs(kind: str, dirs: Sequence[Path] | None = None) -> tuple[Path, ...
     """The spec files of ``kind`` directly in ``dirs`` (default :data:`CDI_DIRS`)."""
     found: list[Path] = []
     for d in _dirs(dirs):
-        files = sorted(d.iterdir()) if d.is_dir() else []
+        try:
+            files = sorted(d.iterdir()) if d.is_dir() else []
+        except OSError:  # unreadable: podman could not read it either
+            files = []
         found += [p for p in files if p.suffix in SPEC_SUFFIXES and spec_kind(p) == kind]
     return tuple(found)
 
@@ -94,6 +97,7 @@ def warn_if_missing(dirs: Sequence[Path] | None = None) -> bool:
     if find_specs(NVIDIA_KIND, dirs):
         return True
     echo(f"warning: no CDI spec of kind {NVIDIA_KIND} in {_where(_dirs(dirs))}: the unit "
-         f"starts only on a host that has one, and --install refuses here; {FIX}",
+         "starts only on a host that has one (`nvidia-ctk cdi generate "
+         "--output=/etc/cdi/nvidia.yaml` there), and --install refuses here",
          style="yellow")  # fmt: skip
     return False

@@ -65,8 +65,12 @@ def card_named(name: str) -> Card:
 def parse_smi(text: str, index: int = 0) -> Card:
     """One card from ``nvidia-smi`` :data:`QUERY` output (the ``index``-th line)."""
     rows = [r for r in text.splitlines() if r.strip()]
-    if index >= len(rows):
-        raise GpuAttachError(f"nvidia-smi lists {len(rows)} GPU(s); there is no GPU {index}")
+    if not rows:
+        raise GpuAttachError("nvidia-smi lists no GPU: the driver sees no card on this host")
+    if not 0 <= index < len(rows):
+        raise UsageError(
+            f"--gpu-index {index}: nvidia-smi lists {len(rows)} GPU(s), 0 to {len(rows) - 1}"
+        )
     parts = [p.strip() for p in rows[index].split(",")]
     try:
         name, total, free, cap, driver = parts[:5]

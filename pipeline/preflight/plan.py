@@ -21,6 +21,7 @@ from pipeline.payloads import store as payload_store
 from pipeline.payloads.gguf import read_header
 from pipeline.preflight import (
     host,
+    llama,
     llama_args,
     plan_llama,
     plan_vllm,
@@ -52,7 +53,16 @@ class Overrides:
     def not_for(self, runtime: str) -> tuple[list[str], str]:
         """The flags given that a target of ``runtime`` has no use for, and why."""
         applies, why = _APPLIES.get(runtime, (frozenset(), _EXTERNAL))
-        return [_FLAGS[k] for k in self._given() if k not in applies], why
+        out = [_FLAGS[k] for k in self._given() if k not in applies]
+        if runtime == "llama.cpp" and self.kv_dtype and not self.llama_kv_type():
+            out.append(f"--kv-cache-dtype {self.kv_dtype}")
+            why += f"; llama.cpp's cache types are {', '.join(llama.KV_TYPES)}"
+        return out, why
+
+    def llama_kv_type(self) -> str | None:
+        """``--kv-cache-dtype`` as a llama.cpp cache type (-ctk/-ctv), or None if it is not one."""
+        kv = (self.kv_dtype or "").lower()
+        return kv if kv in llama.KV_TYPES else None
 
     def _given(self) -> dict[str, Any]:
         values = {k: getattr(self, k) for k in _FLAGS}
@@ -221,15 +231,13 @@ def _llama(
     weights: int | None,
     over: Overrides,
 ) -> tuple[list[Check], list[Figure], dict[str, Any]]:
-    try:
+    args = llama_args.parse(target.serve.command)
+    try:  # the what-ifs: --parallel 0 or a negative -c is the command line's fault
         args = llama_args.with_overrides(
-            llama_args.parse(target.serve.command),
-            ctx=over.ctx_size,
-            parallel=over.parallel,
-            kv_type=over.kv_dtype,
+            args, ctx=over.ctx_size, parallel=over.parallel, kv_type=over.llama_kv_type()
         )
-    except UsageError as exc:
-        raise UsageError(f"{target.name} (llama.cpp): {exc}") from None
+    except (UsageError, FormatError) as exc:
+        raise UsageError(f"{target.name} (llama.cpp) as asked: {exc}") from None
     t = plan_llama.LlamaTarget(
         args=args,
         build_args=target.build_args,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pipeline.errors import CheckFailed, GpuAttachError
 from pipeline.lock.model import Lock, Target
+from pipeline.log import echo
 from pipeline.preflight import config, host, plan
 from pipeline.preflight.host import nvidia_smi
 from pipeline.smoke.gpumem import (
@@ -49,16 +50,19 @@ def ensure_preflight(lock: Lock, target: Target, store: Path | None) -> str:
     config.check_names(cfg, targets=lock.targets, payloads=lock.payloads, lock=lock.path)
     shape = plan.model_shape(lock, cfg, target, store if store and store.is_dir() else None)
     report = plan.evaluate(lock, cfg, target, card, shape, plan.Overrides())
-    if report.verdict == "fail":
-        reasons = "; ".join(
-            f"{c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else "")
-            for c in report.checks
-            if c.status == "fail"
-        )
+    bad = [c for c in report.checks if c.status == "fail"]
+    if [c.name for c in bad] == ["driver"]:  # alone: podman does not enforce it, it may run
+        echo(f"smoke {target.name}: warning: {bad[0].detail} (fix: {bad[0].fix}); podman's "
+             "CDI and manual modes do not enforce the image's NVIDIA_REQUIRE_CUDA, so the "
+             "smoke goes on", style="yellow")  # fmt: skip
+    elif bad:
+        reasons = "; ".join(f"{c.name}: {c.detail}" + (f" (fix: {c.fix})" if c.fix else "")
+                            for c in bad)  # fmt: skip
         raise CheckFailed(
             f"{target.name}: preflight on {report.card} fails, so the smoke does not start: "
             f"{reasons}\nfix: `lockpipe preflight {target.name}` shows the whole table"
         )
     need = report.numbers.get("need_mib")
     tail = f", {need:,.0f} MiB planned" if isinstance(need, (int, float)) else ""
-    return f"preflight {report.verdict.upper()} on {report.card}{tail}"
+    verdict = "WARN" if bad else report.verdict.upper()
+    return f"preflight {verdict} on {report.card}{tail}"

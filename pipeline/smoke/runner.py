@@ -55,6 +55,7 @@ class SmokeOptions:
     port: int | None = None
     # --image/--published: run this published image (pulled) instead of the build record's.
     published: PulledImage | None = None
+    gated: bool = False  # gpu_gate already ran (before the payloads were fetched)
 
 
 def needs_gpu(target: Target) -> bool:
@@ -236,6 +237,8 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
                  paths: Mapping[str, Path], o: SmokeOptions) -> SmokeReport:  # fmt: skip
     """Start the target's built image, run every check, always remove the container."""
     target = lock.target(name)
+    if not o.gated:
+        gpu_gate(lock, name, o)
     if target.external is not None:  # built elsewhere: its pinned digest, in local storage
         tag, image_id = external_image(target, engine)
         run_image = image_id

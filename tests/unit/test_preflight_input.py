@@ -156,12 +156,25 @@ def test_kv_cache_dtype_sets_llama_cpp_k_and_v(tmp_path: Path, lines: list[str])
     assert not [line for line in lines if "does not apply" in line]
 
 
-def test_a_vllm_only_kv_dtype_on_a_llama_target_names_the_valid_ones(tmp_path: Path) -> None:
-    with pytest.raises(UsageError) as info:
-        run(tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "fp8", "llama-cuda")
-    text = str(info.value)
-    assert "--kv-cache-dtype fp8" in text and "llama-cuda" in text
-    assert all(t in text for t in ("f16", "bf16", "q8_0", "q4_0", "q5_1", "f32"))
+def test_a_vllm_only_kv_dtype_does_not_apply_to_a_llama_target_and_is_named(
+    tmp_path: Path, lines: list[str]
+) -> None:
+    """One run may mean --kv-cache-dtype fp8 for the vLLM target: the llama.cpp one is
+    judged as locked, with a line naming the flag and llama.cpp's own cache types."""
+    code, doc = run(tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "fp8", "llama-cuda")
+    cuda = by_target(doc)["llama-cuda"]
+    assert code == 0 and cuda["verdict"] == "pass"
+    assert [f for f in cuda["figures"] if "q8_0/q8_0" in f["note"]]  # the locked pair
+    (line,) = [x for x in lines if x.startswith("preflight: llama-cuda:")]
+    assert "--kv-cache-dtype fp8 does not apply" in line
+    assert all(t in line for t in ("f16", "bf16", "q8_0", "q4_0", "q5_1", "f32"))
+
+
+def test_a_what_if_llama_server_would_refuse_is_a_usage_error_naming_the_target(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(UsageError, match=r"llama-cuda \(llama.cpp\) as asked: --parallel 0"):
+        run(tmp_path, "--gpu", "rtx3090", "--parallel", "0", "llama-cuda")
 
 
 def test_what_ifs_for_another_runtime_are_named_per_target(

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import GpuAttachError
+from pipeline.errors import GpuAttachError, UsageError
 from pipeline.preflight import host, vllm_kv
 from pipeline.preflight.shape import ModelShape, from_hf_config
 from pipeline.preflight.verdict import Check
@@ -164,7 +164,7 @@ def test_the_host_card_is_asked_of_nvidia_smi_and_its_absence_names_the_fix(
         140000,
         "580.65.06",
     )
-    with pytest.raises(GpuAttachError, match="there is no GPU 1"):
+    with pytest.raises(UsageError, match=r"--gpu-index 1: nvidia-smi lists 1 GPU\(s\), 0 to 0"):
         host.query_host(1)
     smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
     with pytest.raises(GpuAttachError, match="nvidia-smi failed"):

@@ -19,6 +19,8 @@ from pipeline.build.records import BuildRecord, write_record
 from pipeline.build.run import build_key
 from pipeline.errors import CheckFailed
 from pipeline.lock.model import load_lock
+from pipeline.preflight import config as preflight_config
+from pipeline.preflight import host, plan
 from pipeline.smoke import checks
 from pipeline.smoke.config import load_smoke
 from pipeline.smoke.probes import speculates
@@ -304,3 +306,27 @@ def test_a_target_that_drafts_has_its_acceptance_measured_without_a_probe(
     accept = row(report, "spec-decode acceptance")
     assert accept.ok and accept.unjudged == ("accept",)
     assert accept.measured["accept"] == pytest.approx(3.2, abs=0.05)
+
+
+def test_an_old_driver_alone_warns_and_a_direct_caller_is_gated_too(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Driver 560 is older than CUDA 12.9.1 asks (575.57.08): preflight fails on it alone.
+    podman's CDI and manual modes do not enforce NVIDIA_REQUIRE_CUDA, so the gate warns."""
+    folder = tmp_path / "old-driver"
+    folder.mkdir()
+    smi = folder / "nvidia-smi"
+    smi.write_text(FAKE_SMI.replace("610.57.04", "560.28.03"))
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    card = host.query_host()
+    report = plan.evaluate(LOCK, preflight_config.load(REPO / "locks" / "preflight.json"),
+                           LOCK.target("llama-cuda"), card, None, plan.Overrides())  # fmt: skip
+    assert [c.name for c in report.checks if c.status == "fail"] == ["driver"]
+    o = SmokeOptions(store=STORE, state=state, out=tmp_path / "out", gpu=True)
+    gpu_gate(LOCK, "llama-cuda", o)  # a warning, not a refusal
+    engine = FakeEngine(running=False)
+    with pytest.raises(CheckFailed, match="TURBOQUANT"):  # smoke_target gates on its own
+        smoke(tmp_path, state, tmp_path / "none.json", engine, name="frank-small", gpu=True,
+              port_timeout=0.0)  # fmt: skip
+    assert engine.specs == []
