@@ -60,8 +60,13 @@ class Overrides:
         return out, why
 
     def llama_kv_type(self) -> str | None:
-        """``--kv-cache-dtype`` as a llama.cpp cache type (-ctk/-ctv), or None if it is not one."""
+        """``--kv-cache-dtype`` as a llama.cpp cache type (-ctk/-ctv), or None if it is not one.
+
+        vLLM's ``bfloat16``/``float16`` are llama.cpp's ``bf16``/``f16``: one what-if can
+        mean both runtimes.
+        """
         kv = (self.kv_dtype or "").lower()
+        kv = {"bfloat16": "bf16", "float16": "f16"}.get(kv, kv)
         return kv if kv in llama.KV_TYPES else None
 
     def _given(self) -> dict[str, Any]:

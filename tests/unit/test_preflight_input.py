@@ -258,3 +258,10 @@ def test_the_json_verdict_is_the_worst_and_fail_exactly_when_the_exit_is_1(
     assert report.overall(reports, strict=strict) == overall
     report.write_json(tmp_path / "r.json", reports, strict=strict)
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == overall
+
+
+def test_vllm_s_bfloat16_is_llama_cpp_s_bf16(tmp_path: Path, lines: list[str]) -> None:
+    code, doc = run(tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "bfloat16", "llama-cuda")
+    cuda = by_target(doc)["llama-cuda"]
+    assert code == 0 and [f for f in cuda["figures"] if "bf16/bf16" in f["note"]]
+    assert not [x for x in lines if "does not apply" in x]
