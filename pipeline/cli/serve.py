@@ -22,8 +22,9 @@ from pipeline.payloads.store import default_store, payload_path
 from pipeline.publish.pull import PulledImage
 from pipeline.smoke.config import SmokeSpec, load_smoke
 from pipeline.smoke.external import external_image
+from pipeline.smoke.gpucheck import gpu_gate, needs_gpu
 from pipeline.smoke.report import CheckResult, SmokeReport, render, write_json, write_junit
-from pipeline.smoke.runner import SmokeOptions, current_record, gpu_gate, needs_gpu, smoke_target
+from pipeline.smoke.runner import SmokeOptions, current_record, smoke_target
 
 
 def _payload_options(args: argparse.Namespace) -> Options:
@@ -122,7 +123,7 @@ def _pulled(args: argparse.Namespace, names: list[str]) -> dict[str, PulledImage
 def _smoke_one(lock: Lock, name: str, spec: SmokeSpec, engine: Engine, options: Options,
                smoke: SmokeOptions) -> SmokeReport:  # fmt: skip
     t = lock.target(name)
-    gpu_gate(lock, name, smoke)  # before 10 GiB of payloads, not after
+    gpu_gate(lock, name, gpu=smoke.gpu, store=smoke.store)  # before 10 GiB of payloads
     if t.payloads:  # an external image has none
         run_payloads(lock, [name], options)
     paths = {p: payload_path(options.store, lock.payloads[p]) for p in t.payloads}

@@ -26,7 +26,8 @@ from pipeline.errors import DeployError, GpuAttachError
 from pipeline.lock.model import Lock
 from pipeline.payloads.store import payload_path
 from pipeline.smoke.gpu import GpuAttach, HostGpu, plan_gpu
-from pipeline.smoke.runner import container_command, needs_gpu
+from pipeline.smoke.gpucheck import needs_gpu
+from pipeline.smoke.runner import container_command
 
 DeployGpuMode = Literal["manual", "cdi"]
 DEPLOY_GPU_MODES: tuple[DeployGpuMode, ...] = ("manual", "cdi")

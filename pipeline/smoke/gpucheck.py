@@ -1,5 +1,6 @@
-"""Before a --gpu smoke starts its container: preflight on the host's card, then ask
-nvidia-smi whether the target fits in the memory free now."""
+"""Before a --gpu smoke fetches payloads or starts its container (:func:`gpu_gate`):
+preflight on the host's card, then ask nvidia-smi whether the target fits in the memory
+free now. A shape that fails either would only crash-loop."""
 
 from __future__ import annotations
 
@@ -66,3 +67,17 @@ def ensure_preflight(lock: Lock, target: Target, store: Path | None) -> str:
     tail = f", {need:,.0f} MiB planned" if isinstance(need, (int, float)) else ""
     verdict = "WARN" if bad else report.verdict.upper()
     return f"preflight {verdict} on {report.card}{tail}"
+
+
+def needs_gpu(target: Target) -> bool:
+    """vLLM targets, llama.cpp builds with CUDA and external images serve on a GPU only."""
+    return target.serve.runtime == "vllm" or target.build_args.get("GGML_CUDA", "ON") != "OFF"
+
+
+def gpu_gate(lock: Lock, name: str, *, gpu: bool, store: Path | None) -> None:
+    """With ``gpu``, for a GPU target built here: :func:`ensure_preflight`, then
+    :func:`ensure_gpu_memory`, each printing what it found."""
+    target = lock.target(name)
+    if gpu and needs_gpu(target) and target.external is None:
+        echo(f"smoke {name}: {ensure_preflight(lock, target, store)}")
+        echo(f"smoke {name}: {ensure_gpu_memory(lock, target)}")

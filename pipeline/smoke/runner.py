@@ -32,7 +32,7 @@ from pipeline.smoke import checks, logscan, metrics, probes
 from pipeline.smoke.config import Generation, MediaCheck, SmokeSpec
 from pipeline.smoke.external import external_image, external_spec
 from pipeline.smoke.gpu import discover_host, plan_gpu, with_gpu
-from pipeline.smoke.gpucheck import ensure_gpu_memory, ensure_preflight
+from pipeline.smoke.gpucheck import gpu_gate
 from pipeline.smoke.media import solid_png, speech_wav
 from pipeline.smoke.ports import free_port, wait_port_clear
 from pipeline.smoke.report import CheckResult, SmokeReport
@@ -56,11 +56,6 @@ class SmokeOptions:
     # --image/--published: run this published image (pulled) instead of the build record's.
     published: PulledImage | None = None
     gated: bool = False  # gpu_gate already ran (before the payloads were fetched)
-
-
-def needs_gpu(target: Target) -> bool:
-    """vLLM targets, llama.cpp builds with CUDA and external images serve on a GPU only."""
-    return target.serve.runtime == "vllm" or target.build_args.get("GGML_CUDA", "ON") != "OFF"
 
 
 def container_command(target: Target, paths: Mapping[str, Path], store: Path) -> tuple[str, ...]:
@@ -224,21 +219,12 @@ def current_record(lock: Lock, name: str, engine: Engine, state: Path) -> BuildR
     return record
 
 
-def gpu_gate(lock: Lock, name: str, o: SmokeOptions) -> None:
-    """Before a --gpu smoke fetches payloads or starts anything: preflight on the host's
-    card, then the memory free now (a shape that fails either would only crash-loop)."""
-    target = lock.target(name)
-    if o.gpu and needs_gpu(target) and target.external is None:
-        echo(f"smoke {name}: {ensure_preflight(lock, target, o.store)}")
-        echo(f"smoke {name}: {ensure_gpu_memory(lock, target)}")
-
-
 def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
                  paths: Mapping[str, Path], o: SmokeOptions) -> SmokeReport:  # fmt: skip
     """Start the target's built image, run every check, always remove the container."""
     target = lock.target(name)
     if not o.gated:
-        gpu_gate(lock, name, o)
+        gpu_gate(lock, name, gpu=o.gpu, store=o.store)
     if target.external is not None:  # built elsewhere: its pinned digest, in local storage
         tag, image_id = external_image(target, engine)
         run_image = image_id

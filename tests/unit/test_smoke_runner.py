@@ -15,10 +15,10 @@ from pipeline.engines.base import (
 from pipeline.errors import SmokeConfigError, SmokeError
 from pipeline.lock.model import load_lock
 from pipeline.smoke.config import SmokeSpec, load_smoke
+from pipeline.smoke.gpucheck import needs_gpu
 from pipeline.smoke.runner import (
     SmokeOptions,
     container_command,
-    needs_gpu,
     run_spec,
     smoke_target,
 )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,9 +22,10 @@ from pipeline.preflight import config as preflight_config
 from pipeline.preflight import host, plan
 from pipeline.smoke import checks
 from pipeline.smoke.config import load_smoke
+from pipeline.smoke.gpucheck import gpu_gate
 from pipeline.smoke.probes import speculates
 from pipeline.smoke.report import CheckResult, SmokeReport
-from pipeline.smoke.runner import SmokeOptions, gpu_gate, smoke_target
+from pipeline.smoke.runner import SmokeOptions, smoke_target
 from tests import fake_engine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -279,14 +279,15 @@ def test_a_gpu_smoke_runs_preflight_first_and_a_failing_shape_never_starts(
     """frank-small as locked: vLLM 0.29.0's TURBOQUANT backend cannot serve Gemma 4's
     sliding layers (docs/preflight.md), so the container would crash-loop on the 3090. The
     gate runs before any payload is fetched or container started (cli/serve.py)."""
-    o = SmokeOptions(store=STORE, state=state, out=tmp_path / "out", gpu=True)
     with pytest.raises(CheckFailed) as info:
-        gpu_gate(LOCK, "frank-small", o)
+        gpu_gate(LOCK, "frank-small", gpu=True, store=STORE)
     text = str(info.value)
     assert "preflight on NVIDIA GeForce RTX 3090" in text and "TURBOQUANT" in text
     assert "lockpipe preflight frank-small" in text
-    gpu_gate(LOCK, "llama-cuda", o)  # the calibrated 3090 shape passes, and memory is free
-    gpu_gate(LOCK, "frank-small", replace(o, gpu=False))  # no --gpu: nothing to judge
+    gpu_gate(
+        LOCK, "llama-cuda", gpu=True, store=STORE
+    )  # the calibrated 3090 shape passes, and memory is free
+    gpu_gate(LOCK, "frank-small", gpu=False, store=STORE)  # no --gpu: nothing to judge
 
 
 def test_a_target_that_drafts_has_its_acceptance_measured_without_a_probe(
@@ -323,8 +324,7 @@ def test_an_old_driver_alone_warns_and_a_direct_caller_is_gated_too(
     report = plan.evaluate(LOCK, preflight_config.load(REPO / "locks" / "preflight.json"),
                            LOCK.target("llama-cuda"), card, None, plan.Overrides())  # fmt: skip
     assert [c.name for c in report.checks if c.status == "fail"] == ["driver"]
-    o = SmokeOptions(store=STORE, state=state, out=tmp_path / "out", gpu=True)
-    gpu_gate(LOCK, "llama-cuda", o)  # a warning, not a refusal
+    gpu_gate(LOCK, "llama-cuda", gpu=True, store=STORE)  # a warning, not a refusal
     engine = FakeEngine(running=False)
     with pytest.raises(CheckFailed, match="TURBOQUANT"):  # smoke_target gates on its own
         smoke(tmp_path, state, tmp_path / "none.json", engine, name="frank-small", gpu=True,
