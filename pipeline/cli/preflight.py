@@ -19,6 +19,7 @@ from pipeline.log import echo
 from pipeline.payloads.store import default_store
 from pipeline.preflight import config, external, host, plan, report
 from pipeline.preflight.verdict import TargetReport
+from pipeline.preflight.whatif import Overrides
 
 
 def _card(args: argparse.Namespace) -> tuple[host.Card | None, str]:
@@ -39,14 +40,14 @@ def _card(args: argparse.Namespace) -> tuple[host.Card | None, str]:
     ), ""
 
 
-def _overrides(args: argparse.Namespace) -> plan.Overrides:
+def _overrides(args: argparse.Namespace) -> Overrides:
     env = {}
     for item in args.env:
         name, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"--env {item}: expected NAME=VALUE")
         env[name] = value
-    return plan.Overrides(
+    return Overrides(
         ctx_size=args.ctx_size,
         parallel=args.parallel,
         env=env,
@@ -88,7 +89,7 @@ def _store(args: argparse.Namespace) -> Path:
     return Path(args.store)
 
 
-def _failures(reports: Sequence[TargetReport], strict: bool, over: plan.Overrides) -> str:
+def _failures(reports: Sequence[TargetReport], strict: bool, over: Overrides) -> str:
     """One line: which target fails, on which checks, as locked or as asked."""
     parts = []
     for r in reports:

@@ -11,6 +11,7 @@ from pipeline.lock.model import Lock, Target
 from pipeline.log import echo
 from pipeline.preflight import config, host, plan
 from pipeline.preflight.host import nvidia_smi
+from pipeline.preflight.whatif import Overrides
 from pipeline.smoke.gpumem import (
     QUERY_CARDS,
     QUERY_HOLDERS,
@@ -50,7 +51,7 @@ def ensure_preflight(lock: Lock, target: Target, store: Path | None) -> str:
     cfg = config.load(lock.path.parent / config.DEFAULT_NAME)
     config.check_names(cfg, targets=lock.targets, payloads=lock.payloads, lock=lock.path)
     shape = plan.model_shape(lock, cfg, target, store if store and store.is_dir() else None)
-    report = plan.evaluate(lock, cfg, target, card, shape, plan.Overrides())
+    report = plan.evaluate(lock, cfg, target, card, shape, Overrides())
     bad = [c for c in report.checks if c.status == "fail"]
     if [c.name for c in bad] == ["driver"]:  # alone: podman does not enforce it, it may run
         echo(f"smoke {target.name}: warning: {bad[0].detail} (fix: {bad[0].fix}); podman's "

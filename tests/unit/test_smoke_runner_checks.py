@@ -20,6 +20,7 @@ from pipeline.errors import CheckFailed
 from pipeline.lock.model import load_lock
 from pipeline.preflight import config as preflight_config
 from pipeline.preflight import host, plan
+from pipeline.preflight.whatif import Overrides
 from pipeline.smoke import checks
 from pipeline.smoke.config import load_smoke
 from pipeline.smoke.gpucheck import gpu_gate
@@ -322,7 +323,7 @@ def test_an_old_driver_alone_warns_and_a_direct_caller_is_gated_too(
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     card = host.query_host()
     report = plan.evaluate(LOCK, preflight_config.load(REPO / "locks" / "preflight.json"),
-                           LOCK.target("llama-cuda"), card, None, plan.Overrides())  # fmt: skip
+                           LOCK.target("llama-cuda"), card, None, Overrides())  # fmt: skip
     assert [c.name for c in report.checks if c.status == "fail"] == ["driver"]
     gpu_gate(LOCK, "llama-cuda", gpu=True, store=STORE)  # a warning, not a refusal
     engine = FakeEngine(running=False)
