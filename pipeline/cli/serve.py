@@ -123,7 +123,7 @@ def _pulled(args: argparse.Namespace, names: list[str]) -> dict[str, PulledImage
 def _smoke_one(lock: Lock, name: str, spec: SmokeSpec, engine: Engine, options: Options,
                smoke: SmokeOptions) -> SmokeReport:  # fmt: skip
     t = lock.target(name)
-    gpu_gate(lock, name, gpu=smoke.gpu, store=smoke.store)  # before 10 GiB of payloads
+    gpu_gate(lock, name, gpu=smoke.gpu, store=smoke.store, gpu_mode=smoke.gpu_mode)
     if t.payloads:  # an external image has none
         run_payloads(lock, [name], options)
     paths = {p: payload_path(options.store, lock.payloads[p]) for p in t.payloads}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipeline.engines.base import GpuMode
 from pipeline.errors import CheckFailed, GpuAttachError
 from pipeline.lock.model import Lock, Target
 from pipeline.log import echo
@@ -44,16 +45,23 @@ def ensure_gpu_memory(lock: Lock, target: Target) -> str:
     return "; ".join(line for _, line in verdicts(target.name, need, cards))
 
 
-def ensure_preflight(lock: Lock, target: Target, store: Path | None) -> str:
+def ensure_preflight(
+    lock: Lock, target: Target, store: Path | None, *, driver_enforced: bool = False
+) -> str:
     """Preflight of ``target`` on this host's card (the crash loops it catches by
-    arithmetic); CheckFailed with its reasons and fixes when the verdict is FAIL."""
+    arithmetic); CheckFailed with its reasons and fixes when the verdict is FAIL.
+
+    ``driver_enforced``: the container runtime refuses an image whose CUDA needs a newer
+    driver (docker's ``--gpus``, through NVIDIA_REQUIRE_CUDA), so that check fails too;
+    podman's CDI and manual modes do not, so alone it only warns there.
+    """
     card = host.parse_smi(nvidia_smi(host.QUERY, otherwise="run the smoke without --gpu"))
     cfg = config.load(lock.path.parent / config.DEFAULT_NAME)
     config.check_names(cfg, targets=lock.targets, payloads=lock.payloads, lock=lock.path)
     shape = plan.model_shape(lock, cfg, target, store if store and store.is_dir() else None)
     report = plan.evaluate(lock, cfg, target, card, shape, Overrides())
     bad = [c for c in report.checks if c.status == "fail"]
-    if [c.name for c in bad] == ["driver"]:  # alone: podman does not enforce it, it may run
+    if [c.name for c in bad] == ["driver"] and not driver_enforced:  # alone, it may run
         echo(f"smoke {target.name}: warning: {bad[0].detail} (fix: {bad[0].fix}); podman's "
              "CDI and manual modes do not enforce the image's NVIDIA_REQUIRE_CUDA, so the "
              "smoke goes on", style="yellow")  # fmt: skip
@@ -75,10 +83,13 @@ def needs_gpu(target: Target) -> bool:
     return target.serve.runtime == "vllm" or target.build_args.get("GGML_CUDA", "ON") != "OFF"
 
 
-def gpu_gate(lock: Lock, name: str, *, gpu: bool, store: Path | None) -> None:
+def gpu_gate(
+    lock: Lock, name: str, *, gpu: bool, store: Path | None, gpu_mode: GpuMode = "cdi"
+) -> None:
     """With ``gpu``, for a GPU target built here: :func:`ensure_preflight`, then
     :func:`ensure_gpu_memory`, each printing what it found."""
     target = lock.target(name)
     if gpu and needs_gpu(target) and target.external is None:
-        echo(f"smoke {name}: {ensure_preflight(lock, target, store)}")
+        enforced = gpu_mode == "docker-gpus"
+        echo(f"smoke {name}: {ensure_preflight(lock, target, store, driver_enforced=enforced)}")
         echo(f"smoke {name}: {ensure_gpu_memory(lock, target)}")

@@ -224,7 +224,7 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
     """Start the target's built image, run every check, always remove the container."""
     target = lock.target(name)
     if not o.gated:
-        gpu_gate(lock, name, gpu=o.gpu, store=o.store)
+        gpu_gate(lock, name, gpu=o.gpu, store=o.store, gpu_mode=o.gpu_mode)
     if target.external is not None:  # built elsewhere: its pinned digest, in local storage
         tag, image_id = external_image(target, engine)
         run_image = image_id

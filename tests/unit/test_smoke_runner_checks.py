@@ -326,6 +326,8 @@ def test_an_old_driver_alone_warns_and_a_direct_caller_is_gated_too(
                            LOCK.target("llama-cuda"), card, None, Overrides())  # fmt: skip
     assert [c.name for c in report.checks if c.status == "fail"] == ["driver"]
     gpu_gate(LOCK, "llama-cuda", gpu=True, store=STORE)  # a warning, not a refusal
+    with pytest.raises(CheckFailed, match="driver"):  # docker --gpus enforces it: refused
+        gpu_gate(LOCK, "llama-cuda", gpu=True, store=STORE, gpu_mode="docker-gpus")
     engine = FakeEngine(running=False)
     with pytest.raises(CheckFailed, match="TURBOQUANT"):  # smoke_target gates on its own
         smoke(tmp_path, state, tmp_path / "none.json", engine, name="frank-small", gpu=True,
