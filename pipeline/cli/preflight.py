@@ -69,11 +69,14 @@ def _config(args: argparse.Namespace, loaded: Lock) -> config.PreflightConfig:
     cfg = config.load(args.preflight or default)
     config.check_names(cfg, targets=loaded.targets, payloads=loaded.payloads, lock=loaded.path)
     for name, plan_ in sorted(cfg.targets.items()):
-        if plan_.card is not None and plan_.card.lower().replace("_", "-") not in host.CARDS:
+        try:
+            if plan_.card is not None:
+                host.card_named(plan_.card)
+        except UsageError:  # the table's own lookup, reported against the file
             raise LockError(
                 f"{cfg.path}: targets.{name}.card: {plan_.card!r} is not a known card; "
                 f"one of {', '.join(host.CARDS)}"
-            )
+            ) from None
     return cfg
 
 

@@ -69,6 +69,12 @@ class Cells:
     streams: int
     full_cells: int  # per stream, full-attention layers
     swa_cells: int  # per stream, sliding layers
+    seqs: int = 1  # sequences (slots) the streams serve
+
+    @property
+    def unified(self) -> bool:
+        """One KV stream shared by several slots (``--kv-unified``): its KV is counted once."""
+        return self.streams == 1 and self.seqs > 1
 
 
 def cells(
@@ -90,7 +96,8 @@ def cells(
     swa = slot
     if window and not swa_full:
         swa = pad(min(slot, window * (n_seq if unified else 1) + n_ubatch))
-    return Cells(n_ctx=ctx, slot=slot, streams=streams, full_cells=slot, swa_cells=swa)
+    return Cells(n_ctx=ctx, slot=slot, streams=streams, full_cells=slot, swa_cells=swa,
+                 seqs=n_seq)  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

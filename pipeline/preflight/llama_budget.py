@@ -62,7 +62,7 @@ def terms(
 ) -> Budget:
     """The budget's terms: calibrated when a measurement fits the shape, else first
     principles. A calibration measures one stream per slot, so a unified cache skips it."""
-    shared = cells.streams == 1 and a.slots > 1
+    shared = cells.unified
     window = cells.slot
     cal = plan.llama_slots
     if cal and not shared and (cal.cache_types, cal.slot_context) == ((a.type_k, a.type_v), window):

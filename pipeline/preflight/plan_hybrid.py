@@ -109,7 +109,7 @@ def memory(
         extra = replace(extra, mtp_per_stream=mtp.per_slot)
         figures.append(
             Figure(
-                name="MTP KV per slot" if cells.streams > 1 or slots == 1 else "MTP KV (unified)",
+                name="MTP KV (unified)" if cells.unified else "MTP KV per slot",
                 value=_size(mtp.per_slot),
                 note=f"{len(shape.mtp_layers)} MTP block(s), {mtp.per_token_full:,} B/token at "
                 f"{spec.draft_type_k}/{spec.draft_type_v} (-ctkd/-ctvd), {cells.full_cells:,} "

@@ -171,7 +171,7 @@ def budget(
     )
     kv = llama.kv_size(shape, cells, a.type_k, a.type_v)
     extra, hybrid_figures, hybrid_numbers = plan_hybrid.memory(t.shape, t.spec, a.slots, cells)
-    per = "for the unified stream" if cells.streams == 1 and a.slots > 1 else "per slot"
+    per = "for the unified stream" if cells.unified else "per slot"
     figures = [
         Figure(
             name="KV bytes/token (full layers)",
