@@ -1,6 +1,6 @@
 """Nox sessions: the pipeline's interface. Each one installs the package and calls it.
 
-Every verb of ``lockpipe`` (``python -m pipeline``) is a session here with the
+Every verb of ``lockpipe`` (``python -m lockpipe``) is a session here with the
 same name; arguments after ``--`` are passed through
 (``nox -s build-llama-cuda -- llama-cuda-mtp``). Sessions install lockpipe's own
 dependencies from the hash-pinned files in ``constraints/`` (``nox -s constraints``
@@ -74,7 +74,7 @@ for _verb in VERBS:
 def lint(session: nox.Session) -> None:
     """ruff, mypy, the import layers, the Dockerfile pinning rules and the lock's drift."""
     _install(session, DEV)
-    paths = ["pipeline", "tests", "noxfile.py", "benchmarks"]
+    paths = ["lockpipe", "tests", "noxfile.py", "benchmarks"]
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
     session.run("mypy")

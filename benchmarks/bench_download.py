@@ -6,7 +6,7 @@ One loopback nginx serves one generated file in the Hub's resolve/ layout twice:
 under /capped/ with ``limit_rate`` per connection, and uncapped. For each, it
 times (wall clock, fresh destination each time):
 
-- lockpipe (``python -m pipeline payloads``), sha256 included, per --connections;
+- lockpipe (``python -m lockpipe payloads``), sha256 included, per --connections;
 - ``curl -o`` (one stream, no hash) and curl followed by ``sha256sum``;
 - ``aria2c -x8 -s8 --checksum=sha-256=…`` (hash included);
 - huggingface_hub's ``hf_hub_download`` with ``HF_ENDPOINT`` at nginx, which adds
@@ -118,7 +118,7 @@ def main() -> int:
                     cmd = [
                         sys.executable,
                         "-m",
-                        "pipeline",
+                        "lockpipe",
                         "payloads",
                         "--quiet",
                         "--connections",

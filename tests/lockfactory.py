@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.lock.fingerprint import relock
-from pipeline.lock.model import dump_lock, load_lock, parse_lock
+from lockpipe.lock.fingerprint import relock
+from lockpipe.lock.model import dump_lock, load_lock, parse_lock
 
 DIGEST = "sha256:" + "ab" * 32
 DOCKERFILE = """\

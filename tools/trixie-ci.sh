@@ -31,8 +31,8 @@ SELF=$REPO/tools/trixie-ci.sh
 R=${TRIXIE_ROOT:-/tmp/trixie-root}
 OUT=${TRIXIE_CI_DIR:-/tmp/trixie-ci}
 CLONE=/ci/lockpipe                  # inside the chroot
-CACHE=/root/.cache/lockpipe-tests   # the tests' PIPELINE_TEST_CACHE default, host and chroot
-CIVENV=/var/lib/pipeline-ci/venv    # .ci/run's default LOCKPIPE_CI_VENV
+CACHE=/root/.cache/lockpipe-tests   # the tests' LOCKPIPE_TEST_CACHE default, host and chroot
+CIVENV=/var/lib/lockpipe-ci/venv    # .ci/run's default LOCKPIPE_CI_VENV
 pid=                                # the unshare of the isolated run
 PATH_IN=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 mkdir -p "$OUT"

@@ -9,7 +9,7 @@
 # quadlet       trixie's podman .deb (sha256 checked against trixie's Packages index),
 #               extracted (not installed); its quadlet -dryrun on the golden units and on
 #               units rendered for podman 4.4/4.9/5.0/5.4, both GPU modes; the stand-in
-#               service compared; every key in pipeline/deploy/keys.py fed to it alone.
+#               service compared; every key in lockpipe/deploy/keys.py fed to it alone.
 # chroot        an mmdebstrap'ed trixie root with podman, docker.io, containerd, runc, skopeo,
 #               systemd, python3; /proc /sys /dev and the repo (read-only) bound in; lockpipe
 #               installed in a venv there.
@@ -97,7 +97,7 @@ step_quadlet() {
 import itertools, sys
 from pathlib import Path
 import tests.unit.test_deploy_render as tdr
-from pipeline.deploy.render import render_quadlet
+from lockpipe.deploy.render import render_quadlet
 out, tdr.LOCK = Path(sys.argv[1]), Path(sys.argv[2])
 for target in tdr.lock().targets:
     for mode, podman, ep in itertools.product(("manual", "cdi"), ((4, 4), (4, 9), (5, 0), (5, 4)), ("unknown", "image")):
@@ -125,8 +125,8 @@ PY
   (cd "$REPO" && PYTHONPATH=$REPO "$PY" - "$out/render") <<'PY'
 import re, shlex, sys
 from pathlib import Path
-from pipeline.deploy.unit import parse_unit
-from pipeline.deploy.verify import plain_service
+from lockpipe.deploy.unit import parse_unit
+from lockpipe.deploy.verify import plain_service
 
 def norm(argv):  # --flag value and -v value -> --flag=value, so both spellings compare equal
     out, it = [], iter(argv)
@@ -158,11 +158,11 @@ for d in sorted(p for p in Path(sys.argv[1]).iterdir() if p.is_dir()):
 print(f"ExecStart argv equal (order aside): {same}; different: {diff}")
 PY
 
-  say "quadlet: every key pipeline/deploy/keys.py knows, alone in a unit, against quadlet $("$q" -version)"
+  say "quadlet: every key lockpipe/deploy/keys.py knows, alone in a unit, against quadlet $("$q" -version)"
   (cd "$REPO" && PYTHONPATH=$REPO "$PY" - "$q" "$("$q" -version)") <<'PY'
 import subprocess, sys, tempfile
 from pathlib import Path
-from pipeline.deploy import keys
+from lockpipe.deploy import keys
 quadlet, version = sys.argv[1], keys.parse_version(sys.argv[2])
 known = sorted(set().union(*keys.ADDED.values()) | set(keys.MISSPELLED))
 bad = []
@@ -264,8 +264,8 @@ docker_builds() {  # two no-cache builds, three ways, through lockpipe's DockerE
   (cd "$REPO" && DOCKER_HOST=unix://$D/$1/docker.sock PYTHONPATH=$REPO "$PY" - "$(base_ref)") <<'PY'
 import io, sys, tarfile, tempfile, time
 from pathlib import Path
-import pipeline.engines.docker as dk
-from pipeline.engines.base import BuildRequest
+import lockpipe.engines.docker as dk
+from lockpipe.engines.base import BuildRequest
 engine, asked = dk.DockerEngine(), dk.rewrite_params
 
 def mtimes(image_id):  # mtimes of /app and /app/greeting in the saved image's layers
@@ -306,7 +306,7 @@ explain_test() {  # explain_test STORE [extra pytest args]: the repo's docker re
   local store=$1; shift
   (cd "$REPO" && DOCKER_HOST=unix://$D/$store/docker.sock CI=true PATH=$W/bin:$PATH PYTHONPATH=$W \
     "$PY" -m pytest -p no:cacheprovider -q -s "$@" tests/integration/test_explain_docker.py 2>&1 |
-    grep -E '^(app:|  cause|    /)|agree|[0-9]+ (passed|failed) in|^E +pipeline' | cut -c1-400) || true
+    grep -E '^(app:|  cause|    /)|agree|[0-9]+ (passed|failed) in|^E +lockpipe' | cut -c1-400) || true
 }
 
 write_plugin() {  # a pytest plugin for the probe only: each build in a new second; print the verdict
@@ -314,8 +314,8 @@ write_plugin() {  # a pytest plugin for the probe only: each build in a new seco
 """Probe-only pytest plugin: each no-cache build starts in a later wall-clock second than the
 last one ended (layer tars keep whole-second mtimes), and reproduce_and_explain's verdict is printed."""
 import time
-import pipeline.build.reproduce as br
-import pipeline.verify.reproduce as vr
+import lockpipe.imagebuild.reproduce as br
+import lockpipe.verify.reproduce as vr
 _build, _explain = br.run_build, vr.reproduce_and_explain
 def _slow(*a, **k):
     record = _build(*a, **k)

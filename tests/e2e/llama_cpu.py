@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from pipeline.lock.model import dump_lock
+from lockpipe.lock.model import dump_lock
 from tests.fixtures_gemma import GEMMA_FILE, GEMMA_SHA256, GEMMA_SIZE
 from tests.lockfactory import make_repo
 

@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from pipeline.build.run import Settings, build_target
-from pipeline.engines import get_engine
-from pipeline.lock.model import load_lock
+from lockpipe.engines import get_engine
+from lockpipe.imagebuild.run import Settings, build_target
+from lockpipe.lock.model import load_lock
 from tests.e2e.conftest import BuiltLlama, Mirror
 from tests.e2e.llama_cpu import LLAMA_SDIST_SHA256, TAG
 

@@ -1,4 +1,4 @@
-"""``python -m pipeline smoke`` on the built llama-cpu image, as a user runs it.
+"""``python -m lockpipe smoke`` on the built llama-cpu image, as a user runs it.
 
 The payload (the real Gemma 3 270M GGUF) is fetched by the payload stage from
 the loopback mirror into a fresh store, and the container serves it on the CPU.
@@ -23,7 +23,7 @@ from tests.fixtures_gemma import GemmaFile
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 # The test lock's serve entry sets no kv_dtype, context or parallel: baselines for its
-# runs live under this serving shape key (pipeline.smoke.shape).
+# runs live under this serving shape key (lockpipe.smoke.shape).
 SHAPE = "kv=default,ctx=default,par=default"
 
 
@@ -38,7 +38,7 @@ def smoke(llama: BuiltLlama, mirror: Mirror, store: Path, out: Path, *extra: str
           lock: Path | None = None, expect: Path | None = None,
           ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     expect = expect or smoke_file(out.parent / f"{out.name}-smoke.json")
-    argv = [sys.executable, "-m", "pipeline", "smoke", "llama-cpu", "--engine", "buildah",
+    argv = [sys.executable, "-m", "lockpipe", "smoke", "llama-cpu", "--engine", "buildah",
             "--lock", str(lock or llama.lock), "--state", str(llama.state), "--store", str(store),
             "--mirror", mirror.url, "--expect", str(expect), "--out", str(out), "--quiet",
             *extra]  # fmt: skip

@@ -33,10 +33,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.lock.fingerprint import relock
-from pipeline.lock.model import dump_lock, load_lock
-from pipeline.payloads.store import payload_path
-from pipeline.smoke.runner import STORE_IN_CONTAINER, container_command
+from lockpipe.lock.fingerprint import relock
+from lockpipe.lock.model import dump_lock, load_lock
+from lockpipe.payloads.store import payload_path
+from lockpipe.smoke.runner import STORE_IN_CONTAINER, container_command
 from tests import tiny_qwen35
 from tests.e2e.conftest import BuiltLlama
 from tests.e2e.llama_cpu import llama_cpu_lock
@@ -149,7 +149,7 @@ def stored(lock_path: Path, model: TinyModel, store: Path) -> Path:
 
 def preflight(lock_path: Path, store: Path, out: Path) -> tuple[int, dict[str, Any]]:
     """``lockpipe preflight llama-cpu`` as a user runs it; (exit code, the target's report)."""
-    argv = [sys.executable, "-m", "pipeline", "preflight", "llama-cpu", "--lock", str(lock_path),
+    argv = [sys.executable, "-m", "lockpipe", "preflight", "llama-cpu", "--lock", str(lock_path),
             "--store", str(store), "--json", str(out)]  # fmt: skip
     result = subprocess.run(argv, cwd=REPO, text=True, capture_output=True, check=False,
                             env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip

@@ -25,7 +25,7 @@ PREFIX = "127.0.0.1:5000/lockpipe-e2e"
 
 
 def lockpipe(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pipeline", *argv], cwd=REPO, text=True,
+    return subprocess.run([sys.executable, "-m", "lockpipe", *argv], cwd=REPO, text=True,
                           capture_output=True, check=False,
                           env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
 

@@ -1,7 +1,7 @@
 """Real engines, a real loopback registry, and a busybox base pinned by digest.
 
 The base is ``FROM scratch`` plus Debian's static busybox, built with buildah
-and pushed to the registry at PIPELINE_TEST_REGISTRY (default 127.0.0.1:5000,
+and pushed to the registry at LOCKPIPE_TEST_REGISTRY (default 127.0.0.1:5000,
 started by .ci/start-services). Tests then pin it by the digest the registry
 returned, exactly as a lock pins a public base.
 """
@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from pipeline.engines import get_engine
-from pipeline.engines.base import Engine
-from pipeline.errors import EngineMissing
+from lockpipe.engines import get_engine
+from lockpipe.engines.base import Engine
+from lockpipe.errors import EngineMissing
 from tests.bases import BUSYBOX, push_busybox_base
 from tests.policy import unavailable
 

@@ -253,7 +253,7 @@ def entry(
 
 def make_lock(root: Path, payloads: dict[str, dict[str, Any]]) -> Any:
     """A valid lock with only ``payloads`` (and no targets), written under ``root``."""
-    from pipeline.lock.model import dump_lock, load_lock
+    from lockpipe.lock.model import dump_lock, load_lock
 
     doc = {"version": 1, "source_date_epoch": 0, "bases": {}, "targets": {}, "payloads": payloads}
     path = root / "locks" / "digests.json"

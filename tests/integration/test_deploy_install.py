@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.records import write_record
-from pipeline.cli.deploy import do_deploy, podman_version
-from pipeline.deploy import cdi, keys
-from pipeline.deploy.install import default_dir, install
-from pipeline.deploy.render import render_quadlet
-from pipeline.deploy.unit import parse_unit
-from pipeline.deploy.verify import find_generator, generator_dryrun, plain_service, systemd_verify
-from pipeline.errors import DeployError
-from pipeline.smoke.ports import PortBusy, free_port
+from lockpipe.cli.deploy import do_deploy, podman_version
+from lockpipe.deploy import cdi, keys
+from lockpipe.deploy.install import default_dir, install
+from lockpipe.deploy.render import render_quadlet
+from lockpipe.deploy.unit import parse_unit
+from lockpipe.deploy.verify import find_generator, generator_dryrun, plain_service, systemd_verify
+from lockpipe.errors import DeployError
+from lockpipe.imagebuild.records import write_record
+from lockpipe.smoke.ports import PortBusy, free_port
 from tests.policy import unavailable
 from tests.unit.test_deploy_cdi import NVIDIA_YAML
 from tests.unit.test_deploy_render import IMAGE_ID, LOCK, REPO, inputs, pinned
@@ -157,6 +157,6 @@ def test_cli_wait_port_mode(listener: int, tmp_path: Path) -> None:
 
 
 def test_wait_port_runs_as_the_units_exec_start_pre(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "pipeline", "deploy", "--wait-port",
+    out = subprocess.run([sys.executable, "-m", "lockpipe", "deploy", "--wait-port",
                           str(free_port())], capture_output=True, text=True, cwd=REPO)  # fmt: skip
     assert out.returncode == 0, out.stderr

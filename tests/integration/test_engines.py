@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from pipeline.build.plan import LABEL_PREFIX
-from pipeline.build.run import Settings, build_target
-from pipeline.engines import get_engine
-from pipeline.engines.base import BuildRequest, Engine, Log
-from pipeline.errors import BuildError, EngineError, EngineMissing
-from pipeline.lock.model import load_lock
+from lockpipe.engines import get_engine
+from lockpipe.engines.base import BuildRequest, Engine, Log
+from lockpipe.errors import BuildError, EngineError, EngineMissing
+from lockpipe.imagebuild.plan import LABEL_PREFIX
+from lockpipe.imagebuild.run import Settings, build_target
+from lockpipe.lock.model import load_lock
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
 
@@ -174,7 +174,7 @@ def test_bind_mount_reads_the_context_without_copy(
 def test_reproduce_builds_twice_without_cache_and_says_why_when_they_differ(
     engine: Engine, busybox_base: tuple[str, str], tmp_path: Path
 ) -> None:
-    from pipeline.build.reproduce import reproduce_target
+    from lockpipe.imagebuild.reproduce import reproduce_target
 
     lock = load_lock(_lock(tmp_path, busybox_base, engine.name))
     spy = CountingEngine(engine)
@@ -194,7 +194,7 @@ def test_reproduce_builds_twice_without_cache_and_says_why_when_they_differ(
 
 def test_run_state_logs_and_stop(engine: Engine, busybox_base: tuple[str, str]) -> None:
     """The run half of the interface, which smoke drives, on every engine."""
-    from pipeline.engines.base import RunSpec
+    from lockpipe.engines.base import RunSpec
 
     ref, _ = busybox_base
     image = engine.image_id(ref) or ""
@@ -249,7 +249,7 @@ def test_acting_on_an_absent_image_names_engine_and_ref(engine: Engine) -> None:
 
 
 def test_running_an_absent_image_names_engine_ref_and_fix(engine: Engine) -> None:
-    from pipeline.engines.base import RunSpec
+    from lockpipe.engines.base import RunSpec
 
     message = _fails(lambda: engine.run(RunSpec(image=ABSENT, command=("true",))))
     runner = "podman" if engine.name == "buildah" else engine.name  # buildah runs via podman
@@ -276,8 +276,8 @@ def test_an_invalid_reference_is_named(engine: Engine) -> None:
 
 
 def _sdk_engine(name: str, url: str) -> Engine:
-    from pipeline.engines.docker import DockerEngine
-    from pipeline.engines.podman import PodmanEngine
+    from lockpipe.engines.docker import DockerEngine
+    from lockpipe.engines.podman import PodmanEngine
 
     return DockerEngine(url) if name == "docker" else PodmanEngine(url)
 

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.records import read_record
-from pipeline.build.run import Settings
-from pipeline.engines import get_engine
-from pipeline.engines.base import Engine
-from pipeline.errors import EngineMissing
-from pipeline.lock.model import Lock, load_lock
-from pipeline.verify import causes
-from pipeline.verify.across import build_across
-from pipeline.verify.reproduce import explain_images
+from lockpipe.engines import get_engine
+from lockpipe.engines.base import Engine
+from lockpipe.errors import EngineMissing
+from lockpipe.imagebuild.records import read_record
+from lockpipe.imagebuild.run import Settings
+from lockpipe.lock.model import Lock, load_lock
+from lockpipe.verify import causes
+from lockpipe.verify.across import build_across
+from lockpipe.verify.reproduce import explain_images
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
 
@@ -114,7 +114,7 @@ def test_reproduce_across_engines_from_the_command_line(
         _engine(name)  # on CI a missing engine fails here, not as a skipped comparison
 
     def reproduce(engines: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "pipeline", "reproduce", "app", "--lock", str(lock.path),
+        argv = [sys.executable, "-m", "lockpipe", "reproduce", "app", "--lock", str(lock.path),
                 "--state", str(tmp_path / "s"), "--across-engines", engines]  # fmt: skip
         return subprocess.run(argv, text=True, capture_output=True, check=False,
                               cwd=Path(__file__).resolve().parents[2])  # fmt: skip

@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.run import Settings
-from pipeline.engines import get_engine
-from pipeline.engines.docker import (
+from lockpipe.engines import get_engine
+from lockpipe.engines.docker import (
     REWRITE_TIMESTAMP_SINCE,
     SOURCE_DATE_EPOCH_SINCE,
     dockerd_major,
     rewrite_params,
 )
-from pipeline.errors import EngineMissing
-from pipeline.lock.model import load_lock
-from pipeline.verify import causes
-from pipeline.verify.reproduce import reproduce_and_explain
+from lockpipe.errors import EngineMissing
+from lockpipe.imagebuild.run import Settings
+from lockpipe.lock.model import load_lock
+from lockpipe.verify import causes
+from lockpipe.verify.reproduce import reproduce_and_explain
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
 

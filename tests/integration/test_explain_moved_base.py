@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.run import Settings, build_target
-from pipeline.cli.main import main
-from pipeline.engines import get_engine
-from pipeline.errors import CheckFailed, EngineMissing
-from pipeline.lock.fingerprint import relock
-from pipeline.lock.model import dump_lock, load_lock
+from lockpipe.cli.main import main
+from lockpipe.engines import get_engine
+from lockpipe.errors import CheckFailed, EngineMissing
+from lockpipe.imagebuild.run import Settings, build_target
+from lockpipe.lock.fingerprint import relock
+from lockpipe.lock.model import dump_lock, load_lock
 from tests.bases import BUSYBOX, push_scratch_image
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable

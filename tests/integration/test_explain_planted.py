@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.run import Settings
-from pipeline.engines import get_engine
-from pipeline.errors import EngineMissing
-from pipeline.lock.model import load_lock
-from pipeline.verify import causes
-from pipeline.verify.reproduce import reproduce_and_explain
+from lockpipe.engines import get_engine
+from lockpipe.errors import EngineMissing
+from lockpipe.imagebuild.run import Settings
+from lockpipe.lock.model import load_lock
+from lockpipe.verify import causes
+from lockpipe.verify.reproduce import reproduce_and_explain
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
 

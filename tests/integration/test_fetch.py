@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.payloads.cache import fetch_verified
+from lockpipe.payloads.cache import fetch_verified
 
 pytestmark = pytest.mark.integration
 

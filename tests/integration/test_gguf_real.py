@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from gguf import GGUFReader
 
-from pipeline.lock.model import Payload
-from pipeline.payloads import gguf as g
-from pipeline.payloads.checks import check_file
+from lockpipe.lock.model import Payload
+from lockpipe.payloads import gguf as g
+from lockpipe.payloads.checks import check_file
 from tests.fixtures_gemma import GemmaFile
 
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import DiskSpaceError, IntegrityError, LockError, PipelineError
-from pipeline.payloads.download import download_url
-from pipeline.payloads.errors import HTTPFatal
-from pipeline.payloads.run import Options, run_payloads
-from pipeline.payloads.settings import MiB, Tuning
-from pipeline.payloads.store import payload_path
+from lockpipe.errors import DiskSpaceError, IntegrityError, LockError, LockpipeError
+from lockpipe.payloads.download import download_url
+from lockpipe.payloads.errors import HTTPFatal
+from lockpipe.payloads.run import Options, run_payloads
+from lockpipe.payloads.settings import MiB, Tuning
+from lockpipe.payloads.store import payload_path
 from tests.integration.payload_servers import (
     TOKEN,
     FaultServer,
@@ -198,7 +198,7 @@ def test_source_archive_without_size_or_range(fault: FaultServer, tmp_path: Path
     dest = tmp_path / "cache" / sha
     got = download_url(f"{fault.url}/norange/x/archive/model.bin", sha, dest, connections=4)
     assert got.read_bytes() == DATA
-    with pytest.raises(PipelineError, match="sha256 mismatch"):
+    with pytest.raises(LockpipeError, match="sha256 mismatch"):
         download_url(f"{fault.url}/flip/x/model.bin", sha, tmp_path / "other" / sha)
 
 
@@ -208,7 +208,7 @@ def test_cli_reports_errors_without_a_traceback(fault: FaultServer, tmp_path: Pa
     cmd = [
         sys.executable,
         "-m",
-        "pipeline",
+        "lockpipe",
         "payloads",
         "--quiet",
         "--lock",

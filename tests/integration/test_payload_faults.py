@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import FetchError
-from pipeline.payloads.errors import HTTPFatal
-from pipeline.payloads.run import Options, run_payloads
-from pipeline.payloads.settings import DEFAULT_CONNECTIONS, MiB, Tuning
+from lockpipe.errors import FetchError
+from lockpipe.payloads.errors import HTTPFatal
+from lockpipe.payloads.run import Options, run_payloads
+from lockpipe.payloads.settings import DEFAULT_CONNECTIONS, MiB, Tuning
 from tests.integration.payload_servers import FaultServer, entry, free_port, make_lock
 
 pytestmark = pytest.mark.integration

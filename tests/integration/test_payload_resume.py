@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import FormatError
-from pipeline.payloads.run import Options, run_payloads
-from pipeline.payloads.store import payload_path
+from lockpipe.errors import FormatError
+from lockpipe.payloads.run import Options, run_payloads
+from lockpipe.payloads.store import payload_path
 from tests.fixtures_gemma import GemmaFile, gemma3_270m_gguf  # noqa: F401
 from tests.integration.payload_servers import Nginx, entry, make_lock, nginx_binary, publish
 from tests.policy import unavailable
@@ -40,7 +40,7 @@ def _cli(lock: Path, store: Path, endpoint: str, *names: str) -> subprocess.Pope
     cmd = [
         sys.executable,
         "-m",
-        "pipeline",
+        "lockpipe",
         "payloads",
         "--jsonl",
         "--connections",

@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 import requests
 
-from pipeline.errors import FormatError, IntegrityError, LockError
-from pipeline.payloads.run import Options, run_payloads
-from pipeline.payloads.settings import MiB, Tuning
-from pipeline.payloads.store import payload_path
+from lockpipe.errors import FormatError, IntegrityError, LockError
+from lockpipe.payloads.run import Options, run_payloads
+from lockpipe.payloads.settings import MiB, Tuning
+from lockpipe.payloads.store import payload_path
 from tests.fixtures_gemma import cache_dir
 from tests.integration.fake_hub import (
     FakeHub,
@@ -299,7 +299,7 @@ def test_a_killed_snapshot_run_resumes(nginx: Nginx, minilm: Path, tmp_path: Pat
         f"{sha}.lockpipe-journal"
     )  # fmt: skip
     env = {**os.environ, "HF_ENDPOINT": f"{nginx.url}/capped", "HOME": str(tmp_path)}
-    cmd = [sys.executable, "-m", "pipeline", "payloads", "--jsonl", "--connections", "4",
+    cmd = [sys.executable, "-m", "lockpipe", "payloads", "--jsonl", "--connections", "4",
            "--lock", str(lock.path), "--store", str(store)]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from pipeline.errors import FetchError, UsageError
-from pipeline.lock import closure as cl
-from pipeline.lock import requirements as rq
-from pipeline.refresh import pip
+from lockpipe.errors import FetchError, UsageError
+from lockpipe.lock import closure as cl
+from lockpipe.lock import requirements as rq
+from lockpipe.refresh import pip
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
 
@@ -89,7 +89,7 @@ def test_lock_with_a_bad_version_exits_8_without_a_traceback(tmp_path: Path) -> 
     document["targets"]["app"]["build_args"] = {"REQUESTS_VERSION": "0.0.0.dev999"}
     path = make_repo(tmp_path, document)
     out = subprocess.run(
-        [sys.executable, "-m", "pipeline", "lock", "--lock", str(path)], cwd=REPO, text=True,
+        [sys.executable, "-m", "lockpipe", "lock", "--lock", str(path)], cwd=REPO, text=True,
         capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
     )  # fmt: skip
     assert out.returncode == FetchError.return_code, out.stderr

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.payloads.gguf import read_header
-from pipeline.preflight import llama
-from pipeline.preflight.shape import from_gguf
+from lockpipe.payloads.gguf import read_header
+from lockpipe.preflight import llama
+from lockpipe.preflight.shape import from_gguf
 from tests.fixtures_gemma import GemmaFile
 
 FIXTURE = (

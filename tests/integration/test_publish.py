@@ -22,24 +22,24 @@ from typing import Any
 import pytest
 import requests
 
-from pipeline.build.provenance import MEDIA_TYPE, provenance_path
-from pipeline.build.run import Settings, build_target
-from pipeline.cli.main import main
-from pipeline.engines import get_engine
-from pipeline.engines.base import Engine
-from pipeline.errors import CheckFailed, EngineMissing, RegistryError
-from pipeline.lock.model import dump_lock, load_lock
-from pipeline.publish.outputs import images_path, read_images
-from pipeline.publish.pull import read_published
-from pipeline.publish.push import publish_target
-from pipeline.publish.referrer import attach_provenance
+from lockpipe.cli.main import main
+from lockpipe.engines import get_engine
+from lockpipe.engines.base import Engine
+from lockpipe.errors import CheckFailed, EngineMissing, RegistryError
+from lockpipe.imagebuild.provenance import MEDIA_TYPE, provenance_path
+from lockpipe.imagebuild.run import Settings, build_target
+from lockpipe.lock.model import dump_lock, load_lock
+from lockpipe.publish.outputs import images_path, read_images
+from lockpipe.publish.pull import read_published
+from lockpipe.publish.push import publish_target
+from lockpipe.publish.referrer import attach_provenance
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
 
 pytestmark = pytest.mark.integration
 buildah = pytest.mark.buildah
 REQUIREMENTS = "six==1.16.0 --hash=sha256:" + "1" * 64 + "\n"
-ACCESS_LOG = Path(os.environ.get("PIPELINE_CI_STATE", "/var/lib/pipeline-ci")) / "registry.log"
+ACCESS_LOG = Path(os.environ.get("LOCKPIPE_CI_STATE", "/var/lib/lockpipe-ci")) / "registry.log"
 WRITES = ('"PUT', '"POST', '"PATCH')
 
 
@@ -105,7 +105,7 @@ def _log_lines(prefix: str) -> list[str]:
     no-upload claim rests on it (.ci/start-services writes it)."""
     if not ACCESS_LOG.is_file():
         pytest.fail(f"{ACCESS_LOG}: the registry's access log is missing; start the registry "
-                    "with .ci/start-services (or set PIPELINE_CI_STATE to its folder)")  # fmt: skip
+                    "with .ci/start-services (or set LOCKPIPE_CI_STATE to its folder)")  # fmt: skip
     repo = prefix.split("/", 1)[1]
     return [ln for ln in ACCESS_LOG.read_text().splitlines() if f"/v2/{repo}/" in ln and '"' in ln]
 

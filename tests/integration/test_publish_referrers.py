@@ -23,17 +23,17 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from pipeline.build.provenance import MEDIA_TYPE
-from pipeline.build.run import Settings, build_target
-from pipeline.cli.main import main
-from pipeline.engines import get_engine
-from pipeline.errors import EngineMissing, RegistryError, UsageError
-from pipeline.lock.model import load_lock
-from pipeline.publish.outputs import images_path, read_images
-from pipeline.publish.referrer import artifact_manifest, attach_provenance
-from pipeline.registry.client import registry_for
-from pipeline.registry.push import attach_referrer, get_manifest, upload_blob
-from pipeline.verify.check import verify_image
+from lockpipe.cli.main import main
+from lockpipe.engines import get_engine
+from lockpipe.errors import EngineMissing, RegistryError, UsageError
+from lockpipe.imagebuild.provenance import MEDIA_TYPE
+from lockpipe.imagebuild.run import Settings, build_target
+from lockpipe.lock.model import load_lock
+from lockpipe.publish.outputs import images_path, read_images
+from lockpipe.publish.referrer import artifact_manifest, attach_provenance
+from lockpipe.registry.client import registry_for
+from lockpipe.registry.push import attach_referrer, get_manifest, upload_blob
+from lockpipe.verify.check import verify_image
 from tests.httpfake import FakeHandler, FakeServer
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
@@ -229,7 +229,7 @@ def test_the_digest_is_recorded_before_the_attach_and_force_pushes_again(
         raise RegistryError(f"{pinned}: the attach was refused (injected)")
 
     # The attach fails after a real push: the pushed digest is in images.json all the same.
-    monkeypatch.setattr("pipeline.publish.push.attach_provenance", refused)
+    monkeypatch.setattr("lockpipe.publish.push.attach_provenance", refused)
     assert main(args) == RegistryError.return_code
     entry = read_images(images_path(lock))["app"]
     monkeypatch.undo()

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.provenance import provenance_path
-from pipeline.build.records import read_record
-from pipeline.build.run import Settings, build_target
-from pipeline.engines import get_engine
-from pipeline.engines.base import Engine
-from pipeline.errors import EngineMissing, LockError, RegistryError
-from pipeline.lock.model import Lock, load_lock
-from pipeline.publish.outputs import Published, images_path, write_images
-from pipeline.verify import causes
-from pipeline.verify.rebuild import rebuild_and_compare
+from lockpipe.engines import get_engine
+from lockpipe.engines.base import Engine
+from lockpipe.errors import EngineMissing, LockError, RegistryError
+from lockpipe.imagebuild.provenance import provenance_path
+from lockpipe.imagebuild.records import read_record
+from lockpipe.imagebuild.run import Settings, build_target
+from lockpipe.lock.model import Lock, load_lock
+from lockpipe.publish.outputs import Published, images_path, write_images
+from lockpipe.verify import causes
+from lockpipe.verify.rebuild import rebuild_and_compare
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
 

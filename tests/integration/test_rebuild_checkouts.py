@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.plan import plan_target
-from pipeline.build.run import Settings, build_key, run_build
-from pipeline.engines import get_engine
-from pipeline.errors import EngineMissing
-from pipeline.lock.model import load_lock
-from pipeline.verify.tree import export, source_for
+from lockpipe.engines import get_engine
+from lockpipe.errors import EngineMissing
+from lockpipe.imagebuild.plan import plan_target
+from lockpipe.imagebuild.run import Settings, build_key, run_build
+from lockpipe.lock.model import load_lock
+from lockpipe.verify.tree import export, source_for
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import DriftError, RegistryError, UsageError
+from lockpipe.errors import DriftError, RegistryError, UsageError
 from tests.bases import BUSYBOX, push_busybox_base, push_scratch_image
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
@@ -30,7 +30,7 @@ ORIGIN = {"source": "pushed by the test", "seen": "2026-01-01", "note": "keep me
 
 def refresh(lock: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", "refresh-digests", "--lock", str(lock), *args],
+        [sys.executable, "-m", "lockpipe", "refresh-digests", "--lock", str(lock), *args],
         cwd=REPO, text=True, capture_output=True, check=False,
         env={**os.environ, "PYTHONPATH": str(REPO), **env},
     )  # fmt: skip
@@ -99,7 +99,7 @@ def test_a_moved_tag_is_exactly_one_change_with_its_report(
     again = refresh(lock, "--check")
     assert again.returncode == 0, again.stderr
     lock_check = subprocess.run(
-        [sys.executable, "-m", "pipeline", "lock", "--check", "--lock", str(lock)],
+        [sys.executable, "-m", "lockpipe", "lock", "--check", "--lock", str(lock)],
         cwd=REPO, capture_output=True, check=False, env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
     assert lock_check.returncode == 0
@@ -275,7 +275,7 @@ def test_registry_faults_through_the_cli(
         proxy.corrupt = True
     md = tmp_path / "r.md"
     cache = str(tmp_path / "cache")  # no manifest from an earlier run short-cuts the proxy
-    result = refresh(lock, "--kind", "bases", "--report-md", str(md), PIPELINE_CACHE=cache)
+    result = refresh(lock, "--kind", "bases", "--report-md", str(md), LOCKPIPE_CACHE=cache)
     assert "Traceback" not in result.stderr
     if fault in ("429-then-ok", "no-digest-header"):
         assert result.returncode == 0, result.stderr

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pipeline.errors import FetchError
-from pipeline.refresh.api import RETRY_CAP, Api
+from lockpipe.errors import FetchError
+from lockpipe.refresh.api import RETRY_CAP, Api
 from tests.fake_github import FakeGitHub, FakeRepo
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import DriftError, FetchError
+from lockpipe.errors import DriftError, FetchError
 from tests.integration.fake_hub import FakeHub, git_blob_id
 from tests.lockfactory import doc, make_repo
 
@@ -59,7 +59,7 @@ def refresh(lock: Path, *args: str, **env: str) -> subprocess.CompletedProcess[s
     if "HF_TOKEN" not in env:
         full.pop("HF_TOKEN", None)
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", "refresh-digests", "--lock", str(lock), *args],
+        [sys.executable, "-m", "lockpipe", "refresh-digests", "--lock", str(lock), *args],
         cwd=REPO, text=True, capture_output=True, check=False, env=full,
     )  # fmt: skip
 
@@ -201,11 +201,11 @@ def test_pip_reports_newer_releases_and_never_moves_them(tmp_path: Path) -> None
         js = tmp_path / "r.json"
         index_url = f"http://{host!s}:{port}"
         check = refresh(lock, "--kind", "pip", "--check", "--report-json", str(js),
-                        PIPELINE_PYPI=index_url)  # fmt: skip
+                        LOCKPIPE_PYPI=index_url)  # fmt: skip
         assert check.returncode == 0, check.stderr  # newer releases are reported, not drift
         assert not js.exists()  # --check writes nothing, not even its report
         result = refresh(lock, "--kind", "pip", "--dry-run", "--report-json", str(js),
-                         PIPELINE_PYPI=index_url)  # fmt: skip
+                         LOCKPIPE_PYPI=index_url)  # fmt: skip
         assert result.returncode == 0, result.stderr
         assert "pip.app: requests 2.0.0 pinned, 2.32.3 released (not moved)" in result.stderr
         (newer,) = json.loads(js.read_text())["newer"]
@@ -214,7 +214,7 @@ def test_pip_reports_newer_releases_and_never_moves_them(tmp_path: Path) -> None
         # a requirements file edited after the lock is drift: --check fails, nothing written
         req = ctx / "requirements.txt"
         req.write_text(req.read_text() + f"six==1.16.0 --hash=sha256:{'3' * 64}\n")
-        drift = refresh(lock, "--kind", "pip", "--check", PIPELINE_PYPI=index_url)
+        drift = refresh(lock, "--kind", "pip", "--check", LOCKPIPE_PYPI=index_url)
         assert drift.returncode == DriftError.return_code, drift.stderr
         assert "pip.app: images/app/requirements.txt has sha256" in drift.stderr
         assert "run nox -s lock first" in drift.stderr and "Traceback" not in drift.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import FetchError
+from lockpipe.errors import FetchError
 from tests.fake_github import FakeGitHub, FakeRepo
 from tests.integration.payload_servers import Nginx, nginx_binary
 from tests.lockfactory import doc, make_repo
@@ -89,13 +89,13 @@ def _lock(tmp_path: Path, **source: str) -> Path:
 
 def refresh(lock: Path, gh: FakeGitHub, nginx: Nginx, *args: str, token: str | None = TOKEN,
             ) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PIPELINE_GITHUB_API": gh.url,
-           "PIPELINE_CACHE": str(lock.parent.parent / "cache")}  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LOCKPIPE_GITHUB_API": gh.url,
+           "LOCKPIPE_CACHE": str(lock.parent.parent / "cache")}  # fmt: skip
     env.pop("GITHUB_TOKEN", None)
     if token:
         env["GITHUB_TOKEN"] = token
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", "refresh-digests", "--lock", str(lock),
+        [sys.executable, "-m", "lockpipe", "refresh-digests", "--lock", str(lock),
          "--kind", "sources", "--mirror", nginx.url, *args],
         cwd=REPO, text=True, capture_output=True, check=False, env=env,
     )  # fmt: skip
@@ -204,7 +204,7 @@ def test_an_unwritable_cache_is_one_fetch_error_naming_it(
     result = refresh(lock, github, nginx, "--cache", str(blocker / "cache"))
     assert result.returncode == FetchError.return_code, result.stderr
     assert "Traceback" not in result.stderr
-    assert "cannot write the cache" in result.stderr and "--cache (PIPELINE_CACHE)" in result.stderr
+    assert "cannot write the cache" in result.stderr and "--cache (LOCKPIPE_CACHE)" in result.stderr
     assert lock.read_bytes() == before
 
 

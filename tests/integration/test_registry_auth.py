@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import RegistryError
-from pipeline.registry.client import Registry, resolve, resolve_many
-from pipeline.registry.creds import Credential, credentials
+from lockpipe.errors import RegistryError
+from lockpipe.registry.client import Registry, resolve, resolve_many
+from lockpipe.registry.creds import Credential, credentials
 from tests.policy import unavailable
 from tests.registry_servers import (
     PASSWORD,

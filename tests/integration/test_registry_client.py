@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pipeline.errors import RegistryError
-from pipeline.registry.client import manifest_digest
+from lockpipe.errors import RegistryError
+from lockpipe.registry.client import manifest_digest
 
 pytestmark = pytest.mark.integration
 

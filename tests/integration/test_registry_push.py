@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from pipeline.errors import RegistryError
-from pipeline.registry.push import (
+from lockpipe.errors import RegistryError
+from lockpipe.registry.push import (
     attach_referrer,
     blob_exists,
     get_manifest,
@@ -23,7 +23,7 @@ from pipeline.registry.push import (
     registry_for,
     upload_blob,
 )
-from pipeline.registry.transport import Registry
+from lockpipe.registry.transport import Registry
 from tests.policy import unavailable
 from tests.registry_servers import OCI_INDEX, OCI_MANIFEST, image_blobs, skopeo_raw_digest
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import RegistryError
-from pipeline.registry.client import Registry, exists, resolve, resolve_many
-from pipeline.registry.platforms import PlatformMissing
+from lockpipe.errors import RegistryError
+from lockpipe.registry.client import Registry, exists, resolve, resolve_many
+from lockpipe.registry.platforms import PlatformMissing
 from tests.policy import unavailable
 from tests.registry_servers import (
     FaultProxy,

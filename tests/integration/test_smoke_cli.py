@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.engines import get_engine
-from pipeline.engines.base import Engine
-from pipeline.errors import EngineMissing, SmokeError
-from pipeline.lock.model import Target, parse_lock
-from pipeline.smoke.external import external_image, external_spec
+from lockpipe.engines import get_engine
+from lockpipe.engines.base import Engine
+from lockpipe.errors import EngineMissing, SmokeError
+from lockpipe.lock.model import Target, parse_lock
+from lockpipe.smoke.external import external_image, external_spec
 from tests.policy import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,7 +24,7 @@ def test_a_target_never_built_fails_before_any_download(tmp_path: Path) -> None:
     store = tmp_path / "store"
     env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HOME": str(tmp_path)}
     out = subprocess.run(
-        [sys.executable, "-m", "pipeline", "smoke", "llama-cpu", "--engine", "buildah",
+        [sys.executable, "-m", "lockpipe", "smoke", "llama-cpu", "--engine", "buildah",
          "--state", str(tmp_path / "state"), "--store", str(store), "--quiet"],
         capture_output=True, text=True, cwd=REPO, env=env, timeout=120, check=False,
     )  # fmt: skip
@@ -59,7 +59,7 @@ def test_the_committed_frank_large_is_unpinned_and_smoke_says_how_to_pin_it(
 ) -> None:
     _podman()
     out = subprocess.run(
-        [sys.executable, "-m", "pipeline", "smoke", "--gpu", "frank-large", "--engine", "podman",
+        [sys.executable, "-m", "lockpipe", "smoke", "--gpu", "frank-large", "--engine", "podman",
          "--state", str(tmp_path / "state"), "--store", str(tmp_path / "store"), "--quiet"],
         capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
     )  # fmt: skip

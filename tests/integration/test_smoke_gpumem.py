@@ -1,4 +1,4 @@
-"""The GPU memory check end to end through pipeline.cmd.call, with a FAKE nvidia-smi.
+"""The GPU memory check end to end through lockpipe.cmd.call, with a FAKE nvidia-smi.
 
 This host has no GPU, so a shell script named nvidia-smi, in a folder named
 fake-nvidia-smi placed first on PATH, stands in for the driver's tool: it logs its
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import GpuAttachError
-from pipeline.lock.model import load_lock
-from pipeline.smoke.gpucheck import ensure_gpu_memory
-from pipeline.smoke.gpumem import QUERY_CARDS, QUERY_HOLDERS
+from lockpipe.errors import GpuAttachError
+from lockpipe.lock.model import load_lock
+from lockpipe.smoke.gpucheck import ensure_gpu_memory
+from lockpipe.smoke.gpumem import QUERY_CARDS, QUERY_HOLDERS
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = load_lock(REPO / "locks" / "digests.json")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.smoke.ports import (
+from lockpipe.smoke.ports import (
     PortBusy,
     format_table,
     free_port,

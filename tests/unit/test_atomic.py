@@ -3,7 +3,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pipeline.fs import write_atomic
+from lockpipe.fs import write_atomic
 
 
 def test_a_new_file_gets_the_umask_mode_and_an_old_one_keeps_its_own(tmp_path: Path) -> None:

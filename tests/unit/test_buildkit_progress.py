@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import base64
 
-from pipeline.engines.buildkit import Progress
+from lockpipe.engines.buildkit import Progress
 
 
 def _varint(n: int) -> bytes:

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.cli import check
-from pipeline.errors import LintError
-from pipeline.lock import closure as cl
-from pipeline.lock import requirements as rq
-from pipeline.lock.model import load_lock
-from pipeline.refresh import pip
+from lockpipe.cli import check
+from lockpipe.errors import LintError
+from lockpipe.lock import closure as cl
+from lockpipe.lock import requirements as rq
+from lockpipe.lock.model import load_lock
+from lockpipe.refresh import pip
 from tests.lockfactory import doc, make_repo
 
 REPO = Path(__file__).resolve().parents[2]

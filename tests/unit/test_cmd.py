@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import cmd
-from pipeline.errors import EngineError
+from lockpipe import cmd
+from lockpipe.errors import EngineError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,11 +21,11 @@ REPO = Path(__file__).resolve().parents[2]
 # only the escalation past SIGINT ends them.
 TREE = ["sh", "-c", "trap '' INT; sleep 300 & echo $$ $!; exec sleep 300"]
 
-# A pipeline-like parent: SIGTERM raises KeyboardInterrupt, as pipeline.cli.main does.
+# A pipeline-like parent: SIGTERM raises KeyboardInterrupt, as lockpipe.cli.main does.
 PARENT = """
 import signal, sys
-from pipeline import cmd
-from pipeline.cli.main import _interrupt
+from lockpipe import cmd
+from lockpipe.cli.main import _interrupt
 
 signal.signal(signal.SIGTERM, _interrupt)
 try:

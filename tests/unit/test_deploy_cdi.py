@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.deploy import do_deploy
-from pipeline.deploy import cdi
-from pipeline.deploy.install import install
-from pipeline.deploy.plan import DeployOptions, HostFacts, _gpu
-from pipeline.deploy.render import render_quadlet
-from pipeline.errors import DeployError, GpuAttachError
-from pipeline.smoke.gpu import HostGpu
-from pipeline.smoke.ports import free_port
+from lockpipe.cli.deploy import do_deploy
+from lockpipe.deploy import cdi
+from lockpipe.deploy.install import install
+from lockpipe.deploy.plan import DeployOptions, HostFacts, _gpu
+from lockpipe.deploy.render import render_quadlet
+from lockpipe.errors import DeployError, GpuAttachError
+from lockpipe.smoke.gpu import HostGpu
+from lockpipe.smoke.ports import free_port
 from tests.unit.test_deploy_render import LOCK, inputs
 
 # What `nvidia-ctk cdi generate` writes (keys sorted, so `kind` comes last), cut short.

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.deploy.external import external_target
-from pipeline.deploy.plan import DeployOptions, HostFacts, inputs_for_external
-from pipeline.deploy.render import render_quadlet
-from pipeline.deploy.unit import split_args
-from pipeline.errors import LockError
-from pipeline.lock.model import Lock, parse_lock
+from lockpipe.deploy.external import external_target
+from lockpipe.deploy.plan import DeployOptions, HostFacts, inputs_for_external
+from lockpipe.deploy.render import render_quadlet
+from lockpipe.deploy.unit import split_args
+from lockpipe.errors import LockError
+from lockpipe.lock.model import Lock, parse_lock
 from tests.unit.test_deploy_render import HOST, REPO, golden
 
 LOCK_PATH = REPO / "locks" / "digests.json"
@@ -91,7 +91,7 @@ def test_no_frozen_side_lock_is_left(tmp_path: Path) -> None:
 
 def test_deploy_frank_large_from_the_committed_lock_refuses_in_one_line(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "pipeline", "deploy", "frank-large", "--out", str(tmp_path)],
+        [sys.executable, "-m", "lockpipe", "deploy", "frank-large", "--out", str(tmp_path)],
         capture_output=True, text=True, cwd=REPO, timeout=60, check=False,
     )  # fmt: skip
     assert out.returncode == LockError.return_code, out.stderr

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.records import write_record
-from pipeline.deploy.gate import check_fingerprint, check_smoke, pinned_image
-from pipeline.errors import DeployError
+from lockpipe.deploy.gate import check_fingerprint, check_smoke, pinned_image
+from lockpipe.errors import DeployError
+from lockpipe.imagebuild.records import write_record
 from tests.unit.test_deploy_render import IMAGE_ID, pinned
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.deploy import keys
-from pipeline.errors import DeployError
+from lockpipe.deploy import keys
+from lockpipe.errors import DeployError
 
 
 def test_seeds_container_entrypoint_names_the_right_key() -> None:

@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.records import BuildRecord
-from pipeline.deploy import keys
-from pipeline.deploy.gate import Pinned
-from pipeline.deploy.plan import DeployGpuMode, DeployOptions, HostFacts, inputs_for_target
-from pipeline.deploy.render import DeployInputs, render_quadlet, split_entrypoint
-from pipeline.deploy.unit import Unit, split_args
-from pipeline.errors import GpuAttachError
-from pipeline.lock.model import Lock, load_lock
-from pipeline.smoke.gpu import HostGpu
+from lockpipe.deploy import keys
+from lockpipe.deploy.gate import Pinned
+from lockpipe.deploy.plan import DeployGpuMode, DeployOptions, HostFacts, inputs_for_target
+from lockpipe.deploy.render import DeployInputs, render_quadlet, split_entrypoint
+from lockpipe.deploy.unit import Unit, split_args
+from lockpipe.errors import GpuAttachError
+from lockpipe.imagebuild.records import BuildRecord
+from lockpipe.lock.model import Lock, load_lock
+from lockpipe.smoke.gpu import HostGpu
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "data" / "deploy"
@@ -125,7 +125,7 @@ def test_manual_gpu_mounts_driver_read_only_and_sets_env() -> None:
 def test_manual_gpu_without_a_driver_names_the_fix() -> None:
     bare = HostGpu(root=Path("/"), device_nodes=())
     i = inputs("llama-cuda", "cdi")
-    from pipeline.deploy.plan import _gpu
+    from lockpipe.deploy.plan import _gpu
 
     with pytest.raises(GpuAttachError, match="load the driver"):
         _gpu(DeployOptions(gpu_mode="manual"), HostFacts(podman=(5, 4), gpu_host=bare))

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.engines.base import BuildRequest
-from pipeline.engines.docker import CONTAINERD_STORE, DockerEngine
-from pipeline.errors import EngineError
+from lockpipe.engines.base import BuildRequest
+from lockpipe.engines.docker import CONTAINERD_STORE, DockerEngine
+from lockpipe.errors import EngineError
 
 
 class _Client:  # a stand-in for docker.DockerClient: only what the checks call

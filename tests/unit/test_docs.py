@@ -10,7 +10,7 @@ from pathlib import Path
 import nox.registry
 import yaml
 
-from pipeline.cli.main import VERBS
+from lockpipe.cli.main import VERBS
 
 REPO = Path(__file__).resolve().parents[2]
 

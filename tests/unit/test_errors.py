@@ -1,4 +1,4 @@
-"""One table of exit codes: defined in pipeline/errors.py only, and the README's matches it."""
+"""One table of exit codes: defined in lockpipe/errors.py only, and the README's matches it."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pkgutil
 import re
 from pathlib import Path
 
-import pipeline
-from pipeline import errors
-from pipeline.errors import INTERRUPTED, PipelineError
+import lockpipe
+from lockpipe import errors
+from lockpipe.errors import INTERRUPTED, LockpipeError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,15 +23,15 @@ def _all_subclasses(cls: type[Exception]) -> set[type[Exception]]:
 
 
 def test_only_errors_py_sets_an_exit_code() -> None:
-    for info in pkgutil.walk_packages(pipeline.__path__, "pipeline."):
-        if info.name != "pipeline.__main__":
+    for info in pkgutil.walk_packages(lockpipe.__path__, "lockpipe."):
+        if info.name != "lockpipe.__main__":
             importlib.import_module(info.name)
     elsewhere = [
         f"{cls.__module__}.{cls.__name__}"
-        for cls in _all_subclasses(PipelineError)
+        for cls in _all_subclasses(LockpipeError)
         if cls.__module__ != errors.__name__ and "return_code" in vars(cls)
     ]
-    assert not elsewhere, f"exit codes set outside pipeline/errors.py: {elsewhere}"
+    assert not elsewhere, f"exit codes set outside lockpipe/errors.py: {elsewhere}"
 
 
 def test_codes_are_distinct() -> None:

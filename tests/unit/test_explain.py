@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import DiskSpaceError
-from pipeline.verify import causes
-from pipeline.verify.across import TAR_ENCODING, compare_trees
-from pipeline.verify.causes import classify, differing_fields, pyc_detail
-from pipeline.verify.explain import explain
-from pipeline.verify.space import Usage, check_space, space_needed
-from pipeline.verify.tree import Entry, ImageTree, Layer, build_paths, merged, read_entries
+from lockpipe.errors import DiskSpaceError
+from lockpipe.verify import causes
+from lockpipe.verify.across import TAR_ENCODING, compare_trees
+from lockpipe.verify.causes import classify, differing_fields, pyc_detail
+from lockpipe.verify.explain import explain
+from lockpipe.verify.space import Usage, check_space, space_needed
+from lockpipe.verify.tree import Entry, ImageTree, Layer, build_paths, merged, read_entries
 
 FILE = Entry(path="app/x", kind="file", mode=0o644, uid=0, gid=0, uname="", gname="",
              mtime=1700000000, size=5, sha256="aa")  # fmt: skip

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.engines.docker import REWRITE_TIMESTAMP_SINCE, dockerd_major, rewrite_params
+from lockpipe.engines.docker import REWRITE_TIMESTAMP_SINCE, dockerd_major, rewrite_params
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import grimp
 
 
 def test_no_import_cycles() -> None:
-    graph = grimp.build_graph("pipeline", exclude_type_checking_imports=True)
+    graph = grimp.build_graph("lockpipe", exclude_type_checking_imports=True)
     cycles = sorted(
         (a, b)
         for a in graph.modules
@@ -22,9 +22,9 @@ def test_plan_and_help_load_no_sdk_or_http() -> None:
     import sys
 
     code = (
-        "import sys; from pipeline.cli import main, check, options; "
+        "import sys; from lockpipe.cli import main, check, options; "
         "print(sorted(m for m in ('requests', 'docker', 'podman', 'jsonschema', "
-        "'rich.progress', 'pipeline.payloads.download', 'pipeline.engines.docker') "
+        "'rich.progress', 'lockpipe.payloads.download', 'lockpipe.engines.docker') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.lint import instructions, lint_dockerfile, unpinned_apt
+from lockpipe.imagebuild.lint import instructions, lint_dockerfile, unpinned_apt
 
 REPO = Path(__file__).resolve().parents[2]
 D = "sha256:" + "0" * 64

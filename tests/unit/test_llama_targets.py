@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.build.lint import mtp_problems
-from pipeline.lock.model import load_lock, parse_lock
-from pipeline.payloads.checks import check_file
-from pipeline.preflight.llama_args import LlamaArgs, parse
+from lockpipe.imagebuild.lint import mtp_problems
+from lockpipe.lock.model import load_lock, parse_lock
+from lockpipe.payloads.checks import check_file
+from lockpipe.preflight.llama_args import LlamaArgs, parse
 from tests.unit.test_payload_formats import write_gguf
 
 DOCKERFILE = Path(__file__).resolve().parents[2] / "images" / "llama-cuda" / "Dockerfile"

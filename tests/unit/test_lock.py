@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.build.plan import plan_target
-from pipeline.errors import DriftError, LockError
-from pipeline.lock.fingerprint import check_drift
-from pipeline.lock.model import dump_lock, load_lock, write_lock
+from lockpipe.errors import DriftError, LockError
+from lockpipe.imagebuild.plan import plan_target
+from lockpipe.lock.fingerprint import check_drift
+from lockpipe.lock.model import dump_lock, load_lock, write_lock
 from tests.lockfactory import DOC, doc, make_repo, reparse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,7 +92,7 @@ def test_broken_json_names_line_and_fix(tmp_path: Path) -> None:
 
 
 def test_missing_lock_says_how_to_point_at_one(tmp_path: Path) -> None:
-    with pytest.raises(LockError, match="pass --lock PATH or set PIPELINE_LOCK"):
+    with pytest.raises(LockError, match="pass --lock PATH or set LOCKPIPE_LOCK"):
         load_lock(tmp_path / "nope.json")
 
 
@@ -181,7 +181,7 @@ def test_provenance_is_not_a_build_input(tmp_path: Path) -> None:
 
 
 def test_the_checkout_root_is_the_folder_that_holds_images(tmp_path: Path) -> None:
-    from pipeline.lock.model import checkout_root
+    from lockpipe.lock.model import checkout_root
 
     (tmp_path / "repo/images").mkdir(parents=True)
     (tmp_path / "repo/locks/test").mkdir(parents=True)
@@ -192,7 +192,7 @@ def test_the_checkout_root_is_the_folder_that_holds_images(tmp_path: Path) -> No
 
 def _with_frank_large(mutate: Any) -> str:
     """The committed lock with frank-large mutated: the LockError's message."""
-    from pipeline.lock.model import parse_lock
+    from lockpipe.lock.model import parse_lock
 
     path = REPO / "locks" / "digests.json"
     d = json.loads(path.read_text())

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.build.plan import plan_target
-from pipeline.errors import LockError
-from pipeline.lock.model import load_lock
+from lockpipe.errors import LockError
+from lockpipe.imagebuild.plan import plan_target
+from lockpipe.lock.model import load_lock
 from tests.lockfactory import make_repo
 
 PAYLOAD = {"repository": "org/repo", "filename": "model.gguf", "role": "model"}
@@ -50,9 +50,9 @@ def test_an_epoch_past_time_t_is_refused_before_plan(tmp_path: Path) -> None:
 
 
 def test_the_largest_epoch_allowed_plans(tmp_path: Path) -> None:
-    from pipeline.lock.fingerprint import relock
-    from pipeline.lock.model import write_lock
-    from pipeline.lock.schema import MAX_EPOCH
+    from lockpipe.lock.fingerprint import relock
+    from lockpipe.lock.model import write_lock
+    from lockpipe.lock.schema import MAX_EPOCH
 
     path = _write(tmp_path, lambda d: json.dumps({**d, "source_date_epoch": MAX_EPOCH}))
     write_lock(path, relock(load_lock(path)))
@@ -112,9 +112,9 @@ def test_two_targets_with_one_tag_are_refused(tmp_path: Path) -> None:
 def test_a_lock_validated_once_is_not_validated_again_unless_it_changes(tmp_path: Path) -> None:
     path = make_repo(tmp_path)
     load_lock(path)
-    assert list((tmp_path / ".pipeline" / "valid-locks").iterdir())
+    assert list((tmp_path / ".lockpipe" / "valid-locks").iterdir())
     # The same bytes skip the schema pass (a fresh process does not import jsonschema) ...
-    code = "import sys; from pipeline.lock.model import load_lock; from pathlib import Path; "
+    code = "import sys; from lockpipe.lock.model import load_lock; from pathlib import Path; "
     code += f"load_lock(Path({str(path)!r})); print('jsonschema' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -126,7 +126,7 @@ def test_a_lock_validated_once_is_not_validated_again_unless_it_changes(tmp_path
 def test_the_cli_exits_2_for_a_huge_number(tmp_path: Path) -> None:
     path = _write(tmp_path, lambda d: json.dumps(d).replace("1700000000", "9" * 5000))
     out = subprocess.run(
-        [sys.executable, "-m", "pipeline", "plan", "--lock", str(path)],
+        [sys.executable, "-m", "lockpipe", "plan", "--lock", str(path)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert out.returncode == 2, out.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.smoke.logscan import BENIGN, FATAL, Finding, scan, verdict
+from lockpipe.smoke.logscan import BENIGN, FATAL, Finding, scan, verdict
 
 # The pattern smoke used before logscan.py: kept here to show what it got wrong.
 BAD_LOG_LINES = re.compile(

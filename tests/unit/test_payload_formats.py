@@ -12,11 +12,11 @@ import pytest
 from gguf import GGUFWriter
 from gguf.constants import GGML_QUANT_SIZES
 
-from pipeline.errors import FormatError
-from pipeline.lock.model import Format, Payload, Role, load_lock, parse_lock
-from pipeline.payloads import gguf as g
-from pipeline.payloads import safetensors as s
-from pipeline.payloads.checks import check_file, check_index, check_targets
+from lockpipe.errors import FormatError
+from lockpipe.lock.model import Format, Payload, Role, load_lock, parse_lock
+from lockpipe.payloads import gguf as g
+from lockpipe.payloads import safetensors as s
+from lockpipe.payloads.checks import check_file, check_index, check_targets
 
 LOCK = Path(__file__).parents[2] / "locks" / "digests.json"
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import FetchError
-from pipeline.payloads.hasher import OrderedHasher
-from pipeline.payloads.ranges import RangeSet
+from lockpipe.errors import FetchError
+from lockpipe.payloads.hasher import OrderedHasher
+from lockpipe.payloads.ranges import RangeSet
 
 ROOT = Path(__file__).parents[2]
-PAYLOADS = ROOT / "pipeline" / "payloads"
+PAYLOADS = ROOT / "lockpipe" / "payloads"
 
 
 def test_hasher_result_raises_when_hashing_has_not_finished(tmp_path: Path) -> None:
@@ -47,8 +47,8 @@ def test_no_assert_in_the_payload_package() -> None:
 CHECK_INDEX = """
 import json, sys
 from pathlib import Path
-from pipeline.lock.model import Payload
-from pipeline.payloads.checks import check_index
+from lockpipe.lock.model import Payload
+from lockpipe.payloads.checks import check_index
 index = Payload.one_file(
     name="idx", repository="o/n", revision="a" * 40, filename="model.safetensors.index.json",
     size=1, sha256="b" * 64, role="model", format="json",

@@ -14,12 +14,12 @@ import pytest
 import requests
 import urllib3.exceptions
 
-from pipeline.payloads.errors import HTTPFatal, RetryableHTTP, Stopped
-from pipeline.payloads.gate import Gate, Permit
-from pipeline.payloads.http import retry_after
-from pipeline.payloads.neterrors import classify
-from pipeline.payloads.retry import Budget, Streak, delay
-from pipeline.payloads.settings import Tuning
+from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP, Stopped
+from lockpipe.payloads.gate import Gate, Permit
+from lockpipe.payloads.http import retry_after
+from lockpipe.payloads.neterrors import classify
+from lockpipe.payloads.retry import Budget, Streak, delay
+from lockpipe.payloads.settings import Tuning
 
 URL = "http://127.0.0.1:1/x"
 

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import LockError, SmokeError
-from pipeline.lock.model import Payload, PayloadFile, Role, load_lock, parse_lock
-from pipeline.payloads import store as st
-from pipeline.payloads.blobs import blobs_of, digest_file, git_blob_id
-from pipeline.payloads.checks import check_targets
-from pipeline.payloads.selection import check_pinned
-from pipeline.payloads.snapshot import check_snapshot, missing_files, modalities_of
-from pipeline.smoke.runner import container_command
+from lockpipe.errors import LockError, SmokeError
+from lockpipe.lock.model import Payload, PayloadFile, Role, load_lock, parse_lock
+from lockpipe.payloads import store as st
+from lockpipe.payloads.blobs import blobs_of, digest_file, git_blob_id
+from lockpipe.payloads.checks import check_targets
+from lockpipe.payloads.selection import check_pinned
+from lockpipe.payloads.snapshot import check_snapshot, missing_files, modalities_of
+from lockpipe.smoke.runner import container_command
 
 LOCK_PATH = Path(__file__).parents[2] / "locks" / "digests.json"
 LOCK = load_lock(LOCK_PATH)

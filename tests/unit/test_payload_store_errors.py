@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import DiskSpaceError, UsageError
-from pipeline.payloads.store import store_errors
+from lockpipe.errors import DiskSpaceError, UsageError
+from lockpipe.payloads.store import store_errors
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def test_a_store_this_user_cannot_write_names_the_option(tmp_path: Path) -> None
 
 def test_the_cli_reports_an_unwritable_store_in_one_line() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "pipeline", "payloads", "gemma-4-12b-mmproj-bf16", "--quiet",
+        [sys.executable, "-m", "lockpipe", "payloads", "gemma-4-12b-mmproj-bf16", "--quiet",
          "--store", "/proc/sys/lockpipe-store"],
         capture_output=True, text=True, cwd=REPO, check=False,
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""Pure parts of pipeline.payloads: ranges, sources, hasher, selection, store layout."""
+"""Pure parts of lockpipe.payloads: ranges, sources, hasher, selection, store layout."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import LockError, UsageError
-from pipeline.lock.model import Payload, load_lock
-from pipeline.payloads.hasher import OrderedHasher
-from pipeline.payloads.ranges import RangeSet, split
-from pipeline.payloads.schedule import Scheduler
-from pipeline.payloads.selection import check_pinned, select
-from pipeline.payloads.sources import candidates, hf_token, hf_url
-from pipeline.payloads.store import VerifyCache, payload_path
+from lockpipe.errors import LockError, UsageError
+from lockpipe.lock.model import Payload, load_lock
+from lockpipe.payloads.hasher import OrderedHasher
+from lockpipe.payloads.ranges import RangeSet, split
+from lockpipe.payloads.schedule import Scheduler
+from lockpipe.payloads.selection import check_pinned, select
+from lockpipe.payloads.sources import candidates, hf_token, hf_url
+from lockpipe.payloads.store import VerifyCache, payload_path
 
 LOCK = Path(__file__).parents[2] / "locks" / "digests.json"
 MiB = 1 << 20

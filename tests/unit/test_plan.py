@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.plan import LABEL_PREFIX, built_here, plan_target, render, render_external
-from pipeline.build.run import build_key
-from pipeline.errors import LockError
-from pipeline.lock.model import load_lock
+from lockpipe.errors import LockError
+from lockpipe.imagebuild.plan import LABEL_PREFIX, built_here, plan_target, render, render_external
+from lockpipe.imagebuild.run import build_key
+from lockpipe.lock.model import load_lock
 from tests.lockfactory import DIGEST, doc, make_repo
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import FormatError
-from pipeline.preflight import llama_args, plan_llama, recurrent
-from pipeline.preflight.config import LlamaSlots, SlotPoint, TargetPlan
-from pipeline.preflight.host import card_named
-from pipeline.preflight.shape import ModelShape, from_gguf
+from lockpipe.errors import FormatError
+from lockpipe.preflight import llama_args, plan_llama, recurrent
+from lockpipe.preflight.config import LlamaSlots, SlotPoint, TargetPlan
+from lockpipe.preflight.host import card_named
+from lockpipe.preflight.shape import ModelShape, from_gguf
 
 MIB = 1 << 20
 CARD = card_named("rtx3090")  # 24,576 MiB

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.cli import options
-from pipeline.cli.options import add_preflight_options
-from pipeline.cli.preflight import do_preflight
-from pipeline.errors import CHECK_FAILED_RUN, LockError, UsageError
-from pipeline.preflight import config
+from lockpipe.cli import options
+from lockpipe.cli.options import add_preflight_options
+from lockpipe.cli.preflight import do_preflight
+from lockpipe.errors import CHECK_FAILED_RUN, LockError, UsageError
+from lockpipe.preflight import config
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -21,19 +21,19 @@ from gguf import GGUFWriter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.cli import options
-from pipeline.cli.options import add_preflight_options
-from pipeline.cli.preflight import do_preflight
-from pipeline.errors import FormatError, LockError
-from pipeline.lock.model import load_lock
-from pipeline.payloads import store as payload_store
-from pipeline.payloads.gguf import read_header
-from pipeline.preflight import config as preflight_config
-from pipeline.preflight import llama, plan, plan_hybrid, plan_llama, recurrent
-from pipeline.preflight.config import ModelEntry, TargetPlan
-from pipeline.preflight.host import card_named
-from pipeline.preflight.llama_args import parse
-from pipeline.preflight.shape import ModelShape, from_gguf, from_hf_config
+from lockpipe.cli import options
+from lockpipe.cli.options import add_preflight_options
+from lockpipe.cli.preflight import do_preflight
+from lockpipe.errors import FormatError, LockError
+from lockpipe.lock.model import load_lock
+from lockpipe.payloads import store as payload_store
+from lockpipe.payloads.gguf import read_header
+from lockpipe.preflight import config as preflight_config
+from lockpipe.preflight import llama, plan, plan_hybrid, plan_llama, recurrent
+from lockpipe.preflight.config import ModelEntry, TargetPlan
+from lockpipe.preflight.host import card_named
+from lockpipe.preflight.llama_args import parse
+from lockpipe.preflight.shape import ModelShape, from_gguf, from_hf_config
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = REPO / "locks" / "digests.json"

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.cli import options
-from pipeline.cli import preflight as cli
-from pipeline.cli.options import add_preflight_options
-from pipeline.errors import CHECK_FAILED_RUN, LockError, UsageError
-from pipeline.preflight import config, report
-from pipeline.preflight.verdict import Check, Status, TargetReport
+from lockpipe.cli import options
+from lockpipe.cli import preflight as cli
+from lockpipe.cli.options import add_preflight_options
+from lockpipe.errors import CHECK_FAILED_RUN, LockError, UsageError
+from lockpipe.preflight import config, report
+from lockpipe.preflight.verdict import Check, Status, TargetReport
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = REPO / "locks" / "digests.json"

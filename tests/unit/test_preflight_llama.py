@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.preflight import llama
-from pipeline.preflight.config import LlamaSlots, SlotPoint
-from pipeline.preflight.llama_args import parse
-from pipeline.preflight.shape import ModelShape, from_gguf, from_hf_config
+from lockpipe.preflight import llama
+from lockpipe.preflight.config import LlamaSlots, SlotPoint
+from lockpipe.preflight.llama_args import parse
+from lockpipe.preflight.shape import ModelShape, from_gguf, from_hf_config
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "preflight"
 KIB = 1024

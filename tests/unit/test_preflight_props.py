@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.preflight import llama, vllm_kv
-from pipeline.preflight.config import LlamaSlots, SlotPoint
-from pipeline.preflight.shape import Layer, ModelShape
+from lockpipe.preflight import llama, vllm_kv
+from lockpipe.preflight.config import LlamaSlots, SlotPoint
+from lockpipe.preflight.shape import Layer, ModelShape
 
 KV_TYPES = st.sampled_from(["f16", "bf16", "q8_0", "q4_0", "q5_1"])
 VLLM_DTYPES = st.sampled_from(["bfloat16", "fp8", "int8_per_token_head", "turboquant_k8v4"])

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import GpuAttachError, UsageError
-from pipeline.preflight import host, vllm_kv
-from pipeline.preflight.shape import ModelShape, from_hf_config
-from pipeline.preflight.verdict import Check
-from pipeline.preflight.vllm_args import VllmArgs, dockerfile_env, parse_args
-from pipeline.preflight.vllm_rules import choose_backend, release, rule_checks
+from lockpipe.errors import GpuAttachError, UsageError
+from lockpipe.preflight import host, vllm_kv
+from lockpipe.preflight.shape import ModelShape, from_hf_config
+from lockpipe.preflight.verdict import Check
+from lockpipe.preflight.vllm_args import VllmArgs, dockerfile_env, parse_args
+from lockpipe.preflight.vllm_rules import choose_backend, release, rule_checks
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "preflight"
 SM86 = (8, 6)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.preflight import vllm_kv
-from pipeline.preflight.plan_vllm import ideal_bytes_per_request
-from pipeline.preflight.shape import Layer, ModelShape, from_hf_config
+from lockpipe.preflight import vllm_kv
+from lockpipe.preflight.plan_vllm import ideal_bytes_per_request
+from lockpipe.preflight.shape import Layer, ModelShape, from_hf_config
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "preflight"
 MIB = 1 << 20

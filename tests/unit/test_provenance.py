@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.build.plan import plan_target
-from pipeline.build.provenance import (
+from lockpipe.imagebuild.plan import plan_target
+from lockpipe.imagebuild.provenance import (
     PREDICATE_TYPE,
     STATEMENT_TYPE,
     dumps,
@@ -21,8 +21,8 @@ from pipeline.build.provenance import (
     statement,
     write_provenance,
 )
-from pipeline.build.records import BuildRecord, read_record
-from pipeline.lock.model import Lock, load_lock
+from lockpipe.imagebuild.records import BuildRecord, read_record
+from lockpipe.lock.model import Lock, load_lock
 from tests.lockfactory import DIGEST, doc, make_repo
 
 HASH_A, HASH_B = "sha256:" + "1" * 64, "sha256:" + "2" * 64

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.build.plan import plan_target
-from pipeline.build.provenance import MEDIA_TYPE, dumps, read_pip, statement
-from pipeline.errors import LockError, UsageError
-from pipeline.lock.model import Lock
-from pipeline.publish.outputs import (
+from lockpipe.errors import LockError, UsageError
+from lockpipe.imagebuild.plan import plan_target
+from lockpipe.imagebuild.provenance import MEDIA_TYPE, dumps, read_pip, statement
+from lockpipe.lock.model import Lock
+from lockpipe.publish.outputs import (
     Published,
     dump_images,
     images_path,
@@ -22,12 +22,12 @@ from pipeline.publish.outputs import (
     read_images,
     write_images,
 )
-from pipeline.publish.pull import image_digest
-from pipeline.publish.push import check_prefix, destination, is_loopback
-from pipeline.publish.referrer import EMPTY_MEDIA_TYPE, artifact_manifest, build_type
-from pipeline.registry.names import is_loopback as names_loopback
-from pipeline.verify.check import compare, missing_fields
-from pipeline.verify.rebuild import loopback, pinned_reference
+from lockpipe.publish.pull import image_digest
+from lockpipe.publish.push import check_prefix, destination, is_loopback
+from lockpipe.publish.referrer import EMPTY_MEDIA_TYPE, artifact_manifest, build_type
+from lockpipe.registry.names import is_loopback as names_loopback
+from lockpipe.verify.check import compare, missing_fields
+from lockpipe.verify.rebuild import loopback, pinned_reference
 from tests.lockfactory import reparse
 from tests.unit.test_provenance import pip_lock, record_for
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.main import parse
-from pipeline.cli.publish import image_for
-from pipeline.deploy.plan import DeployOptions, HostFacts, inputs_for_published
-from pipeline.deploy.render import render_quadlet
-from pipeline.errors import DeployError, UsageError
-from pipeline.publish.outputs import images_path, write_images
+from lockpipe.cli.main import parse
+from lockpipe.cli.publish import image_for
+from lockpipe.deploy.plan import DeployOptions, HostFacts, inputs_for_published
+from lockpipe.deploy.render import render_quadlet
+from lockpipe.errors import DeployError, UsageError
+from lockpipe.publish.outputs import images_path, write_images
 from tests.unit.test_deploy_render import LOCK, STORE, lock
 from tests.unit.test_publish import ENTRY
 

@@ -10,8 +10,8 @@ from typing import Literal
 
 import pytest
 
-from pipeline.errors import DiskSpaceError, FetchError
-from pipeline.refresh.archive import cache_error, fetch_unpinned, tree_hash
+from lockpipe.errors import DiskSpaceError, FetchError
+from lockpipe.refresh.archive import cache_error, fetch_unpinned, tree_hash
 
 
 def archive(

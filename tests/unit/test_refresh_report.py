@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from pipeline.refresh import report
-from pipeline.refresh.model import Change, Link, Moved, Newer, Outcome, Warn
+from lockpipe.refresh import report
+from lockpipe.refresh.model import Change, Link, Moved, Newer, Outcome, Warn
 
 OLD, NEW = "178a6c44937154dc4c4eff0d166f4a044c4fceba", "b" * 40
 LLAMA = Change(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.refresh import rules
+from lockpipe.refresh import rules
 
 
 def test_a_llama_cpp_tag_lower_than_the_pinned_one_is_backwards() -> None:

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from pipeline.errors import DriftError, RegistryError, UsageError
-from pipeline.lock.model import Lock, load_lock
-from pipeline.refresh.api import Api
-from pipeline.refresh.bases import Registry
-from pipeline.refresh.plan import World, apply, no_drift, select
-from pipeline.refresh.plan import resolve as resolve_all
-from pipeline.refresh.sources import Archives
-from pipeline.registry.platforms import PlatformMissing
+from lockpipe.errors import DriftError, RegistryError, UsageError
+from lockpipe.lock.model import Lock, load_lock
+from lockpipe.refresh.api import Api
+from lockpipe.refresh.bases import Registry
+from lockpipe.refresh.plan import World, apply, no_drift, select
+from lockpipe.refresh.plan import resolve as resolve_all
+from lockpipe.refresh.sources import Archives
+from lockpipe.registry.platforms import PlatformMissing
 from tests.lockfactory import DIGEST, doc, make_repo
 
 NEW = "sha256:" + "cd" * 32

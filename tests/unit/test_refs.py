@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.lock.refs import ReferenceError, parse_ref
+from lockpipe.lock.refs import ReferenceError, parse_ref
 
 D = "sha256:" + "0" * 64
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import RegistryError
-from pipeline.registry.creds import auth_files, credentials, from_config, normalize
+from lockpipe.errors import RegistryError
+from lockpipe.registry.creds import auth_files, credentials, from_config, normalize
 
 
 def _auth(pair: str) -> str:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import RegistryError
-from pipeline.registry.names import (
+from lockpipe.errors import RegistryError
+from lockpipe.registry.names import (
     Endpoint,
     Source,
     conf_files,
@@ -222,7 +222,7 @@ def test_a_bad_reference_names_the_fix() -> None:
 
 
 def test_a_missing_override_file_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipeline.registry.names import host_confs
+    from lockpipe.registry.names import host_confs
 
     monkeypatch.setenv("CONTAINERS_REGISTRIES_CONF", str(tmp_path / "nope.conf"))
     with pytest.raises(RegistryError, match=r"CONTAINERS_REGISTRIES_CONF=.*nope\.conf: no such"):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import RegistryError
-from pipeline.registry import platforms as pf
-from pipeline.registry.cache import BlobCache, default_root
-from pipeline.registry.headers import (
+from lockpipe.errors import RegistryError
+from lockpipe.registry import platforms as pf
+from lockpipe.registry.cache import BlobCache, default_root
+from lockpipe.registry.headers import (
     Challenge,
     backoff,
     parse_challenge,
@@ -149,7 +149,7 @@ def test_the_blob_cache_answers_only_with_bytes_that_match(tmp_path: Path) -> No
     assert cache.get(digest) is None
     assert not (tmp_path / "sha256" / digest.removeprefix("sha256:")).exists()
     assert default_root({"XDG_CACHE_HOME": "/c"}) == Path("/c/lockpipe/registry")
-    assert default_root({"PIPELINE_CACHE": "/p", "HOME": "/h"}) == Path(
+    assert default_root({"LOCKPIPE_CACHE": "/p", "HOME": "/h"}) == Path(
         "/h/.cache/lockpipe/registry"
-    )  # PIPELINE_* is read by cli/options.py alone: the CLI passes --cache
+    )  # LOCKPIPE_* is read by cli/options.py alone: the CLI passes --cache
     assert default_root({"HOME": "/h"}) == Path("/h/.cache/lockpipe/registry")

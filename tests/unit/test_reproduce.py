@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pipeline.build.reproduce import Reproduction, layer_difference
+from lockpipe.imagebuild.reproduce import Reproduction, layer_difference
 
 A, B, C = "sha256:" + "a" * 64, "sha256:" + "b" * 64, "sha256:" + "c" * 64
 
@@ -23,7 +23,7 @@ def test_a_reproduction_reads_as_a_verdict() -> None:
 
 def test_the_second_build_starts_in_the_next_wall_clock_second() -> None:
     """Whole-second layer mtimes: two builds inside one second would agree by luck."""
-    from pipeline.build.reproduce import next_second
+    from lockpipe.imagebuild.reproduce import next_second
 
     slept: list[float] = []
     next_second(clock=lambda: 1000.3, sleep=slept.append)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.engines import buildah, docker, podman
-from pipeline.engines.base import DeviceRequest, Mount, RunSpec
-from pipeline.errors import GpuAttachError
-from pipeline.smoke.gpu import (
+from lockpipe.engines import buildah, docker, podman
+from lockpipe.engines.base import DeviceRequest, Mount, RunSpec
+from lockpipe.errors import GpuAttachError
+from lockpipe.smoke.gpu import (
     CDI_ALL,
     CONTAINER_LIB_DIR,
     GpuAttach,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import GpuAttachError, SmokeError
-from pipeline.lock.model import load_lock
-from pipeline.smoke.gpucheck import ensure_gpu_memory
-from pipeline.smoke.gpumem import (
+from lockpipe.errors import GpuAttachError, SmokeError
+from lockpipe.lock.model import load_lock
+from lockpipe.smoke.gpucheck import ensure_gpu_memory
+from lockpipe.smoke.gpumem import (
     Card,
     Holder,
     Need,

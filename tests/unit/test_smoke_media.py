@@ -7,8 +7,8 @@ import zlib
 
 import pytest
 
-from pipeline.smoke.checks import audio_part, expect_words, image_part
-from pipeline.smoke.media import solid_png, speech_wav
+from lockpipe.smoke.checks import audio_part, expect_words, image_part
+from lockpipe.smoke.media import solid_png, speech_wav
 from tests.policy import unavailable
 
 
@@ -44,8 +44,8 @@ def test_expected_words_are_case_insensitive_and_all_required() -> None:
 
 
 def test_the_smoke_log_scan_fails_on_fatal_lines_and_passes_benign_ones() -> None:
-    from pipeline.errors import CheckFailed
-    from pipeline.smoke.runner import _scan
+    from lockpipe.errors import CheckFailed
+    from lockpipe.smoke.runner import _scan
 
     healthy = "INFO model loaded\nWARNING falling back to a slower kernel"
     assert "none fatal for vllm" in _scan(healthy, "vllm")[0]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import MetricsError
-from pipeline.smoke.metrics import (
+from lockpipe.errors import MetricsError
+from lockpipe.smoke.metrics import (
     Probe,
     compare,
     delta,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from pipeline.smoke.report import CheckResult, SmokeReport, render, write_json, write_junit
+from lockpipe.smoke.report import CheckResult, SmokeReport, render, write_json, write_junit
 
 LOG = Path("/tmp/smoke/frank-small.log")
 LONG = "x" * 300

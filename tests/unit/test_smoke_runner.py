@@ -5,24 +5,24 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.plan import plan_target
-from pipeline.build.records import BuildRecord, write_record
-from pipeline.build.run import build_key
-from pipeline.engines.base import (
+from lockpipe.engines.base import (
     Mount,
     RunSpec,
 )
-from pipeline.errors import SmokeConfigError, SmokeError
-from pipeline.lock.model import load_lock
-from pipeline.smoke.config import SmokeSpec, load_smoke
-from pipeline.smoke.gpucheck import needs_gpu
-from pipeline.smoke.runner import (
+from lockpipe.errors import SmokeConfigError, SmokeError
+from lockpipe.imagebuild.plan import plan_target
+from lockpipe.imagebuild.records import BuildRecord, write_record
+from lockpipe.imagebuild.run import build_key
+from lockpipe.lock.model import load_lock
+from lockpipe.smoke.config import SmokeSpec, load_smoke
+from lockpipe.smoke.gpucheck import needs_gpu
+from lockpipe.smoke.runner import (
     SmokeOptions,
     container_command,
     run_spec,
     smoke_target,
 )
-from pipeline.smoke.shape import shape_of
+from lockpipe.smoke.shape import shape_of
 from tests.fake_engine import FakeEngine
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,8 +125,8 @@ def test_malformed_expectations_name_file_and_key(
 
 
 def test_the_cli_offers_every_engine() -> None:
-    from pipeline.cli.options import ENGINE_NAMES
-    from pipeline.engines import ENGINES
+    from lockpipe.cli.options import ENGINE_NAMES
+    from lockpipe.engines import ENGINES
 
     assert tuple(ENGINES) == ENGINE_NAMES
 
@@ -134,8 +134,8 @@ def test_the_cli_offers_every_engine() -> None:
 def test_the_cli_default_connections_is_the_downloaders() -> None:
     import argparse
 
-    from pipeline.cli.options import add_payload_options
-    from pipeline.payloads.settings import DEFAULT_CONNECTIONS
+    from lockpipe.cli.options import add_payload_options
+    from lockpipe.payloads.settings import DEFAULT_CONNECTIONS
 
     parser = argparse.ArgumentParser()
     add_payload_options(parser)
@@ -143,7 +143,7 @@ def test_the_cli_default_connections_is_the_downloaders() -> None:
 
 
 class SdkFault(Exception):
-    """What an SDK raises: no PipelineError, and nothing the runner knows."""
+    """What an SDK raises: no LockpipeError, and nothing the runner knows."""
 
 
 class LogsRaiseEngine(FakeEngine):
@@ -202,7 +202,7 @@ def test_a_container_that_failed_to_start_is_removed_by_name(tmp_path: Path) -> 
 def test_the_port_option_says_a_free_port_is_the_default_with_gpu_too() -> None:
     import argparse
 
-    from pipeline.cli.options import add_smoke_options
+    from lockpipe.cli.options import add_smoke_options
 
     parser = argparse.ArgumentParser()
     add_smoke_options(parser)

@@ -1,6 +1,6 @@
 """A whole smoke_target run against a fake engine and a fake llama-server's counters.
 
-No socket is opened: the HTTP calls of pipeline.smoke.checks are replaced by a fake
+No socket is opened: the HTTP calls of lockpipe.smoke.checks are replaced by a fake
 server that keeps /metrics counters the way llama-server does, so what is measured
 from which request can be checked exactly.
 """
@@ -13,20 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.build.plan import plan_target
-from pipeline.build.records import BuildRecord, write_record
-from pipeline.build.run import build_key
-from pipeline.errors import CheckFailed
-from pipeline.lock.model import load_lock
-from pipeline.preflight import config as preflight_config
-from pipeline.preflight import host, plan
-from pipeline.preflight.whatif import Overrides
-from pipeline.smoke import checks
-from pipeline.smoke.config import load_smoke
-from pipeline.smoke.gpucheck import gpu_gate
-from pipeline.smoke.probes import speculates
-from pipeline.smoke.report import CheckResult, SmokeReport
-from pipeline.smoke.runner import SmokeOptions, smoke_target
+from lockpipe.errors import CheckFailed
+from lockpipe.imagebuild.plan import plan_target
+from lockpipe.imagebuild.records import BuildRecord, write_record
+from lockpipe.imagebuild.run import build_key
+from lockpipe.lock.model import load_lock
+from lockpipe.preflight import config as preflight_config
+from lockpipe.preflight import host, plan
+from lockpipe.preflight.whatif import Overrides
+from lockpipe.smoke import checks
+from lockpipe.smoke.config import load_smoke
+from lockpipe.smoke.gpucheck import gpu_gate
+from lockpipe.smoke.probes import speculates
+from lockpipe.smoke.report import CheckResult, SmokeReport
+from lockpipe.smoke.runner import SmokeOptions, smoke_target
 from tests import fake_engine
 
 REPO = Path(__file__).resolve().parents[2]

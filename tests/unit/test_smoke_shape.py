@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.lock.model import load_lock
-from pipeline.smoke.shape import EXAMPLE, Shape, parse_key, shape_of
+from lockpipe.lock.model import load_lock
+from lockpipe.smoke.shape import EXAMPLE, Shape, parse_key, shape_of
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = load_lock(REPO / "locks" / "digests.json")

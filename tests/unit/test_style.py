@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
+PACKAGE = Path(__file__).resolve().parents[2] / "lockpipe"
 
 
 def _dataclasses() -> list[tuple[str, ast.ClassDef, ast.expr]]:

@@ -91,11 +91,11 @@ def test_the_default_gpu_mode_is_manual_and_the_choice_is_documented() -> None:
     """The fleet's host has no nvidia-container-toolkit: cdi would fail there."""
     mode = _triggers()["workflow_dispatch"]["inputs"]["gpu_mode"]
     assert mode["default"] == "manual" and set(mode["options"]) == {"manual", "cdi", "docker-gpus"}
-    env = _flow()["jobs"]["smoke"]["env"]["PIPELINE_GPU_MODE"]
-    assert env.endswith("|| 'manual' }}") and "vars.PIPELINE_GPU_MODE" in env
+    env = _flow()["jobs"]["smoke"]["env"]["LOCKPIPE_GPU_MODE"]
+    assert env.endswith("|| 'manual' }}") and "vars.LOCKPIPE_GPU_MODE" in env
     header = WORKFLOW.read_text().split("\nname:")[0]
     for words in ("nvidia-container-toolkit", "manual", "cdi", "docker-gpus",
-                  "PIPELINE_GPU_MODE"):  # fmt: skip
+                  "LOCKPIPE_GPU_MODE"):  # fmt: skip
         assert words in header
 
 

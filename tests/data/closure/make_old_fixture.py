@@ -12,9 +12,9 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from pipeline.lock import closure as cl
-from pipeline.lock import requirements as rq
-from pipeline.refresh import pip
+from lockpipe.lock import closure as cl
+from lockpipe.lock import requirements as rq
+from lockpipe.refresh import pip
 
 HERE = Path(__file__).parent
 OLD = HERE / "old-requirements-audio.txt"

@@ -1,0 +1,58 @@
+"""The verbs that run an engine: build, build-GROUP and reproduce."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from lockpipe.cli.options import state_dir, targets
+from lockpipe.engines import get_engine
+from lockpipe.errors import UsageError
+from lockpipe.imagebuild.plan import built_here
+from lockpipe.imagebuild.run import Settings, build_target
+from lockpipe.lock.model import Lock, load_lock
+from lockpipe.log import echo
+from lockpipe.verify.reproduce import reproduce_and_explain
+
+
+def do_build(args: argparse.Namespace) -> int:
+    loaded = load_lock(args.lock)
+    names = built_here(loaded, targets(args, loaded), "build")
+    engine = get_engine(args.engine)
+    settings = Settings(state=state_dir(args, loaded), cache=args.cache.expanduser(),
+                        mirror=args.mirror, force=args.force)  # fmt: skip
+    for n in names:
+        build_target(loaded, n, engine, settings)
+    return 0
+
+
+def do_reproduce(args: argparse.Namespace) -> int:
+    loaded = load_lock(args.lock)
+    engine = get_engine(args.engine)
+    settings = Settings(state=state_dir(args, loaded), cache=args.cache.expanduser(),
+                        mirror=args.mirror, force=True)  # fmt: skip
+    # Two builds each; when they differ, both images are read and compared down to the file.
+    names = built_here(loaded, targets(args, loaded), "reproduce")
+    if args.across_engines:
+        return _across(args, loaded, names, settings)
+    results = [reproduce_and_explain(loaded, n, engine, settings) for n in names]
+    for r in results:
+        echo(str(r), style=None if r.same else "yellow")
+    return 0 if all(r.same for r in results) else 1
+
+
+def _across(args: argparse.Namespace, lock: Lock, names: list[str], settings: Settings) -> int:
+    """One build per engine (records kept, so a later plain build is a no-op), then the
+    file trees compared pairwise; exit 1 when any pair differs, as a failed reproduce."""
+    from lockpipe.verify.across import build_across
+
+    wanted = [e.strip() for e in args.across_engines.split(",") if e.strip()]
+    if len(wanted) < 2:
+        raise UsageError(f"--across-engines {args.across_engines!r}: name two engines or more")
+    engines = [get_engine(e) for e in wanted]  # EngineMissing names what to install
+    same = True
+    for n in names:
+        for comparison in build_across(lock, n, engines, replace(settings, force=False)):
+            echo(f"{n}: {comparison}", style=None if comparison.same else "yellow")
+            same = same and comparison.same
+    return 0 if same else 1

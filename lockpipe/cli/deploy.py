@@ -1,0 +1,165 @@
+"""``lockpipe deploy TARGET``: render, check and optionally install a podman quadlet.
+
+Also ``lockpipe deploy --wait-port PORT``, the ExecStartPre the unit runs: wait until no
+socket holds the port (listener, accepted, TIME_WAIT), or fail with the socket table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from lockpipe import cmd
+from lockpipe.cli.options import state_dir
+from lockpipe.deploy import keys
+from lockpipe.deploy.external import external_target
+from lockpipe.deploy.gate import check_fingerprint, check_smoke, last_smoke, pinned_image
+from lockpipe.deploy.install import default_dir, install, start
+from lockpipe.deploy.plan import (
+    DeployOptions,
+    HostFacts,
+    inputs_for_external,
+    inputs_for_published,
+    inputs_for_target,
+)
+from lockpipe.deploy.render import DeployInputs, render_quadlet
+from lockpipe.deploy.unit import parse_unit
+from lockpipe.deploy.verify import find_generator, generator_dryrun, plain_service, systemd_verify
+from lockpipe.errors import DeployError, EngineError, UsageError
+from lockpipe.fs import write_atomic
+from lockpipe.lock.model import Lock, checkout_root, load_lock
+from lockpipe.log import echo
+from lockpipe.payloads.store import default_store
+from lockpipe.smoke.gpu import discover_host
+from lockpipe.smoke.ports import wait_port_clear
+
+
+def _wait_cmd() -> tuple[str, ...]:
+    """How the unit calls ``lockpipe deploy --wait-port``: this install's absolute path."""
+    found = shutil.which("lockpipe")
+    return (found, "deploy") if found else (sys.executable, "-m", "lockpipe", "deploy")
+
+
+def podman_version(override: str | None) -> keys.Version:
+    """--podman-version, else the installed podman's (``podman --version``)."""
+    if override:
+        return keys.parse_version(override)
+    return keys.parse_version(cmd.call(["podman", "--version"], quiet=True, stdout_only=True))
+
+
+def image_config(image: str) -> dict[str, Any]:
+    """The image's config (Entrypoint, Env) from this user's podman storage."""
+    try:
+        out = cmd.call(["podman", "image", "inspect", "--format", "{{json .Config}}", image],
+                       quiet=True, stdout_only=True)  # fmt: skip
+    except EngineError:
+        raise DeployError(
+            f"image {image} is not in this user's podman storage (podman image inspect "
+            "failed): build or pull it as the user the unit runs as (rootless units see "
+            "~/.local/share/containers, root ones /var/lib/containers), or pass "
+            "--no-inspect to render without it"
+        ) from None
+    config: dict[str, Any] = json.loads(out) or {}
+    return config
+
+
+def _facts(args: argparse.Namespace, image: str) -> HostFacts:
+    version = podman_version(args.podman_version)
+    entrypoint, ld_path = None, None
+    if not args.no_inspect:
+        config = image_config(image)
+        entrypoint = tuple(config.get("Entrypoint") or ()) or None
+        env = dict(e.split("=", 1) for e in config.get("Env") or () if "=" in e)
+        ld_path = env.get("LD_LIBRARY_PATH")
+    host = discover_host() if args.gpu_mode == "manual" else None
+    return HostFacts(podman=version, image_entrypoint=entrypoint, image_ld_path=ld_path,
+                     gpu_host=host)  # fmt: skip
+
+
+def _inputs(args: argparse.Namespace, name: str, opts: DeployOptions) -> DeployInputs:
+    lock = load_lock(args.lock)
+    ext = external_target(lock, name)
+    if ext is not None:
+        return inputs_for_external(ext, _facts(args, ext.pinned()), opts)
+    state = state_dir(args, lock)
+    if args.image or args.published:
+        return _published_inputs(args, lock, name, state, opts)
+    pinned = pinned_image(state, name, args.engine)
+    check_fingerprint(pinned, lock.fingerprints.get(name), force=args.force)
+    report = (args.smoke_report or state / "smoke" / "smoke.json").expanduser()
+    opts = DeployOptions(**{**vars(opts), "note": check_smoke(report, pinned, force=args.force)})
+    store = (args.store or default_store(dict(os.environ))).expanduser()
+    return inputs_for_target(lock, name, pinned, store, _facts(args, pinned.image), opts)
+
+
+def _published_inputs(
+    args: argparse.Namespace, lock: Lock, name: str, state: Path, opts: DeployOptions
+) -> DeployInputs:
+    """--image/--published: pin ``ref@digest``; the smoke gate looks for that reference."""
+    from lockpipe.cli.publish import image_for
+
+    image = image_for(args, name)
+    report = (args.smoke_report or state / "smoke" / "smoke.json").expanduser()
+    entry = last_smoke(report, name)
+    if entry is not None and entry.get("image") == image and entry.get("ok"):
+        note = f"smoke passed on {image} ({report})"
+    else:
+        note = f"{name}: no passing smoke run of {image} in {report}: deploying it untested"
+        echo(f"warning: {note}; run lockpipe smoke --gpu --image {image} {name}", style="yellow")
+    opts = DeployOptions(**{**vars(opts), "note": note})
+    store = (args.store or default_store(dict(os.environ))).expanduser()
+    facts = _facts(args, image)
+    return inputs_for_published(lock, name, image, store, facts, opts)
+
+
+def verify(text: str, name: str, version: keys.Version, *, user: bool) -> None:
+    """Podman's generator dry run where installed, then systemd-analyze verify."""
+    generator = find_generator()
+    if generator is not None:
+        with tempfile.TemporaryDirectory(prefix="lockpipe-quadlet-") as tmp:
+            (Path(tmp) / f"{name}.container").write_text(text, encoding="utf-8")
+            service = generator_dryrun(generator, Path(tmp), user=user, expect=f"{name}.service")
+        echo(f"podman's quadlet generator ({generator}) accepted {name}.container")
+    else:
+        echo(f"podman {keys.show(version)}: no quadlet generator installed here; keys checked "
+             "against lockpipe's table, systemd checks a plain podman run service")  # fmt: skip
+        service = plain_service(parse_unit(text)).render()
+    systemd_verify(service, name, user=user)
+    echo(f"systemd-analyze verify: {name}.service passes")
+
+
+def do_deploy(args: argparse.Namespace) -> int:
+    if args.wait_port is not None:
+        waited = wait_port_clear(args.wait_port, args.port_timeout)
+        echo(f"port {args.wait_port} is clear (waited {waited:.1f} s)")
+        return 0
+    if len(args.targets) != 1:
+        raise UsageError("deploy takes one TARGET, e.g. lockpipe deploy frank-small")
+    name = args.targets[0]
+    opts = DeployOptions(gpu_mode=args.gpu_mode, wait_cmd=_wait_cmd(), bind=args.bind,
+                         health_cmd=args.health_cmd, start_timeout=args.start_timeout,
+                         port_wait=int(args.port_timeout))  # fmt: skip
+    inputs = _inputs(args, name, opts)
+    text = render_quadlet(inputs).render()
+    state = args.state or checkout_root(Path(args.lock)) / ".lockpipe"
+    path = (args.out or Path(state) / "deploy").expanduser() / f"{name}.container"
+    write_atomic(path, text)
+    echo(f"rendered {path}")
+    user = os.geteuid() != 0
+    if not args.no_verify:
+        verify(text, name, inputs.podman, user=user)
+    if args.install is not None:
+        directory = Path(args.install) if args.install else default_dir(os.environ)
+        install(text, name, directory.expanduser(), port=inputs.port,
+                port_timeout=args.port_timeout)  # fmt: skip
+        if args.start:
+            start(name, user=user)
+    elif args.start:
+        raise UsageError("--start needs --install")
+    return 0

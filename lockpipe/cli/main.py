@@ -1,0 +1,122 @@
+"""``lockpipe VERB`` (``python -m lockpipe VERB``): parse, dispatch, errors to exit codes.
+
+Each verb names the module that implements it; that module is imported only
+when its verb runs. Every LockpipeError ends here as one line and its code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+from lockpipe.cli import options
+from lockpipe.errors import BROKEN_PIPE, INTERRUPTED, LockpipeError
+from lockpipe.log import console, set_quiet
+
+# verb: ("module:function", help)
+VERBS: dict[str, tuple[str, str]] = {
+    "plan": ("check:do_plan", "print the fully resolved build plan of each target"),
+    "build": ("build:do_build", "build every target (or those named)"),
+    "build-frank-small": ("build:do_build", "build the vLLM frank-small image"),
+    "build-llama-cuda": ("build:do_build", "build the llama.cpp CUDA variants (or those named)"),
+    "build-llama-cpu": ("build:do_build", "build llama.cpp without CUDA"),
+    "reproduce": ("build:do_reproduce", "build each target twice without cache and compare"),
+    "lint": ("check:do_lint", "check every Dockerfile against the pinning rules"),
+    "lock": ("check:do_lock", "bring pip hashes and drift fingerprints up to date (after review)"),
+    "refresh-digests": ("refresh:do_refresh", "re-resolve every pin upstream (bases, llama.cpp, "
+                        "the Hub; newer pip releases reported) and write one reviewable change"),
+    "payloads": ("serve:do_payloads", "fetch and verify the payloads of the lock (or NAME…)"),
+    "smoke": ("serve:do_smoke", "run each built image with its payloads and check it serves"),
+    "preflight": ("preflight:do_preflight", "check each target's KV cache and memory against "
+                  "its card, before anything starts"),
+    "deploy": ("deploy:do_deploy", "render, check and install a podman quadlet for one "
+               "smoke-tested target"),
+    "publish": ("publish:do_publish", "push each built image by digest with its provenance "
+                "(--to REGISTRY/PREFIX); record it in images.json"),
+    "verify": ("publish:do_verify", "check a published image against its provenance and the "
+               "lock (--image REF@sha256:… or --published)"),
+}  # fmt: skip
+# What --force overrides, for the verbs that have it.
+FORCE: dict[str, str] = {
+    **dict.fromkeys(
+        ("build", "build-frank-small", "build-llama-cuda", "build-llama-cpu"),
+        "rebuild even when the build record is current",
+    ),
+    "lock": "derive every requirements file again, not only those whose version moved",
+    "deploy": "install even when the smoke record or the fingerprint says otherwise (warns)",
+    "publish": "push even when the registry already has this build",
+}
+EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "payloads": options.add_payload_options,
+    "smoke": options.add_smoke_options,
+    "preflight": options.add_preflight_options,
+    "deploy": options.add_deploy_options,
+    "reproduce": options.add_reproduce_options,
+    "publish": options.add_publish_options,
+    "verify": options.add_verify_options,
+}
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    parser = options.Parser(
+        prog="lockpipe",
+        description="Turn one lock file into reproducible GPU serving images and verified "
+        "model payloads.",
+    )
+    sub = parser.add_subparsers(
+        dest="verb", required=True, metavar="VERB", parser_class=options.Parser
+    )
+    common = options.common()
+    for verb, (_, help_text) in VERBS.items():
+        p = sub.add_parser(verb, parents=[common], help=help_text, description=help_text)
+        if verb in FORCE:
+            p.add_argument("--force", action="store_true", help=FORCE[verb])
+        else:  # refused by name, not as an unknown argument
+            p.add_argument("--force", action=options.NoForce, help=argparse.SUPPRESS)
+        if verb == "lock":
+            p.add_argument("--check", action="store_true", help="fail on drift instead of writing")
+            p.set_defaults(targets=[])
+        elif verb == "refresh-digests":
+            options.add_refresh_options(p)
+        else:
+            p.add_argument("targets", nargs="*", metavar="TARGET")
+        if verb in EXTRA_OPTIONS:
+            EXTRA_OPTIONS[verb](p)
+    return parser.parse_args(argv)
+
+
+def run(argv: Sequence[str]) -> int:
+    args = parse(argv)
+    module, _, function = VERBS[args.verb][0].partition(":")
+    verb: Callable[[argparse.Namespace], int] = getattr(
+        importlib.import_module(f"lockpipe.cli.{module}"), function
+    )
+    return verb(args)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    # A CI cancel or `kill` sends SIGTERM: treat it as Ctrl-C, so smoke containers are
+    # removed, download journals flushed and builds stopped by the same cleanup.
+    signal.signal(signal.SIGTERM, _interrupt)
+    set_quiet(options.quiet())
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except LockpipeError as exc:
+        console.print(f"error: {exc}", style="bold red", markup=False, highlight=False)
+        return exc.return_code
+    except KeyboardInterrupt:
+        console.print(
+            "interrupted; run again to resume (downloads keep what was written)", style="red"
+        )
+        return INTERRUPTED
+    except BrokenPipeError:  # `lockpipe plan | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE

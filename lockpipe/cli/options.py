@@ -1,0 +1,321 @@
+"""Options shared by the verbs, and the environment variables behind them.
+
+The pipeline's own variables (``LOCKPIPE_*``) are read here and nowhere else.
+Below the command line only the engines' conventions (``DOCKER_HOST``,
+``CONTAINER_HOST``, ``XDG_RUNTIME_DIR``), ``GITHUB_ACTIONS`` (log groups) and
+the credentials in the environment handed to the payload stage are read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from lockpipe.engines.base import GPU_MODES
+from lockpipe.errors import UsageError
+from lockpipe.fs import cache_home
+
+if TYPE_CHECKING:
+    from lockpipe.lock.model import Lock
+
+DEFAULT_LOCK = Path("locks/digests.json")
+DEFAULT_SMOKE = Path("locks/smoke.json")
+ENGINE_NAMES = ("buildah", "podman", "docker")  # lockpipe.engines.ENGINES, checked by a test
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage; here 2 means an invalid lock, so usage exits 64."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage()
+        self.exit(UsageError.return_code, f"{self.prog}: error: {message}\n")
+
+
+class NoForce(argparse.Action):
+    """``--force`` on a verb it changes nothing for: an error that says so."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=False, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        verb = parser.prog.rpartition(" ")[2]
+        why = " (it never reuses a build)" if verb == "verify" else ""
+        parser.error(
+            f"{verb} has no --force{why}: drop it; --force belongs to build, lock, publish "
+            "and deploy"
+        )
+
+
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 1-65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (1-65535)")
+    return value
+
+
+def _env(var: str) -> str | None:
+    return os.environ.get(var) or None
+
+
+def common() -> Parser:
+    p = Parser(add_help=False)
+    p.add_argument("--lock", type=Path, default=Path(_env("LOCKPIPE_LOCK") or DEFAULT_LOCK),
+                   help="the lock file (LOCKPIPE_LOCK; default locks/digests.json)")  # fmt: skip
+    p.add_argument("--engine", choices=ENGINE_NAMES, default=_env("LOCKPIPE_ENGINE"),
+                   help="buildah, podman or docker (LOCKPIPE_ENGINE; default: the first "
+                   "that works)")  # fmt: skip
+    p.add_argument("--mirror", default=_env("LOCKPIPE_MIRROR"),
+                   help="base URL tried before upstream for every fetched file "
+                   "(LOCKPIPE_MIRROR)")  # fmt: skip
+    state = _env("LOCKPIPE_STATE")
+    p.add_argument("--state", type=Path, default=Path(state) if state else None,
+                   help="where build records live (LOCKPIPE_STATE; default .lockpipe in the "
+                   "lock's checkout)")  # fmt: skip
+    p.add_argument("--cache", type=Path,
+                   default=Path(_env("LOCKPIPE_CACHE") or cache_home(os.environ) / "lockpipe"),
+                   help="verified downloads by sha256 (LOCKPIPE_CACHE; default "
+                   "~/.cache/lockpipe)")  # fmt: skip
+    return p
+
+
+def add_payload_options(p: argparse.ArgumentParser) -> None:
+    store = _env("LOCKPIPE_STORE")
+    p.add_argument("--store", type=Path, default=Path(store) if store else None,
+                   help="payload store (LOCKPIPE_STORE; default /var/lib/lockpipe/payloads "
+                        "for root, else ~/.cache/lockpipe/store)")  # fmt: skip
+    p.add_argument("--connections", type=int, default=16,
+                   help="parallel connections, shared by the files at once (16)")  # fmt: skip
+    p.add_argument("--verify", action="store_true", help="re-hash every file in the store")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--quiet", action="store_true", help="no progress display")
+    out.add_argument("--jsonl", action="store_true", help="progress as JSON lines, for CI")
+
+
+def add_smoke_options(p: argparse.ArgumentParser) -> None:
+    add_payload_options(p)
+    p.add_argument("--gpu", action="store_true",
+                   help="GPU targets too; each first checks with nvidia-smi that the card "
+                   "has the free memory it needs")  # fmt: skip
+    p.add_argument("--gpu-mode", choices=GPU_MODES, default=_env("LOCKPIPE_GPU_MODE") or "cdi",
+                   help="how the GPU reaches the container (LOCKPIPE_GPU_MODE; default "
+                   "cdi, which needs nvidia-container-toolkit's CDI spec; manual on a host "
+                   "without the toolkit)")  # fmt: skip
+    p.add_argument("--expect", type=Path, default=Path(_env("LOCKPIPE_SMOKE") or DEFAULT_SMOKE),
+                   help="what each target must answer (LOCKPIPE_SMOKE; default "
+                   "locks/smoke.json)")  # fmt: skip
+    p.add_argument("--port", type=port, default=None,
+                   help="host port (default: a free one, with or without --gpu; never the "
+                   "target's own, where its production server may listen)")  # fmt: skip
+    p.add_argument("--port-timeout", type=float, default=90.0,
+                   help="seconds to wait for a held port to clear (90)")  # fmt: skip
+    p.add_argument("--out", type=Path, default=None,
+                   help="logs, smoke.json and smoke.junit.xml (default STATE/smoke)")  # fmt: skip
+    add_image_options(p)
+
+
+def add_preflight_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--gpu",
+        metavar="CARD",
+        help="plan for this card, e.g. rtx3090 (an unknown name lists the known ones); "
+        "default: ask nvidia-smi",
+    )
+    p.add_argument("--gpu-index", type=int, default=0, help="which host GPU (0)")
+    p.add_argument("--free-mib", type=int, help="free GPU memory to check against (MiB)")
+    p.add_argument("--driver", help="the host's NVIDIA driver version, e.g. 610.57.04")
+    p.add_argument(
+        "--preflight",
+        type=Path,
+        help="calibrations and model shapes (default: preflight.json beside the lock, which "
+        "may be absent; a path given here must exist)",
+    )
+    p.add_argument("--store", type=Path, metavar="DIR",
+                   help="payload store whose files give model shapes (must be a directory; "
+                   "default: the payloads verb's store, used when it is there)")  # fmt: skip
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--strict", action="store_true", help="warnings and UNKNOWN fail too")
+    what_if = p.add_argument_group(
+        "what if (override the target's own values; one its runtime lacks is named, and skipped)"
+    )
+    what_if.add_argument("--ctx-size", type=int, help="llama.cpp -c")
+    what_if.add_argument("--parallel", type=int, help="llama.cpp --parallel")
+    what_if.add_argument("--kv-cache-dtype", metavar="DTYPE",
+                         help="vLLM --kv-cache-dtype; llama.cpp -ctk and -ctv (f16, bf16, "
+                         "q8_0, q4_0, …)")  # fmt: skip
+    what_if.add_argument("--max-model-len", type=int, help="vLLM --max-model-len")
+    what_if.add_argument("--attention-backend", help="vLLM --attention-backend")
+    what_if.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable the server will see (repeatable)",
+    )
+
+
+def add_deploy_options(p: argparse.ArgumentParser) -> None:
+    store = _env("LOCKPIPE_STORE")
+    p.add_argument("--store", type=Path, default=Path(store) if store else None,
+                   help="payload store the unit mounts read-only at /store (LOCKPIPE_STORE; "
+                   "default /var/lib/lockpipe/payloads for root, else "
+                   "~/.cache/lockpipe/store)")  # fmt: skip
+    p.add_argument("--gpu-mode", choices=("manual", "cdi"), default="cdi",
+                   help="cdi: AddDevice=nvidia.com/gpu=all (needs nvidia-ctk cdi generate); "
+                   "manual: device nodes and driver libraries, for hosts without the "
+                   "toolkit (cdi)")  # fmt: skip
+    p.add_argument("--podman-version", metavar="X.Y",
+                   help="render for this podman's quadlet (default: podman --version "
+                   "here)")  # fmt: skip
+    p.add_argument("--no-inspect", action="store_true",
+                   help="do not read the image's entrypoint and LD_LIBRARY_PATH with podman "
+                   "image inspect (Entrypoint= is then always set)")  # fmt: skip
+    p.add_argument("--bind", default="127.0.0.1",
+                   help="host address PublishPort binds (127.0.0.1: loopback only)")  # fmt: skip
+    p.add_argument("--health-cmd",
+                   help="HealthCmd= run in the container (default: curl for vLLM, bash "
+                   "/dev/tcp for llama.cpp)")  # fmt: skip
+    p.add_argument("--start-timeout", type=int, default=900,
+                   help="seconds the model may take to load before /health answers "
+                   "(900)")  # fmt: skip
+    p.add_argument("--smoke-report", type=Path,
+                   help="smoke.json that gates the deploy (default "
+                   "STATE/smoke/smoke.json)")  # fmt: skip
+    p.add_argument("--out", type=Path, help="where the rendered unit goes (default STATE/deploy)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip podman's generator dry run and systemd-analyze verify")  # fmt: skip
+    p.add_argument("--install", nargs="?", const="", metavar="DIR",
+                   help="install the unit into DIR (default ~/.config/containers/systemd, "
+                   "root: /etc/containers/systemd) once the serve port is clear")  # fmt: skip
+    p.add_argument("--start", action="store_true",
+                   help="with --install: systemctl [--user] daemon-reload, then start")  # fmt: skip
+    p.add_argument("--wait-port", type=port, metavar="PORT",
+                   help="only wait until no socket holds PORT (the unit's "
+                   "ExecStartPre)")  # fmt: skip
+    p.add_argument("--port-timeout", type=float, default=90.0,
+                   help="seconds to wait for a held port to clear (90)")  # fmt: skip
+    add_image_options(p)
+
+
+def add_reproduce_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--across-engines", nargs="?", const="buildah,podman,docker", metavar="A,B,…",
+                   help="build each target once with each engine (default buildah,podman,docker) "
+                   "and compare the file trees, ignoring the tar encoding")  # fmt: skip
+
+
+def add_image_options(p: argparse.ArgumentParser) -> None:
+    """--image REF@sha256:… or --published: an image pushed by ``publish``, not a local build."""
+    p.add_argument("--image", metavar="REF@sha256:…",
+                   help="a published image by digest, pulled instead of the local build "
+                   "record's")  # fmt: skip
+    p.add_argument("--published", action="store_true",
+                   help="the image images.json (beside the lock) records for the "
+                   "target")  # fmt: skip
+
+
+def add_publish_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--to", metavar="REGISTRY/PREFIX", default=_env("LOCKPIPE_PUBLISH_TO"),
+                   help="where images go, as PREFIX/TARGET:KEY12 (LOCKPIPE_PUBLISH_TO; "
+                   "loopback registries use plain HTTP)")  # fmt: skip
+
+
+def add_verify_options(p: argparse.ArgumentParser) -> None:
+    add_image_options(p)
+    p.add_argument("--rebuild", action="store_true",
+                   help="also rebuild here without cache and compare with the published "
+                   "digest")  # fmt: skip
+
+
+DEFAULT_GITHUB_API = "https://api.github.com"
+DEFAULT_PYPI = "https://pypi.org"
+REFRESH_KINDS = ("bases", "sources", "payloads", "pip")  # lockpipe.refresh.model.KINDS
+
+
+def add_refresh_options(p: argparse.ArgumentParser) -> None:
+    """refresh-digests: what to refresh, whether to write, where the report goes, which APIs.
+
+    ``HF_ENDPOINT`` is read as huggingface_hub reads it; ``GITHUB_TOKEN`` and ``HF_TOKEN``
+    are read when the refresh runs (lockpipe.cli.refresh), never shown as a default here.
+    """
+    p.add_argument(
+        "targets",
+        nargs="*",
+        metavar="NAME",
+        help="entries to refresh: any kind's name, or KIND.NAME (default: all)",
+    )
+    p.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="the same as NAME…, after other options",
+    )
+    p.add_argument("--kind", choices=REFRESH_KINDS, help="refresh only this table of the lock")
+    p.add_argument(
+        "--check", action="store_true", help="fail (exit 3) if anything would change; write nothing"
+    )
+    p.add_argument("--dry-run", action="store_true",
+                   help="resolve and write the reports (--report-md, --report-json); never "
+                   "the lock")  # fmt: skip
+    p.add_argument(
+        "--report-md",
+        type=Path,
+        metavar="FILE",
+        help="write the Markdown report (a pull request body) here",
+    )
+    p.add_argument("--report-json", type=Path, metavar="FILE", help="write the JSON report here")
+    p.add_argument(
+        "--github-api",
+        default=_env("LOCKPIPE_GITHUB_API") or DEFAULT_GITHUB_API,
+        help="GitHub's API (LOCKPIPE_GITHUB_API; default api.github.com; "
+        "GITHUB_TOKEN is sent when set)",
+    )
+    p.add_argument(
+        "--hub",
+        default=(_env("HF_ENDPOINT") or "https://huggingface.co"),
+        help="the Hugging Face Hub (HF_ENDPOINT; HF_TOKEN for gated repositories)",
+    )
+    p.add_argument(
+        "--pypi",
+        default=_env("LOCKPIPE_PYPI") or DEFAULT_PYPI,
+        help="the package index's JSON API (LOCKPIPE_PYPI; default pypi.org)",
+    )
+
+
+def quiet() -> bool:
+    """LOCKPIPE_QUIET=1 silences progress lines (errors still print)."""
+    return os.environ.get("LOCKPIPE_QUIET") == "1"
+
+
+# build-GROUP builds the target GROUP and its variants GROUP-* (llama-cuda, llama-cuda-mtp).
+GROUPS = ("frank-small", "llama-cuda", "llama-cpu")
+
+
+def state_dir(args: argparse.Namespace, loaded: Lock) -> Path:
+    """--state, else ``.lockpipe`` in the checkout the lock belongs to (not the cwd)."""
+    return Path(args.state).expanduser() if args.state else loaded.root / ".lockpipe"
+
+
+def targets(args: argparse.Namespace, loaded: Lock) -> list[str]:
+    """The targets named on the command line (or every one), each checked to exist."""
+    names: list[str] = args.targets or sorted(loaded.targets)
+    group = args.verb.removeprefix("build-")
+    if group in GROUPS:
+        members = [t for t in sorted(loaded.targets) if t == group or t.startswith(group + "-")]
+        if not members:
+            raise UsageError(f"{loaded.path}: no targets named {group} or {group}-*")
+        names = args.targets or members
+        wrong = [n for n in names if n not in members]
+        if wrong:
+            raise UsageError(
+                f"{', '.join(wrong)}: not a {group} variant; choose from {', '.join(members)}"
+            )
+    for n in names:
+        loaded.target(n)
+    return names

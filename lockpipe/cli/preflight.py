@@ -1,0 +1,152 @@
+"""``lockpipe preflight``: will each target's serving shape fit its card? Nothing is started.
+
+Exit 0 when no target fails (warnings and UNKNOWN model shapes allowed; ``--strict`` fails
+on them too), 1 when one does (as ``smoke`` does when a check fails), and a LockpipeError's
+code when the inputs themselves are wrong: those are refused before anything is judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from lockpipe.cli.options import targets
+from lockpipe.errors import CHECK_FAILED_RUN, GpuAttachError, LockError, UsageError
+from lockpipe.lock.model import Lock, load_lock
+from lockpipe.log import echo
+from lockpipe.payloads.store import default_store
+from lockpipe.preflight import config, external, host, plan, report
+from lockpipe.preflight.verdict import TargetReport
+from lockpipe.preflight.whatif import Overrides
+
+
+def _card(args: argparse.Namespace) -> tuple[host.Card | None, str]:
+    """The card named by --gpu, else the host's; else None and why nvidia-smi gave none."""
+    if args.gpu:
+        card = host.card_named(args.gpu)
+    else:
+        try:
+            card = host.query_host(args.gpu_index)
+        except GpuAttachError as exc:  # no nvidia-smi, or it failed
+            return None, str(exc)
+    return host.Card(
+        name=card.name,
+        memory_mib=card.memory_mib,
+        compute_cap=card.compute_cap,
+        free_mib=args.free_mib if args.free_mib is not None else card.free_mib,
+        driver=args.driver or card.driver,
+    ), ""
+
+
+def _overrides(args: argparse.Namespace) -> Overrides:
+    env = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--env {item}: expected NAME=VALUE")
+        env[name] = value
+    return Overrides(
+        ctx_size=args.ctx_size,
+        parallel=args.parallel,
+        env=env,
+        kv_dtype=args.kv_cache_dtype,
+        attention_backend=args.attention_backend,
+        max_model_len=args.max_model_len,
+    )
+
+
+def _config(args: argparse.Namespace, loaded: Lock) -> config.PreflightConfig:
+    """locks/preflight.json (or --preflight), checked against the lock it describes."""
+    default = args.lock.parent / config.DEFAULT_NAME
+    if args.preflight is not None and not args.preflight.is_file():
+        why = "no such file" if not args.preflight.exists() else "not a file"
+        raise UsageError(
+            f"--preflight {args.preflight}: {why}; give the calibrations file, or leave "
+            f"--preflight out for the lock's ({default})"
+        )
+    cfg = config.load(args.preflight or default)
+    config.check_names(cfg, targets=loaded.targets, payloads=loaded.payloads, lock=loaded.path)
+    for name, plan_ in sorted(cfg.targets.items()):
+        try:
+            if plan_.card is not None:
+                host.card_named(plan_.card)
+        except UsageError:  # the table's own lookup, reported against the file
+            raise LockError(
+                f"{cfg.path}: targets.{name}.card: {plan_.card!r} is not a known card; "
+                f"one of {', '.join(host.CARDS)}"
+            ) from None
+    return cfg
+
+
+def _store(args: argparse.Namespace) -> Path:
+    """--store, which must be a directory; else the default, which may be absent."""
+    if args.store is None:
+        return default_store(os.environ)
+    if not args.store.is_dir():
+        raise UsageError(
+            f"--store {args.store}: not a directory; give the payload store `nox -s payloads` "
+            f"fills, or leave --store out for {default_store(os.environ)}"
+        )
+    return Path(args.store)
+
+
+def _failures(reports: Sequence[TargetReport], strict: bool, over: Overrides) -> str:
+    """One line: which target fails, on which checks, as locked or as asked."""
+    parts = []
+    for r in reports:
+        word = {"fail": "fails", "warn": "warns", "unknown": "is unknown"}.get(r.verdict)
+        if word and (r.verdict == "fail" or strict):
+            names = dict.fromkeys(c.name for c in r.checks if c.status == r.verdict)
+            parts.append(f"{r.target} {word} ({', '.join(names)})")
+    asked = over.asked()
+    how = f"as asked ({' '.join(asked)})" if asked else "as locked"
+    tail = "; --strict fails warnings and UNKNOWN too" if strict else ""
+    return f"preflight: {how}, {'; '.join(parts)}{tail}"
+
+
+def do_preflight(args: argparse.Namespace) -> int:
+    if args.json is not None:
+        report.check_json_path(args.json)
+    over = _overrides(args)
+    loaded = load_lock(args.lock)
+    cfg = _config(args, loaded)
+    store = _store(args)
+    card, no_card = _card(args)
+    if no_card:
+        echo(f"preflight: no host card ({no_card.splitlines()[0]}); each target is judged "
+             "on the card preflight.json names for it", style="yellow")  # fmt: skip
+    reports = []
+    for name in targets(args, loaded):
+        target = loaded.target(name)
+        ignored, why = over.not_for(target.serve.runtime)
+        if ignored:
+            verb = "does" if len(ignored) == 1 else "do"
+            echo(f"preflight: {name}: {', '.join(ignored)} {verb} not apply to it ({why}); "
+                 "judged without", style="yellow")  # fmt: skip
+        if target.external is not None:
+            reports.append(external.external_report(target))
+            continue
+        gpu = target.build_args.get("GGML_CUDA", "ON").upper() != "OFF"
+        named = cfg.target(name).card
+        this = card or (host.card_named(named) if named else None)
+        if gpu and this is None:
+            raise UsageError(
+                f"{name}: no card to judge it on, and none on this host: {no_card}\n"
+                f"fix: pass --gpu CARD ({', '.join(host.CARDS)}), or set targets.{name}.card "
+                "in preflight.json"
+            )
+        shape = plan.model_shape(loaded, cfg, target, store if store.is_dir() else None)
+        reports.append(plan.evaluate(loaded, cfg, target, this, shape, over))
+    report.show(reports)
+    if args.json:
+        report.write_json(args.json, reports, strict=args.strict)
+        echo(f"preflight: report written to {args.json}")
+    unknown = [r.target for r in reports if r.verdict == "unknown"]
+    if unknown:
+        echo(f"preflight: {', '.join(unknown)}: model shape unknown, not judged", style="magenta")
+    if report.overall(reports, strict=args.strict) == "fail":
+        echo(_failures(reports, args.strict, over), style="red")
+        return CHECK_FAILED_RUN
+    return 0

@@ -1,0 +1,136 @@
+"""The verbs that feed and run built images: ``payloads`` and ``smoke``.
+
+Their options live in :mod:`lockpipe.cli.options`, so building the parser
+imports neither the payload nor the smoke package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import replace
+
+from lockpipe.cli.options import state_dir
+from lockpipe.engines import get_engine
+from lockpipe.engines.base import Engine
+from lockpipe.errors import CHECK_FAILED_RUN, LockpipeError, SmokeError, UsageError
+from lockpipe.imagebuild.records import read_record
+from lockpipe.lock.model import Lock, load_lock
+from lockpipe.log import console, echo
+from lockpipe.payloads.run import Options, run_payloads
+from lockpipe.payloads.store import default_store, payload_path
+from lockpipe.publish.pull import PulledImage
+from lockpipe.smoke.config import SmokeSpec, load_smoke
+from lockpipe.smoke.external import external_image
+from lockpipe.smoke.gpucheck import gpu_gate, needs_gpu
+from lockpipe.smoke.report import CheckResult, SmokeReport, render, write_json, write_junit
+from lockpipe.smoke.runner import SmokeOptions, current_record, smoke_target
+
+
+def _payload_options(args: argparse.Namespace) -> Options:
+    env = dict(os.environ)
+    store = args.store or default_store(env)
+    output = "quiet" if args.quiet else "jsonl" if args.jsonl else "rich"
+    # Resolved once: the smoke runner maps store paths into the container relative to it.
+    store = store.expanduser().resolve()
+    return Options(store=store, mirror=args.mirror, connections=args.connections,
+                   verify=args.verify, output=output, env=env)  # fmt: skip
+
+
+def do_payloads(args: argparse.Namespace) -> int:
+    run_payloads(load_lock(args.lock), args.targets, _payload_options(args))
+    return 0
+
+
+def do_smoke(args: argparse.Namespace) -> int:
+    loaded = load_lock(args.lock)
+    engine = get_engine(args.engine)
+    state = state_dir(args, loaded)
+    names = args.targets or sorted(loaded.targets)
+    for n in names:
+        loaded.target(n)
+    if not args.gpu:
+        gpu_only = [n for n in names if needs_gpu(loaded.target(n))]
+        if gpu_only and args.targets:
+            raise UsageError(
+                f"{', '.join(gpu_only)} need a GPU: run smoke with --gpu on a GPU host"
+            )
+        names = [n for n in names if n not in gpu_only]
+    pulled = _pulled(args, names)
+    names = [n for n in names if n in pulled] if pulled else names
+    if not args.targets and not pulled:
+        names = [n for n in names if read_record(state, engine.name, n) is not None]
+        if not names:
+            raise SmokeError(f"no target was built with {engine.name} here ({state}); "
+                             "build one first, e.g. nox -s build-llama-cpu")  # fmt: skip
+    specs = load_smoke(args.expect)
+    options = _payload_options(args)
+    out = (args.out or state / "smoke").expanduser()
+    smoke = SmokeOptions(
+        store=options.store, state=state, out=out, gpu=args.gpu, gpu_mode=args.gpu_mode,
+        port_timeout=args.port_timeout, port=args.port,
+    )  # fmt: skip
+    reports: list[SmokeReport] = []
+    for n in names:  # every expectation is checked before any container starts
+        if n not in specs:
+            raise UsageError(f"{args.expect}: no expectations for target {n}; add targets.{n}")
+        for check, modality in ((specs[n].image, "vision"), (specs[n].audio, "audio")):
+            if check is not None and modality not in loaded.target(n).serve.modalities:
+                raise UsageError(f"{args.expect}: targets.{n} checks {modality}, but "
+                                 f"targets.{n}.serve.modalities in the lock lacks it")  # fmt: skip
+    for n in names:  # and every image is there to run, before anything is downloaded
+        if loaded.target(n).external is not None:  # built elsewhere: by digest, held here
+            external_image(loaded.target(n), engine)
+        elif n not in pulled:
+            current_record(loaded, n, engine, state)
+    errors: list[LockpipeError] = []
+    for n in names:
+        try:
+            one = replace(smoke, published=pulled.get(n))
+            reports.append(_smoke_one(loaded, n, specs[n], engine, options, one))
+        except LockpipeError as exc:  # one target's failure keeps the others' reports
+            errors.append(exc)
+            reports.append(_failed(n, engine.name, exc))
+        render(reports[-1], console)
+    write_json(reports, out / "smoke.json")
+    write_junit(reports, out / "smoke.junit.xml")
+    echo(f"reports: {out / 'smoke.json'}, {out / 'smoke.junit.xml'}")
+    if errors:
+        raise errors[0]
+    return 0 if all(r.ok for r in reports) else CHECK_FAILED_RUN
+
+
+def _pulled(args: argparse.Namespace, names: list[str]) -> dict[str, PulledImage]:
+    """--image (one target) or --published (each target's images.json entry), read from
+    the registry by digest; empty when smoke runs the local build records."""
+    if not (args.image or args.published):
+        return {}
+    from lockpipe.cli.publish import image_for
+    from lockpipe.publish.outputs import images_path, read_images
+    from lockpipe.publish.pull import read_published
+
+    if args.image and len(args.targets) != 1:
+        raise UsageError("--image REF@sha256:… smokes one TARGET: name it")
+    if not args.targets:  # --published alone: the targets images.json has
+        known = read_images(images_path(args.lock))
+        names = [n for n in names if n in known]
+        if not names:
+            raise SmokeError(f"{images_path(args.lock)}: no published image to smoke; run "
+                             "nox -s publish -- TARGET --to REGISTRY/PREFIX first")  # fmt: skip
+    return {n: read_published(image_for(args, n)) for n in (args.targets or names)}
+
+
+def _smoke_one(lock: Lock, name: str, spec: SmokeSpec, engine: Engine, options: Options,
+               smoke: SmokeOptions) -> SmokeReport:  # fmt: skip
+    t = lock.target(name)
+    gpu_gate(lock, name, gpu=smoke.gpu, store=smoke.store, gpu_mode=smoke.gpu_mode)
+    if t.payloads:  # an external image has none
+        run_payloads(lock, [name], options)
+    paths = {p: payload_path(options.store, lock.payloads[p]) for p in t.payloads}
+    return smoke_target(lock, name, spec, engine, paths, replace(smoke, gated=True))
+
+
+def _failed(name: str, engine: str, exc: LockpipeError) -> SmokeReport:
+    """A report for a target whose smoke could not run: one failed row with the reason."""
+    row = CheckResult(name="setup", ok=False, detail=str(exc))
+    return SmokeReport(target=name, image="", image_id="", engine=engine, results=(row,))

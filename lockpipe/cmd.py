@@ -1,0 +1,156 @@
+"""The one place that runs external programs.
+
+Each call prints ``+ cmd`` shell-quoted, finds the tool with ``shutil.which``
+(a missing tool is an EngineMissing naming the package), and turns a failure
+into an error carrying the command's last lines of output.
+
+Each child runs in its own process group (session). When anything interrupts
+the call while the child runs (Ctrl-C, SIGTERM turned into KeyboardInterrupt by
+the CLI, or any exception), the whole group gets SIGINT, then SIGTERM, then
+SIGKILL, with short waits between: a cancelled pipeline leaves no ``buildah``
+(or its helpers) running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from lockpipe.errors import EngineError, EngineMissing
+from lockpipe.log import echo
+
+PACKAGES = {
+    "buildah": "buildah",
+    "podman": "podman",
+    "docker": "docker.io",
+    "skopeo": "skopeo",
+}
+# Seconds the child's group gets after each signal before the next, stronger one.
+SHUTDOWN_STEPS: tuple[tuple[signal.Signals, float], ...] = (
+    (signal.SIGINT, 0.5),
+    (signal.SIGTERM, 0.5),
+    (signal.SIGKILL, 2.0),
+)
+
+
+def which(tool: str) -> str:
+    """Absolute path of ``tool``, or EngineMissing saying what to install."""
+    found = shutil.which(tool)
+    if found is None:
+        pkg = PACKAGES.get(tool, tool)
+        raise EngineMissing(f"{tool} is not installed; install it with: apt-get install {pkg}")
+    return found
+
+
+def call(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    on_line: Callable[[str], None] | None = None,
+    error: type[EngineError] = EngineError,
+    quiet: bool = False,
+    stdout_only: bool = False,
+) -> str:
+    """Run ``args`` and return its stdout+stderr; raise ``error`` with the tail on failure.
+
+    ``on_line`` receives each output line as it arrives (for build logs).
+    ``stdout_only``: return stdout alone, for answers that are parsed (JSON, an ID):
+    podman 5 on a cgroups-v1 host warns on stderr ahead of its JSON. stderr still
+    goes into the error's tail.
+    """
+    argv = [which(args[0]), *args[1:]]
+    if not quiet:
+        echo(f"+ {shlex.join(args)}", style="dim")
+    if stdout_only:
+        return _call_stdout(args, argv, env=env, cwd=cwd, error=error)
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        env=None if env is None else dict(env),
+        cwd=cwd,
+        start_new_session=True,  # its own process group: it and its children end together
+    )
+    try:
+        lines = _read_lines(proc, on_line)
+        rc = proc.wait()
+    except BaseException:
+        kill_group(proc)
+        raise
+    out = "".join(lines)
+    if rc != 0:
+        tail = "".join(lines[-15:]).rstrip()
+        raise error(f"`{shlex.join(args)}` exited with {rc}:\n{tail}")
+    return out
+
+
+def _call_stdout(args: Sequence[str], argv: list[str], *, env: Mapping[str, str] | None,
+                 cwd: Path | None, error: type[EngineError]) -> str:  # fmt: skip
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        text=True, errors="replace", env=None if env is None else dict(env), cwd=cwd,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        kill_group(proc)
+        raise
+    if proc.returncode != 0:
+        tail = "".join((out + err).splitlines(keepends=True)[-15:]).rstrip()
+        raise error(f"`{shlex.join(args)}` exited with {proc.returncode}:\n{tail}")
+    return out
+
+
+def _read_lines(proc: subprocess.Popen[str], on_line: Callable[[str], None] | None) -> list[str]:
+    lines: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if on_line is not None:
+            on_line(line.rstrip("\n"))
+    return lines
+
+
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    """End ``proc``'s process group: SIGINT, then SIGTERM, then SIGKILL, each with a short wait.
+
+    ``proc`` leads its group (``start_new_session``), so the group ID is its PID;
+    the group outlives it while a grandchild still runs.
+    """
+    for sig, wait in SHUTDOWN_STEPS:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break  # nothing of the group is left
+        if _group_gone(proc, wait):
+            break
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=1)  # reap the child; a stuck one is the kernel's now
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def _group_gone(proc: subprocess.Popen[str], seconds: float) -> bool:
+    """Whether every process of ``proc``'s group ended within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        proc.poll()  # reap the leader, or it stays in the group as a zombie
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)

@@ -1,0 +1,142 @@
+"""The quadlet ``.container`` of one serving target: pure, from resolved inputs.
+
+Everything the host decides (the image's entrypoint and LD_LIBRARY_PATH, the GPU nodes and
+driver libraries, podman's version) arrives resolved in :class:`DeployInputs`, so the
+same inputs always give the same bytes (the golden files under tests/data/deploy).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lockpipe.deploy import keys
+from lockpipe.deploy.unit import Entry, Unit, quote_arg, quote_args, sections, specifiers
+from lockpipe.smoke.gpu import GpuAttach
+from lockpipe.smoke.runner import STORE_IN_CONTAINER
+
+DEFAULT_BIND = "127.0.0.1"
+DEFAULT_START_TIMEOUT = 900  # seconds: a 27B GGUF or a vLLM compile + CUDA graphs, from cold
+DEFAULT_PORT_WAIT = 90  # seconds ExecStartPre waits for the port's old sockets to go
+
+
+@dataclass(frozen=True, kw_only=True)
+class Health:
+    cmd: str
+    interval: str = "30s"
+    timeout: str = "10s"
+    retries: int = 3
+    start_period: str = "600s"  # model load: failures inside it do not count
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeployInputs:
+    name: str  # unit and container name
+    description: str
+    image: str  # pinned: a bare image ID or ref@sha256:digest, never a tag
+    provenance: tuple[str, ...]  # header comment lines: where the pin came from
+    command: tuple[str, ...]  # the serve command, payload placeholders already resolved
+    image_entrypoint: tuple[str, ...] | None  # None: not known, so always set Entrypoint
+    port: int
+    podman: keys.Version
+    wait_cmd: tuple[str, ...]  # ExecStartPre program: waits for the port to clear
+    health: Health
+    bind: str = DEFAULT_BIND
+    store: Path | None = None  # the payload store, mounted read-only at /store
+    gpu: GpuAttach | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    start_timeout: int = DEFAULT_START_TIMEOUT
+    port_wait: int = DEFAULT_PORT_WAIT
+
+
+def split_entrypoint(
+    command: Sequence[str], image_entrypoint: Sequence[str] | None
+) -> tuple[str | None, tuple[str, ...]]:
+    """(Entrypoint to set or None, Exec args): keep the image's entrypoint when the command
+    starts with it (same words, or the same program by basename), as the smoke run does."""
+    if image_entrypoint:
+        ep = tuple(image_entrypoint)
+        if tuple(command[: len(ep)]) == ep:
+            return None, tuple(command[len(ep) :])
+        if len(ep) == 1 and posixpath.basename(ep[0]) == posixpath.basename(command[0]):
+            return None, tuple(command[1:])
+    return command[0], tuple(command[1:])
+
+
+def health_for(runtime: str, port: int) -> str:
+    """The default HealthCmd, run inside the container with /bin/sh (an assumption about the
+    image, which cannot be checked offline: pass --health-cmd where it does not hold).
+
+    vLLM: the vllm/vllm-openai base installs curl. llama.cpp: our runtime images are
+    CUDA/Ubuntu without curl or wget (the build turns LLAMA_CURL off), so bash's /dev/tcp.
+    """
+    url = f"http://127.0.0.1:{port}/health"
+    if runtime == "llama.cpp":
+        return (f"bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port} && printf \"GET /health "
+                "HTTP/1.0\\r\\n\\r\\n\" >&3 && head -n1 <&3 | grep -q \" 200\"'")  # fmt: skip
+    return f"curl -fsS -o /dev/null {url}"
+
+
+def _env_line(name: str, value: str) -> str:
+    return quote_arg(f"{name}={value}")
+
+
+def container_entries(i: DeployInputs) -> list[Entry]:
+    # No command (an external image): its own entrypoint and command run untouched.
+    entry, args = split_entrypoint(i.command, i.image_entrypoint) if i.command else (None, ())
+    out: list[Entry] = [("Image", i.image), ("ContainerName", i.name)]
+    if entry is not None:
+        if i.podman >= (keys.since("Entrypoint") or (5, 0)):
+            out.append(("Entrypoint", specifiers(entry)))
+        else:  # quadlet before 5.0 has no Entrypoint=
+            out.append(("PodmanArgs", quote_arg(f"--entrypoint={entry}")))
+    if args:
+        out.append(("Exec", quote_args(args)))
+    out.append(("PublishPort", f"{i.bind}:{i.port}:{i.port}"))
+    if i.store is not None:
+        out.append(("Volume", f"{i.store}:{STORE_IN_CONTAINER}:ro"))
+    if i.gpu is not None:
+        out += [("AddDevice", d) for d in i.gpu.devices]
+        out += [("Volume", f"{m.source}:{m.target}:ro") for m in i.gpu.mounts]
+    env = {**i.env, **(i.gpu.env if i.gpu is not None else {})}
+    out += [("Environment", _env_line(k, v)) for k, v in sorted(env.items())]
+    h = i.health
+    health = [("HealthCmd", h.cmd), ("HealthInterval", h.interval), ("HealthTimeout", h.timeout),
+              ("HealthRetries", str(h.retries)), ("HealthStartPeriod", h.start_period)]  # fmt: skip
+    if i.podman >= (keys.since("HealthCmd") or (4, 5)):
+        out += health
+    else:  # quadlet 4.4 has no Health* keys: the same podman run flags
+        flag = {"StartPeriod": "start-period"}
+        flags = [f"--health-{flag.get(k[6:], k[6:].lower())}={v}" for k, v in health]
+        out.append(("PodmanArgs", quote_args(flags)))
+    if i.podman >= keys.VALUE_SINCE[("Notify", "healthy")]:
+        # The unit turns active only when /health answers: TimeoutStartSec covers the load.
+        out.append(("Notify", "healthy"))
+    return out
+
+
+def render_quadlet(i: DeployInputs) -> Unit:
+    """The ``.container`` unit; validated against podman ``i.podman``'s quadlet keys."""
+    container = container_entries(i)
+    keys.check(container, i.podman, f"{i.name}.container")
+    wait = quote_args([*i.wait_cmd, "--wait-port", str(i.port), "--port-timeout",
+                       str(i.port_wait)])  # fmt: skip
+    return Unit(
+        header=i.provenance,
+        sections=sections(
+            ("Unit", [("Description", i.description), ("After", "network-online.target")]),
+            ("Container", container),
+            (
+                "Service",
+                [
+                    ("ExecStartPre", wait),
+                    ("Restart", "on-failure"),
+                    ("RestartSec", "10"),
+                    ("TimeoutStartSec", str(i.start_timeout + i.port_wait)),
+                ],
+            ),
+            ("Install", [("WantedBy", "default.target")]),
+        ),
+    )

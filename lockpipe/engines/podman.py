@@ -1,0 +1,147 @@
+"""podman, driven through podman-py and podman's REST API service.
+
+podman-py's ``images.build`` drops parameters it does not know, among them
+``timestamp``; the libpod build endpoint accepts it, so the build is posted
+through podman-py's own API client with a deterministic context tar.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from types import ModuleType
+from typing import Any, cast
+
+from lockpipe.engines.base import (
+    BuildRequest,
+    EngineName,
+    Log,
+    Reproducibility,
+    RunSpec,
+    no_device_requests,
+    normalize_id,
+)
+from lockpipe.engines.context import context_tar
+from lockpipe.engines.sdk import BUILD_HINT, PUSH_HINT, SdkEngine, sdk_call
+from lockpipe.errors import BuildError, EngineError, EngineMissing
+
+ROOT_SOCKET = "unix:///run/podman/podman.sock"
+
+
+def service_url() -> str:
+    """LOCKPIPE_PODMAN_URL, CONTAINER_HOST, the user's socket, or root's."""
+    for var in ("LOCKPIPE_PODMAN_URL", "CONTAINER_HOST"):
+        if os.environ.get(var):
+            return os.environ[var]
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if os.getuid() != 0 and runtime:
+        return f"unix://{runtime}/podman/podman.sock"
+    return ROOT_SOCKET
+
+
+class PodmanEngine(SdkEngine):
+    name: EngineName = "podman"
+
+    def __init__(self, url: str | None = None) -> None:
+        try:
+            import podman
+        except ImportError:
+            raise EngineMissing("podman-py is not installed; pip install podman") from None
+        self.url = url or service_url()
+        # podman-py is typed, but loosely (unions of stream and value): use it as Any.
+        self.client: Any = cast(Any, podman.PodmanClient(base_url=self.url))
+        try:
+            self._version = str(self.client.version()["Version"])
+        except Exception as exc:
+            raise EngineMissing(
+                f"podman's API service does not answer at {self.url} ({type(exc).__name__}); "
+                f"{self.start_hint()}"
+            ) from None
+
+    def start_hint(self) -> str:
+        return (
+            "install podman (apt-get install podman) and start its API service: "
+            f"podman system service --time=0 {self.url} &"
+        )
+
+    def errors(self) -> ModuleType:
+        import podman.errors
+
+        return podman.errors
+
+    def reproducibility(self) -> Reproducibility:
+        return Reproducibility(
+            True, "libpod /build with timestamp= (file and config times clamped)"
+        )
+
+    @sdk_call("build", error=BuildError, hint=BUILD_HINT)
+    def build(self, req: BuildRequest, log: Log) -> str:
+        params = {
+            "t": req.tag,
+            "dockerfile": req.dockerfile,
+            "buildargs": json.dumps(dict(req.build_args)),
+            "timestamp": str(req.timestamp),
+            "platform": req.platform,
+            "layers": "true",
+            **({"nocache": "true"} if req.no_cache else {}),
+        }
+        with context_tar(req.context, req.timestamp) as body:
+            resp = self.client.api.post(
+                "/build", params=params, data=body,
+                headers={"Content-Type": "application/x-tar"}, stream=True,
+            )  # fmt: skip
+            image = None
+            for item in self.build_items(req.tag, resp):
+                text = item.get("stream", "")
+                log(text.rstrip("\n"))
+                stripped = text.strip()
+                if len(stripped) == 64 and all(c in "0123456789abcdef" for c in stripped):
+                    image = stripped
+        if image is None:
+            raise BuildError(f"podman build of {req.tag} ended without an image ID")
+        return normalize_id(image)
+
+    @sdk_call("push", hint=PUSH_HINT)
+    def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
+        from lockpipe.registry.client import manifest_digest
+
+        if ref != dest:
+            self.tag(ref, dest)
+        repo, _, tag = dest.rpartition(":")
+        for item in self.client.images.push(
+            repo, tag, tls_verify=tls_verify, stream=True, decode=True
+        ):
+            if isinstance(item, dict) and item.get("error"):
+                raise EngineError(f"podman push {dest} failed: {item['error']}")
+        return manifest_digest(dest, insecure=not tls_verify)
+
+    def run_options(self, spec: RunSpec) -> dict[str, object]:
+        mounts = [
+            {"type": "bind", "source": str(m.source), "target": m.target, "read_only": m.read_only}
+            for m in spec.mounts
+        ]
+        return {"mounts": mounts, **run_devices(spec)}
+
+    @sdk_call("logs of container")
+    def logs(self, container: str) -> str:
+        out = self.client.containers.get(container).logs(stdout=True, stderr=True)
+        return b"".join(out).decode(errors="replace")
+
+    @sdk_call("stop container")
+    def stop(self, container: str) -> None:
+        from podman.errors import APIError, NotFound
+
+        with contextlib.suppress(NotFound):
+            c = self.client.containers.get(container)
+            # Kill at once: a server as PID 1 ignores SIGTERM, and a forced remove
+            # would wait its 10 s grace first.
+            with contextlib.suppress(APIError):
+                c.stop(timeout=0)
+            c.remove(force=True)
+
+
+def run_devices(spec: RunSpec) -> dict[str, object]:
+    """podman-py's ``containers.run`` keywords for the spec's devices (CDI names or paths)."""
+    no_device_requests(spec, "podman")
+    return {"devices": list(spec.devices)} if spec.devices else {}

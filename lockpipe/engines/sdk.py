@@ -1,0 +1,232 @@
+"""What the docker SDK and podman-py engines share.
+
+Both clients expose the same object model over the same (Docker-compatible)
+API: ``images.get(ref).attrs``, ``.tag()``, ``containers.run(...)``,
+``containers.get(id).attrs``, the /build endpoint's JSON stream, and an ``errors``
+module with the same names (podman-py copies docker-py's). What differs (the build
+parameters, push, mounts and devices, logs, stop) stays in each engine's module.
+
+Every public method that talks to the daemon runs under :func:`sdk_call`: an
+exception from the SDK (or from ``requests`` beneath it) leaves the engine as a
+pipeline error that names the engine, the operation, the reference and a fix.
+A daemon that does not answer is EngineMissing. No SDK traceback reaches a user.
+The SDKs themselves are imported lazily, so merely loading this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Iterator
+from types import ModuleType
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from lockpipe.engines.base import (
+    BuildRequest,
+    ContainerState,
+    EngineName,
+    RunSpec,
+    env_dict,
+    normalize_id,
+)
+from lockpipe.errors import BuildError, EngineError, EngineMissing
+
+P = ParamSpec("P")
+R = TypeVar("R")
+S = TypeVar("S", bound="SdkEngine")
+DETAIL_CHARS = 400
+RUN_HINT = (
+    "check that the image {ref} is in {engine}'s local storage (`{engine} images`); "
+    "build it first: nox -s build"
+)
+PUSH_HINT = "check that the destination registry runs and accepts pushes, then retry"
+BUILD_HINT = "see the build log above for the failing step"
+
+
+def sdk_call(
+    op: str, *, error: type[EngineError] = EngineError, hint: str = ""
+) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
+    """Translate the SDK's exceptions raised by the decorated engine method.
+
+    ``op`` names the operation in messages; the method's first argument names the
+    reference (an image, a container, a BuildRequest's tag, a RunSpec's image).
+    ``error`` is the class for a failed call (BuildError for builds); ``hint`` is the
+    fix to name when the daemon's answer points at none (``{engine}``, ``{ref}``).
+    """
+
+    def wrap(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+        @functools.wraps(fn)
+        def translated(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return fn(self, *args, **kwargs)
+            except self.sdk_errors() as exc:
+                ref = subject(args[0]) if args else ""
+                raise self.translate(exc, op, ref, error, hint) from exc
+
+        return translated
+
+    return wrap
+
+
+def subject(arg: object) -> str:
+    """The reference an engine method acts on, for messages."""
+    if isinstance(arg, BuildRequest):
+        return arg.tag
+    if isinstance(arg, RunSpec):
+        return arg.image
+    return str(arg)
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status of the daemon's answer, when the exception carries one."""
+    code = getattr(getattr(exc, "response", None), "status_code", None)
+    return code if isinstance(code, int) else None
+
+
+def detail_of(exc: BaseException) -> str:
+    """The daemon's own explanation (not the SDK's URL-laden text), on one line."""
+    text = getattr(exc, "explanation", None) or str(exc) or type(exc).__name__
+    one_line = re.sub(r"\s+", " ", str(text)).strip()
+    return one_line[:DETAIL_CHARS]
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether the daemon's socket refused or was absent (here or in a wrapped cause)."""
+    import requests
+
+    seen: BaseException | None = exc
+    for _ in range(5):  # the SDKs wrap once or twice
+        if seen is None:
+            return False
+        if isinstance(seen, (requests.ConnectionError, ConnectionError, FileNotFoundError)):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def fix_for(engine: str, op: str, status: int | None, detail: str, ref: str, hint: str) -> str:
+    """The fix to name for a failed call, from the daemon's status and words."""
+    if status == 400 or "invalid reference" in detail.lower():
+        return f"check that {ref!r} is a valid reference (a lowercase name[:tag] or sha256:ID)"
+    if status == 404 and "container" in op:
+        return f"no container {ref} exists in {engine} (`{engine} ps -a` lists them); check the ID"
+    if status == 404:
+        return (
+            f"nothing named {ref} exists in {engine}'s storage (`{engine} images` lists it); "
+            "check the name, or build the image first: nox -s build"
+        )
+    if status == 409:
+        return (
+            f"it conflicts with something {engine} already has (a container of the same "
+            f"name, or one using the image): remove that (`{engine} rm -f NAME`) and retry"
+        )
+    if hint:
+        return hint.format(engine=engine, ref=ref)
+    return f"see {engine}'s own log for the cause, then retry"
+
+
+class SdkEngine:
+    name: EngineName
+    client: Any
+    url: str  # where the daemon's API answers, for messages
+    _version: str  # the daemon's, read once when the engine is made
+
+    def version(self) -> str:
+        """The daemon's version string, part of every build key."""
+        return self._version
+
+    def start_hint(self) -> str:
+        """How to install and start this engine's daemon (for EngineMissing)."""
+        raise NotImplementedError
+
+    def errors(self) -> ModuleType:
+        """The SDK's ``errors`` module, imported only when needed."""
+        raise NotImplementedError
+
+    def run_options(self, spec: RunSpec) -> dict[str, object]:
+        """The SDK's own ``containers.run`` keywords for the spec's mounts and devices."""
+        raise NotImplementedError
+
+    def sdk_errors(self) -> tuple[type[BaseException], ...]:
+        """The exceptions this engine's SDK raises, translated by :func:`sdk_call`."""
+        import requests
+
+        errors = self.errors()
+        return (requests.RequestException, errors.DockerException, errors.StreamParseError)
+
+    def translate(
+        self, exc: BaseException, op: str, ref: str, error: type[EngineError], hint: str
+    ) -> EngineError:
+        """The pipeline error for ``exc``, raised while ``op`` acted on ``ref``."""
+        what = f"{self.name} {op} {ref}".rstrip()
+        if unreachable(exc):
+            return EngineMissing(
+                f"{what}: {self.name} does not answer at {self.url} ({type(exc).__name__}); "
+                f"{self.start_hint()}"
+            )
+        status, detail = status_of(exc), detail_of(exc)
+        why = f"{status}" if status is not None else type(exc).__name__
+        fix = fix_for(self.name, op, status, detail, ref, hint)
+        return error(f"{what} failed ({why}: {detail}); {fix}")
+
+    def build_items(self, tag: str, resp: Any) -> Iterator[dict[str, Any]]:
+        """The JSON items of a streamed /build answer for ``tag``, keep-alives skipped.
+
+        A refused request, or an item that reports an error, raises BuildError.
+        """
+        if resp.status_code != 200:
+            raise BuildError(f"{self.name} build of {tag}: {resp.status_code} {resp.text[:500]}")
+        for raw in resp.iter_lines():
+            if not raw.strip():
+                continue  # keep-alive
+            item = json.loads(raw)
+            if "error" in item:
+                raise BuildError(f"{self.name} build of {tag} failed: {item['error'].strip()}")
+            yield item
+
+    @sdk_call("inspect image")
+    def image_id(self, ref: str) -> str | None:
+        try:
+            return normalize_id(self.client.images.get(ref).id)
+        except self.errors().ImageNotFound:
+            return None
+
+    @sdk_call("inspect image")
+    def layers(self, ref: str) -> list[str]:
+        return list(self.client.images.get(ref).attrs["RootFS"]["Layers"])
+
+    @sdk_call("inspect image")
+    def image_env(self, ref: str) -> dict[str, str]:
+        return env_dict(self.client.images.get(ref).attrs.get("Config", {}).get("Env"))
+
+    @sdk_call("tag")
+    def tag(self, ref: str, new: str) -> None:
+        repo, _, tag = new.rpartition(":")
+        if not self.client.images.get(ref).tag(repo, tag):
+            raise EngineError(
+                f"{self.name} could not tag {ref} as {new}; check that {new!r} is a valid name:tag"
+            )
+
+    @sdk_call("remove image")
+    def remove(self, ref: str) -> None:
+        self.client.images.remove(ref, force=True)
+
+    @sdk_call("run", hint=RUN_HINT)
+    def run(self, spec: RunSpec) -> str:
+        container = self.client.containers.run(
+            spec.image, list(spec.command) or None, detach=True, name=spec.name,
+            ports={f"{i}/tcp": ("127.0.0.1", o) for i, o in spec.ports.items()},
+            environment=dict(spec.env),
+            entrypoint=list(spec.entrypoint) if spec.entrypoint is not None else None,
+            **self.run_options(spec),
+        )  # fmt: skip
+        return str(container.id)
+
+    @sdk_call("inspect container")
+    def state(self, container: str) -> ContainerState:
+        c = self.client.containers.get(container)
+        c.reload()
+        running = c.attrs["State"]["Running"]
+        code = None if running else int(c.attrs["State"]["ExitCode"])
+        return ContainerState(bool(running), code, normalize_id(c.attrs["Image"]))

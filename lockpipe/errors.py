@@ -1,0 +1,144 @@
+"""Every error a user can see, and its exit code: one table, defined here and nowhere else.
+
+``lockpipe.cli.main`` catches :class:`LockpipeError` once and exits with its
+``return_code``; nothing below it prints a traceback. Modules elsewhere may
+subclass these to carry more detail, but never set a code of their own
+(a unit test holds them to it, and another checks the README's table).
+"""
+
+from __future__ import annotations
+
+
+class LockpipeError(Exception):
+    """An unexpected failure the pipeline still reports in one line."""
+
+    return_code = 1
+
+
+class LockError(LockpipeError):
+    """The lock file is missing, malformed, inconsistent or incomplete."""
+
+    return_code = 2
+
+
+class DriftError(LockError):
+    """A build input changed without a relock, or a pin moved (``--check``)."""
+
+    return_code = 3
+
+
+class LintError(LockpipeError):
+    """A Dockerfile or requirements file breaks a pinning rule."""
+
+    return_code = 4
+
+
+class EngineError(LockpipeError):
+    """A container engine operation failed."""
+
+    return_code = 5
+
+
+class EngineMissing(EngineError):
+    """No usable engine, or the requested one is not installed or not running."""
+
+    return_code = 6
+
+
+class BuildError(EngineError):
+    """The engine ran the build and it failed."""
+
+    return_code = 7
+
+
+class FetchError(LockpipeError):
+    """A file could not be fetched (network, HTTP status, mirror)."""
+
+    return_code = 8
+
+
+class IntegrityError(FetchError):
+    """The bytes do not match the size or sha256 the lock pins."""
+
+    return_code = 9
+
+
+class FormatError(FetchError):
+    """A file matches its checksum, but its contents break the lock's expectations."""
+
+    return_code = 10
+
+
+class DiskSpaceError(FetchError):
+    """The store's file system has too little room for what is still to fetch."""
+
+    return_code = 11
+
+
+class GpuAttachError(LockpipeError):
+    """The GPU cannot be attached in the requested mode on this engine or host."""
+
+    return_code = 12
+
+
+class PortError(LockpipeError):
+    """A port stayed in use past the wait."""
+
+    return_code = 13
+
+
+class MetricsError(LockpipeError):
+    """A /metrics text, a baselines file or a counter pair cannot be used."""
+
+    return_code = 14
+
+
+class SmokeConfigError(LockpipeError):
+    """The smoke expectations file is invalid."""
+
+    return_code = 15
+
+
+class CheckFailed(LockpipeError):
+    """A smoke check got an answer other than the one it needs."""
+
+    return_code = 16
+
+
+class SmokeError(LockpipeError):
+    """A smoke run could not be set up (payloads, stale image, container start)."""
+
+    return_code = 17
+
+
+class RegistryError(LockpipeError):
+    """A registry could not be reached, or did not know the reference."""
+
+    return_code = 18
+
+
+class DeployError(LockpipeError):
+    """A quadlet unit cannot be rendered, validated or installed."""
+
+    return_code = 19
+
+
+class UsageError(LockpipeError):
+    """A command-line option or argument is wrong."""
+
+    return_code = 64
+
+
+INTERRUPTED = 130  # Ctrl-C or SIGTERM; work in progress was cleaned up or kept to resume
+BROKEN_PIPE = 141  # the reader of stdout went away (`lockpipe plan | head`), as a shell says
+CHECK_FAILED_RUN = 1  # smoke ran and a check failed; not an error of the run itself
+
+
+def table() -> list[tuple[int, str, str]]:
+    """(code, class name, meaning) for every error class here, in code order."""
+    rows = [
+        (cls.return_code, cls.__name__, (cls.__doc__ or "").strip())
+        for cls in globals().values()
+        if isinstance(cls, type) and issubclass(cls, LockpipeError)
+    ]
+    return sorted(rows)

@@ -1,0 +1,233 @@
+"""Pure Dockerfile checks for the pinning rules.
+
+- every FROM is pinned by digest, is ``scratch`` or an earlier stage, or is
+  an ARG the pipeline fills with a digest from the lock;
+- no ``latest`` anywhere an image is named;
+- targets that forbid it (frank-small) have no COPY or ADD;
+- no download in a RUN step without a checksum check, and no ``# syntax=``
+  frontend that is not pinned by digest;
+- apt packages (``*_APT_PACKAGES`` build args) come from a dated snapshot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Set
+from dataclasses import dataclass
+
+from lockpipe.lock import closure, requirements
+from lockpipe.lock.model import Lock, Target
+from lockpipe.lock.refs import DIGEST_RE
+
+_ARG_REF = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
+_DOWNLOAD = re.compile(
+    r"\b(curl|wget|git\s+clone|pip3?\s+(install|download)|python3?\s+-m\s+pip\s+install)\b"
+)
+_CHECKED = re.compile(
+    r"sha256sum\s+(-c|--check)|--require-hashes|--hash=sha256:|\bsha256sum\b.*\bgrep\b"
+)
+_PIPE_TO_SHELL = re.compile(r"\|\s*(sudo\s+)?(ba|da|z)?sh\b")
+_SYNTAX = re.compile(r"^#\s*syntax\s*=\s*(\S+)", re.IGNORECASE)
+
+
+def _syntax_directive(text: str) -> Finding | None:
+    """A ``# syntax=`` frontend is an image docker pulls: it must be pinned like a FROM."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.startswith("#"):
+            return None  # parser directives only come first
+        m = _SYNTAX.match(line)
+        if m and not DIGEST_RE.match(m.group(1).partition("@")[2]):
+            return Finding(number, "pin", f"# syntax={m.group(1)}: the frontend is pulled "
+                           "at build time; pin it by digest or drop the line")  # fmt: skip
+    return None
+
+
+@dataclass(frozen=True)
+class Instruction:
+    line: int
+    keyword: str
+    args: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    line: int
+    rule: str
+    message: str
+
+    def render(self, path: str) -> str:
+        return f"{path}:{self.line}: [{self.rule}] {self.message}"
+
+
+def instructions(text: str) -> Iterator[Instruction]:
+    """Instructions with continuation lines joined; comments and blanks dropped."""
+    buf: list[str] = []
+    start = 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        stripped = raw.strip()
+        if not buf and (not stripped or stripped.startswith("#")):
+            continue
+        if buf and stripped.startswith("#"):
+            continue
+        if not buf:
+            start = number
+        if stripped.endswith("\\"):
+            buf.append(stripped[:-1].strip())
+            continue
+        buf.append(stripped)
+        keyword, _, args = " ".join(buf).partition(" ")
+        buf = []
+        yield Instruction(start, keyword.upper(), args.strip())
+
+
+def _from_image(args: str) -> tuple[str, str | None]:
+    words = [w for w in args.split() if not w.startswith("--")]
+    image = words[0] if words else ""
+    alias = words[2].lower() if len(words) >= 3 and words[1].lower() == "as" else None
+    return image, alias
+
+
+def _check_from(ins: Instruction, stages: set[str], pinned_args: Set[str]) -> list[Finding]:
+    image, alias = _from_image(ins.args)
+    out = []
+    arg = _ARG_REF.match(image)
+    if arg:
+        if arg.group(1) not in pinned_args:
+            out.append(
+                Finding(
+                    ins.line,
+                    "pin",
+                    f"FROM {image}: ARG {arg.group(1)} is not filled "
+                    "from the lock; name it in the target's bases",
+                )
+            )
+    elif image.lower() not in stages and image != "scratch":
+        digest = image.partition("@")[2]
+        if not DIGEST_RE.match(digest):
+            out.append(
+                Finding(
+                    ins.line,
+                    "pin",
+                    f"FROM {image}: pin it by digest (@sha256:…) "
+                    "or fill it from the lock through an ARG",
+                )
+            )
+    if alias:
+        stages.add(alias)
+    return out
+
+
+def unpinned_apt(build_args: Mapping[str, str]) -> list[str]:
+    """Build args that install apt packages without a dated snapshot (whatever is current)."""
+    if build_args.get("APT_SNAPSHOT"):
+        return []
+    return [k for k, v in sorted(build_args.items()) if k.endswith("APT_PACKAGES") and v.strip()]
+
+
+def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True) -> list[Finding]:
+    """Every rule broken by ``text``; an empty list when it is clean."""
+    syntax = _syntax_directive(text)
+    findings: list[Finding] = [syntax] if syntax else []
+    stages: set[str] = set()
+    for ins in instructions(text):
+        if re.search(r"(^|[:/\s=])latest(\s|$|@)", ins.args) and ins.keyword in ("FROM", "ARG"):
+            findings.append(
+                Finding(
+                    ins.line,
+                    "latest",
+                    f"{ins.keyword} {ins.args}: 'latest' is not a pin; use a version and a digest",
+                )
+            )
+        if ins.keyword == "FROM":
+            findings += _check_from(ins, stages, pinned_args)
+        elif ins.keyword in ("COPY", "ADD") and not allow_copy:
+            findings.append(
+                Finding(
+                    ins.line,
+                    "no-copy",
+                    f"{ins.keyword} is not allowed in this "
+                    "target; install with RUN --mount=type=bind instead",
+                )
+            )
+        elif ins.keyword == "ADD" and re.search(r"https?://", ins.args):
+            findings.append(
+                Finding(
+                    ins.line,
+                    "download",
+                    "ADD from a URL skips the checksum; fetch the file through the lock instead",
+                )
+            )
+        elif (
+            ins.keyword == "RUN" and _DOWNLOAD.search(ins.args) and _PIPE_TO_SHELL.search(ins.args)
+        ):
+            why = "RUN pipes a download into a shell, which no checksum can vet; use the lock"
+            findings.append(Finding(ins.line, "download", why))
+        elif ins.keyword == "RUN" and _DOWNLOAD.search(ins.args) and not _CHECKED.search(ins.args):
+            tool = _DOWNLOAD.search(ins.args)
+            findings.append(
+                Finding(
+                    ins.line,
+                    "download",
+                    f"RUN downloads with "
+                    f"'{tool.group(0) if tool else '?'}' without a checksum check; "
+                    "add sha256sum -c or pip --require-hashes",
+                )
+            )
+    return findings
+
+
+def derived_problems(lock: Lock, target: Target) -> list[str]:
+    """The closure check of each derived requirements file the target installs.
+
+    A target built with ``VLLM_VERSION`` installs its pip files with ``--no-deps`` on top
+    of vLLM, so each must be derived (``# derived-for:`` header) and pass the check.
+    """
+    out = []
+    for name in target.pip:
+        file = lock.pip[name].file
+        path = lock.root / file
+        text = path.read_text() if path.is_file() else ""
+        derivation = requirements.derived_for(text)
+        if derivation is None and requirements.version_arg("vllm") not in target.build_args:
+            continue  # hand-written, for an image without vLLM: nothing to check it against
+        arg = requirements.version_arg(derivation.package if derivation else "vllm")
+        facts = closure.closure_path(path)
+        out += closure.problems(
+            text,
+            facts.read_text() if facts.is_file() else None,
+            where=file,
+            closure_where=str(facts.relative_to(lock.root)),
+            expected_version=target.build_args.get(arg),
+            version_from=f"targets.{target.name}.build_args.{arg}",
+        )
+    return out
+
+
+_PAYLOAD = re.compile(r"\{payload:([^}]+)\}")
+# llama.cpp b10069's spellings (common/arg.cpp:3907, :3915; docs/llama-shapes.md)
+_DRAFT_FLAGS = ("--model-draft", "-md", "--spec-draft-model")
+
+
+def mtp_problems(lock: Lock, target: Target) -> list[str]:
+    """``--spec-type draft-mtp`` without a draft model drafts with the model's own MTP head,
+    so its ``-m`` payload must say (``expect.nextn_layers``) that it carries one: the
+    payload check then proves the ``blk.N.nextn.*`` tensors are there. A model without
+    them starts, logs that speculative decoding is off, and serves slowly: caught here."""
+    cmd = list(target.serve.command)
+    after = {flag: cmd[i + 1] for i, flag in enumerate(cmd[:-1])}
+    spec = after.get("--spec-type", "")
+    if "draft-mtp" not in spec.split(",") or any(f in after for f in _DRAFT_FLAGS):
+        return []
+    model = _PAYLOAD.fullmatch(after.get("-m", after.get("--model", "")))
+    where = f"targets.{target.name}.serve.command"
+    if model is None or model[1] not in lock.payloads:
+        return [f"{where}: --spec-type {spec} without --model-draft needs -m {{payload:NAME}}"]
+    payload = lock.payloads[model[1]]
+    if not payload.expect.get("nextn_layers"):
+        return [
+            f"{where}: --spec-type {spec} without --model-draft drafts with the model's own "
+            f"MTP head, but payloads.{payload.name}.expect has no nextn_layers: pin the -mtp "
+            "GGUF that carries blk.N.nextn.* (and set expect.nextn_layers), or pass "
+            "--model-draft {payload:ASSISTANT}"
+        ]
+    return []

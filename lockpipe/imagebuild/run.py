@@ -1,0 +1,148 @@
+"""Run build plans through an engine, skipping builds whose key has not changed.
+
+The key covers the plan (lock entries, context file hashes, build args,
+labels, timestamp) plus the engine and its version. A build whose key
+matches its record, with the recorded image still present, never reaches
+the engine's build call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from lockpipe.engines.base import BuildRequest, Engine
+from lockpipe.errors import BuildError
+from lockpipe.imagebuild.context import stage
+from lockpipe.imagebuild.plan import LABEL_PREFIX, BuildPlan, plan_target
+from lockpipe.imagebuild.provenance import record_build
+from lockpipe.imagebuild.records import BuildRecord, read_record
+from lockpipe.lock.fingerprint import check_drift
+from lockpipe.lock.model import Lock
+from lockpipe.log import echo, step
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    state: Path
+    cache: Path
+    mirror: str | None = None
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    target: str
+    built: bool
+    record: BuildRecord
+
+
+def build_key(plan: BuildPlan, engine: str, version: str) -> str:
+    return hashlib.sha256(f"{plan.identity()}|{engine}|{version}".encode()).hexdigest()
+
+
+def _up_to_date(engine: Engine, plan: BuildPlan, key: str, s: Settings) -> BuildRecord | None:
+    record = read_record(s.state, engine.name, plan.target)
+    if s.force or record is None or record.key != key:
+        return None
+    if engine.image_id(plan.tag) != record.image_id:
+        return None
+    return record
+
+
+def run_build(
+    engine: Engine, plan: BuildPlan, key: str, s: Settings, *, no_cache: bool = False
+) -> BuildRecord:
+    """Build ``plan`` (its source archive fetched and checked first); the record, not yet kept."""
+    started = time.monotonic()
+    labels = {**dict(plan.labels), f"{LABEL_PREFIX}.build-key": key}
+    with tempfile.TemporaryDirectory(prefix=f"lockpipe-{plan.target}-") as tmp:
+        extra = {}
+        if plan.source is not None:
+            # Only a build that runs fetches: a no-op build never loads the HTTP stack.
+            from lockpipe.payloads.cache import fetch_verified
+
+            src = plan.source
+            extra[src.filename] = fetch_verified(src.url, src.sha256, s.cache, s.mirror)
+        context = stage(plan.context, plan.dockerfile, labels, extra, Path(tmp) / "context")
+        req = BuildRequest(
+            context=context, dockerfile=plan.dockerfile, tag=plan.tag,
+            build_args=dict(plan.build_args), timestamp=plan.timestamp,
+            platform=plan.platform, no_cache=no_cache,
+        )  # fmt: skip
+        try:
+            image_id = engine.build(req, lambda line: echo(line, style="dim"))
+        except BuildError as exc:
+            raise _explain(exc, plan) from None
+    repro = engine.reproducibility()
+    return BuildRecord(
+        target=plan.target,
+        tag=plan.tag,
+        key=key,
+        image_id=image_id,
+        engine=engine.name,
+        engine_version=engine.version(),
+        reproducible=repro.reproducible,
+        reproducible_how=repro.how,
+        fingerprint=plan.fingerprint,
+        source_date_epoch=plan.timestamp,
+        built_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        seconds=round(time.monotonic() - started, 3),
+    )
+
+
+_UNREACHABLE = (
+    "dial tcp",
+    "no such host",
+    "connection refused",
+    "i/o timeout",
+    "network is unreachable",
+    "TLS handshake",
+    "Temporary failure in name resolution",
+    "server misbehaving",
+)
+
+
+def _explain(exc: BuildError, plan: BuildPlan) -> BuildError:
+    """Name the lock entry when the failure was pulling one of its pinned bases."""
+    text = str(exc)
+    for name, pinned in plan.bases:
+        digest = pinned.rpartition("@")[2]
+        if digest.removeprefix("sha256:") not in text:
+            continue
+        if any(sign in text for sign in _UNREACHABLE):
+            return BuildError(
+                f"bases.{name}: the registry of {pinned} cannot be reached from this host. "
+                "Check the network or proxy, or load the image into the engine first "
+                f"(e.g. skopeo copy from a reachable mirror); the digest stays as locked.\n{text}"
+            )
+        return BuildError(
+            f"bases.{name}: the engine could not pull {pinned}; the digest is wrong or the "
+            f"image is gone. Fix bases.{name}.digest in the lock or run nox -s "
+            f"refresh-digests.\n{text}"
+        )
+    return exc
+
+
+def build_target(lock: Lock, name: str, engine: Engine, s: Settings) -> Outcome:
+    """Build one target unless its record proves the image is current."""
+    check_drift(lock, lock.target(name))
+    plan = plan_target(lock, name)
+    key = build_key(plan, engine.name, engine.version())
+    current = _up_to_date(engine, plan, key, s)
+    if current is not None:
+        echo(f"{name}: up to date ({current.image_id[:19]}, key {key[:12]}); --force rebuilds")
+        return Outcome(name, False, current)
+    with step(f"build {name} with {engine.name} {engine.version()}"):
+        record = run_build(engine, plan, key, s)
+        path = record_build(s.state, lock, plan, record)
+    how = "reproducible" if record.reproducible else "NOT reproducible"
+    echo(f"{name}: built {record.image_id} in {record.seconds:.1f}s; record {path}")
+    echo(
+        f"{name}: {how}: {record.reproducible_how}", style=None if record.reproducible else "yellow"
+    )
+    return Outcome(name, True, record)

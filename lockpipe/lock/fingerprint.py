@@ -1,0 +1,108 @@
+"""Pure hashing of what determines a build: the drift check's checksum.
+
+The lock stores one fingerprint per target over its context files
+(Dockerfile, requirement files), its build config and the lock entries it
+builds from. A Dockerfile edited without ``nox -s lock`` is caught before any
+engine runs, as apko's config checksum does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from lockpipe.errors import DriftError, LockError
+from lockpipe.fs import sha256_file
+from lockpipe.lock.model import Lock, Target, parse_lock
+
+RELOCK = "review the change, then run nox -s lock"
+SERVING = ("serve", "payloads")  # target keys that say how to run the image, not build it
+
+
+def context_files(lock: Lock, target: Target) -> dict[str, str]:
+    """Relative path → sha256 for every file in the target's context folder."""
+    top = lock.root / target.context
+    return {
+        p.relative_to(top).as_posix(): sha256_file(p)
+        for p in sorted(top.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def _pins(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry without its ``origin``: where a value was found is not a build input."""
+    return {k: v for k, v in entry.items() if k != "origin"}
+
+
+def _entries(lock: Lock, target: Target) -> dict[str, Any]:
+    doc = lock.document
+    used: dict[str, Any] = {
+        "bases": {b: _pins(doc["bases"][b]) for b in target.bases.values()},
+        "pip": {p: _pins(doc["pip"][p]) for p in target.pip},
+    }
+    if target.source:
+        used["sources"] = {target.source: _pins(doc["sources"][target.source])}
+    return used
+
+
+def fingerprint(lock: Lock, target: Target) -> str:
+    """sha256 over the context files, the target's build config and the entries it builds from.
+
+    How the image is served (``serve``, ``payloads``) is left out: it does not change
+    the image, so editing it neither needs a relock nor triggers a rebuild.
+    """
+    build_config = {
+        k: v for k, v in lock.document["targets"][target.name].items() if k not in SERVING
+    }
+    material = {
+        "files": context_files(lock, target),
+        "target": build_config,
+        "entries": _entries(lock, target),
+        "source_date_epoch": lock.source_date_epoch,
+    }
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def check_pip(lock: Lock, target: Target) -> None:
+    """Each hash-pinned requirements file still has the sha256 the lock records."""
+    for name in target.pip:
+        pip = lock.pip[name]
+        actual = sha256_file(lock.root / pip.file)
+        if actual != pip.sha256:
+            raise DriftError(
+                f"pip.{name}: {pip.file} has sha256 {actual}, the lock says {pip.sha256}; {RELOCK}"
+            )
+
+
+def check_drift(lock: Lock, target: Target) -> None:
+    """Raise DriftError if the target's inputs changed since the lock was written.
+
+    An external target has no inputs here, so it cannot drift (callers note the skip)."""
+    if target.external is not None:
+        return
+    check_pip(lock, target)
+    recorded = lock.fingerprints.get(target.name)
+    if recorded is None:
+        raise DriftError(f"{lock.path}: fingerprints.{target.name} is missing; run nox -s lock")
+    if recorded != fingerprint(lock, target):
+        raise DriftError(
+            f"fingerprints.{target.name}: {target.context}/ (Dockerfile or files), the target's "
+            f"config or its lock entries changed since {lock.path} was written; {RELOCK}"
+        )
+
+
+def relock(lock: Lock) -> dict[str, Any]:
+    """A copy of the lock document with pip hashes and fingerprints brought up to date."""
+    doc: dict[str, Any] = json.loads(json.dumps(lock.document))
+    for name, pip in lock.pip.items():
+        doc["pip"][name]["sha256"] = sha256_file(lock.root / pip.file)
+    lock = parse_lock(doc, lock.path, lock.root)
+    # An external image is built elsewhere: nothing here determines it.
+    doc["fingerprints"] = {
+        n: fingerprint(lock, t) for n, t in sorted(lock.targets.items()) if t.external is None
+    }
+    if not doc["fingerprints"]:
+        raise LockError(f"{lock.path}: no targets to fingerprint")
+    return doc

@@ -1,0 +1,189 @@
+"""Checking a lock: its JSON text, its shape (the schema), and what refers to what.
+
+Every failure is a line ``json.path: what is wrong`` that the caller joins into
+one LockError (exit 2). Nothing here raises anything else for bad input: huge
+numbers, duplicate keys and NaN are caught while decoding, with their path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from lockpipe.errors import LockError
+from lockpipe.lock.refs import ReferenceError, parse_ref
+from lockpipe.lock.schema import LOCK_SCHEMA
+
+MAX_DIGITS = 19  # every integer in a lock fits in 64 bits; a longer one is an error
+_PATTERN_HINTS = {
+    "^sha256:[0-9a-f]{64}$": "must be 'sha256:' and 64 lowercase hex digits",
+    "^[0-9a-f]{64}$": "must be 64 lowercase hex digits (a sha256)",
+    "^[0-9a-f]{40}$": "must be a full 40-hex-digit commit",
+}
+
+
+class _Bad:
+    """A value the decoder refused; found with its path after decoding."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+class _Object(dict[str, Any]):
+    """A JSON object that remembers keys it saw twice."""
+
+    duplicates: list[str]
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> _Object:
+    obj = _Object()
+    obj.duplicates = []
+    for key, value in pairs:
+        if key in obj:
+            obj.duplicates.append(key)
+        obj[key] = value
+    return obj
+
+
+def _int(text: str) -> int | _Bad:
+    digits = text.lstrip("-")
+    if len(digits) > MAX_DIGITS:
+        return _Bad(f"a {len(digits)}-digit number; numbers in a lock fit in 64 bits")
+    return int(text)
+
+
+def _constant(name: str) -> _Bad:
+    return _Bad(f"{name} is not a number JSON allows")
+
+
+def _float(text: str) -> float | _Bad:
+    value = float(text)
+    return _Bad(f"{text} is out of range") if value in (float("inf"), float("-inf")) else value
+
+
+def _clean(value: Any, path: str, errors: list[str]) -> Any:
+    """``value`` with plain dicts, and a line in ``errors`` for each refused value."""
+    if isinstance(value, _Bad):
+        errors.append(f"{path or '(top level)'}: {value.why}")
+        return None
+    if isinstance(value, _Object):
+        for key in value.duplicates:
+            errors.append(f"{_join(path, key)}: the key appears twice; keep one (JSON readers "
+                          "disagree on which one wins)")  # fmt: skip
+        return {k: _clean(v, _join(path, k), errors) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v, f"{path}[{i}]", errors) for i, v in enumerate(value)]
+    return value
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def decode(text: str, path: Path) -> Any:
+    """The lock document in ``text``; LockError with the line, or the JSON path, on bad input."""
+    try:
+        raw = json.loads(text, object_pairs_hook=_pairs, parse_int=_int,
+                         parse_float=_float, parse_constant=_constant)  # fmt: skip
+    except json.JSONDecodeError as exc:
+        raise LockError(
+            f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg}); "
+            "fix it by hand or restore it with git checkout"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise LockError(
+            f"{path}: cannot be read as JSON ({exc}); restore it with git checkout"
+        ) from None
+    errors: list[str] = []
+    doc = _clean(raw, "", errors)
+    if errors:
+        raise LockError(f"{path} is not a valid lock:\n  " + "\n  ".join(errors[:12]))
+    return doc
+
+
+def schema_key(text: str) -> str:
+    """Names a (lock text, schema) pair that validated, for load_lock's marker."""
+    schema = json.dumps(LOCK_SCHEMA, sort_keys=True)
+    return hashlib.sha256(f"{schema}\0{text}".encode()).hexdigest()
+
+
+def _json_path(parts: Any) -> str:
+    return ".".join(str(p) for p in parts) or "(top level)"
+
+
+def schema_errors(doc: Any) -> list[str]:
+    import jsonschema  # only when a lock is new to this checkout (see load_lock)
+
+    validator = jsonschema.Draft202012Validator(LOCK_SCHEMA)
+    out = []
+    for err in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
+        msg = err.message
+        if err.validator == "pattern":
+            msg = f"{err.instance!r} {_PATTERN_HINTS.get(str(err.validator_value), msg)}"
+        elif err.validator == "additionalProperties" and err.path:
+            msg = f"{msg} (check the spelling against README.md's lock fields)"
+        elif err.validator in ("maximum", "minimum"):
+            msg = f"{err.instance} is out of range ({err.validator} {err.validator_value})"
+        out.append(f"{_json_path(err.absolute_path)}: {msg}")
+    return out
+
+
+def _filename_error(filename: str) -> str | None:
+    """Why a payload filename could escape its snapshot folder, or None."""
+    name = PurePosixPath(filename)
+    if any(ord(c) < 0x20 or c == "\x7f" for c in filename):
+        return "must not contain control characters"
+    if name.is_absolute() or "\\" in filename:
+        return "must be a relative path with forward slashes"
+    if any(part in ("..", ".", "") for part in filename.split("/")):
+        return "must not contain '..', '.' or empty parts"
+    return None
+
+
+def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
+    out = []
+    for name, base in doc["bases"].items():
+        try:
+            ref = parse_ref(base["ref"])
+        except ReferenceError as exc:
+            out.append(f"bases.{name}.ref: {exc}")
+            continue
+        if ref.digest:
+            out.append(f"bases.{name}.ref: put the digest in bases.{name}.digest, not in the ref")
+        if ref.tag in (None, "latest"):
+            out.append(f"bases.{name}.ref: {base['ref']!r} needs a tag other than 'latest'")
+    for name, pip in doc.get("pip", {}).items():
+        if not (root / pip["file"]).is_file():
+            out.append(f"pip.{name}.file: {pip['file']} does not exist under {root}")
+    for name, payload in doc.get("payloads", {}).items():
+        for path in payload["files"] if "files" in payload else [payload["filename"]]:
+            where = f"payloads.{name}." + (f"files.{path}" if "files" in payload else "filename")
+            why = _filename_error(path)
+            if why:
+                out.append(f"{where}: {path!r} {why}")
+    tags: dict[str, str] = {}
+    tables = {"bases": "bases", "source": "sources", "pip": "pip", "payloads": "payloads"}
+    for tname, target in doc["targets"].items():
+        if "external" in target:  # built elsewhere: no tag, context or entries to check
+            continue
+        if target["tag"] in tags:
+            out.append(f"targets.{tname}.tag: {target['tag']!r} is also targets."
+                       f"{tags[target['tag']]}'s tag; each target needs its own")  # fmt: skip
+        tags.setdefault(target["tag"], tname)
+        if not (root / target["context"] / target.get("dockerfile", "Dockerfile")).is_file():
+            out.append(
+                f"targets.{tname}.context: no Dockerfile in {root / target['context']} (paths "
+                "are relative to the nearest folder above the lock that holds images/)"
+            )
+        for key, table in tables.items():
+            value = target.get(key)
+            used = value.values() if isinstance(value, dict) else value
+            used = [used] if isinstance(used, str) else used or []
+            out += [
+                f"targets.{tname}.{key}: {u!r} is not in {table}; add it or fix the name"
+                for u in used
+                if u not in doc.get(table, {})
+            ]
+    return out

@@ -1,0 +1,43 @@
+"""HTTP outcomes the downloader tells apart. Each names the URL, what came, and the fix.
+
+They are :class:`lockpipe.errors.FetchError`s (exit 8); integrity, format and disk
+space have their own codes in :mod:`lockpipe.errors`. :class:`Stopped` is not a
+user-facing error: it unwinds the download threads on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+from lockpipe.errors import FetchError
+
+NO_ANSWER = 0  # HTTPFatal.status when no HTTP answer came (a malformed URL, a bad certificate)
+
+
+class HTTPFatal(FetchError):
+    """401, 403, 404 or another answer that retrying cannot fix."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RetryableHTTP(FetchError):
+    """A 429, a 5xx, a timeout or a dropped connection: worth another try after a pause.
+
+    ``status`` is the HTTP status when one came (429 and 503 slow the run down),
+    ``retry_after`` the seconds the server asked to wait, if it said.
+    """
+
+    def __init__(
+        self, message: str, retry_after: float | None = None, status: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.status = status
+
+
+class RangeIgnored(FetchError):
+    """The server answered a ranged request with the whole file (200)."""
+
+
+class Stopped(Exception):
+    """The run is being interrupted; the journal keeps what was written."""

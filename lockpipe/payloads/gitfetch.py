@@ -1,0 +1,113 @@
+"""Small files kept in git (not LFS): one whole-file GET each, verified by git blob id.
+
+Config, tokenizer and template files are kilobytes to a few MB (the Hub keeps
+files over 10 MB in LFS), so one request per file and no resume: a killed run
+fetches them again. They share the run's connection gate, retry budget and
+redirect handling with the big files (:mod:`lockpipe.payloads.http`,
+:mod:`lockpipe.payloads.retry`), are streamed to ``<blob>.lockpipe-partial``
+while hashed, and take the blob's name only once size and git blob id match.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from lockpipe.errors import FetchError, IntegrityError
+from lockpipe.payloads.blobs import git_blob_hasher
+from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP, Stopped
+from lockpipe.payloads.gate import WAKE, Permit
+from lockpipe.payloads.http import body, open_range
+from lockpipe.payloads.retry import Budget, Streak, delay
+from lockpipe.payloads.settings import Context
+from lockpipe.payloads.sources import Candidate
+from lockpipe.payloads.store import place
+
+LFS_HINT = (
+    "if the Hub's tree lists this file with an `lfs` entry, pin its lfs.oid as sha256: "
+    "a git_sha1 is for files kept in git, and an LFS file's `oid` is its pointer's"
+)
+
+
+def fetch_git_blob(
+    label: str, cands: Sequence[Candidate], blob: Path, size: int, git_sha1: str, ctx: Context
+) -> None:
+    """Place at ``blob`` the ``size`` bytes whose git blob id is ``git_sha1``, or raise."""
+    problems: list[str] = []
+    last: FetchError | None = None
+    partial = blob.with_name(blob.name + ".lockpipe-partial")
+    for cand in cands:
+        fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            got, n = _get(label, cand, fd, size, ctx)
+            if n == size and got == git_sha1:
+                place(partial, fd, blob)
+                return
+            last = IntegrityError(
+                f"{cand.kind} {cand.url}: git blob id mismatch: the lock pins {git_sha1}, "
+                f"received {got} ({n:,} bytes)"
+            )
+        except (HTTPFatal, RetryableHTTP, IntegrityError) as exc:
+            last = exc
+        finally:
+            os.close(fd)
+        problems.append(f"{cand.kind} {last}")
+        partial.unlink(missing_ok=True)
+    fix = f"\n{LFS_HINT}" if isinstance(last, IntegrityError) else ""
+    message = f"{label}: no verified copy:\n  " + "\n  ".join(problems) + fix
+    if isinstance(last, HTTPFatal):
+        raise HTTPFatal(message, last.status)
+    raise (IntegrityError if isinstance(last, IntegrityError) else FetchError)(message)
+
+
+def _get(label: str, cand: Candidate, fd: int, size: int, ctx: Context) -> tuple[str, int]:
+    """Write the whole body to ``fd``; (git blob id, bytes). Retries as the big files do."""
+    budget = Budget(ctx.tuning)
+    streak = Streak(budget)
+    with Permit(ctx.gate, ctx.stop) as permit:
+        while True:
+            got = 0
+            try:
+                opened = open_range(ctx.session(), cand, 0, None, ctx.tuning.timeout)
+                ctx.gate.accepted()
+                if opened.total is not None and opened.total != size:
+                    opened.response.close()
+                    raise IntegrityError(
+                        f"{label}: {opened.url} serves {opened.total:,} bytes, the lock pins "
+                        f"{size:,}; the file changed upstream or the revision is wrong"
+                    )
+                h = git_blob_hasher(size)
+                os.ftruncate(fd, 0)
+                for data in body(opened, ctx.tuning.chunk):
+                    if ctx.stop.is_set():
+                        raise Stopped
+                    if got + len(data) > size:
+                        raise IntegrityError(
+                            f"{label}: {opened.url} sends more than the {size:,} bytes the "
+                            "lock pins; the file changed upstream or the mirror is wrong"
+                        )
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.pwrite(fd, view, got + len(data) - len(view)) :]
+                    h.update(data)
+                    got += len(data)
+                    budget.progress()
+                    ctx.advance(label, len(data))
+                return h.hexdigest(), got
+            except RetryableHTTP as exc:
+                ctx.advance(label, -got)  # counted again when the next try brings them
+                if exc.status in (429, 503):
+                    permit.throttled()
+                budget.spend(exc)
+                permit.give()
+                _sleep(ctx, delay(ctx.tuning, exc, streak.failed(False)))
+                permit.take()
+
+
+def _sleep(ctx: Context, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if ctx.stop.wait(min(left, WAKE)):
+            raise Stopped

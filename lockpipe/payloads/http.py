@@ -1,0 +1,162 @@
+"""One ranged GET, with redirects followed by hand and answers sorted into errors.
+
+Redirects are followed here rather than by requests so that the token is sent
+to the host it belongs to and never to the CDN a redirect points at. Every
+failure becomes :class:`RetryableHTTP` (5xx, 408, 429, timeouts, dropped
+connections) or :class:`HTTPFatal` (everything retrying cannot fix), with the
+exceptions of requests and urllib3 sorted in :mod:`lockpipe.payloads.neterrors`:
+nothing else leaves this module, so no traceback reaches a user.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from urllib.parse import urljoin, urlsplit
+
+import requests
+
+from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP
+from lockpipe.payloads.neterrors import NET_ERRORS, bad_url, classify
+from lockpipe.payloads.sources import Candidate, repo_page
+
+MAX_REDIRECTS = 10
+_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+
+
+@dataclass(kw_only=True)
+class Opened:
+    """A response whose body starts at byte ``start`` of the file."""
+
+    response: requests.Response
+    start: int
+    total: int | None  # the whole file's size, if the server said
+    ranged: bool  # False: the server ignored Range and sends the whole file
+    url: str  # after redirects
+
+
+def _fix(status: int, cand: Candidate, url: str, sent_token: bool) -> str:
+    if status == 401:
+        if sent_token:
+            return "the Hub refused the token (HF_TOKEN or the token file); check that it is valid"
+        return (
+            "no token was sent: set HF_TOKEN or log in with `hf auth login`; "
+            "the Hub also answers 401 for a misspelled repository"
+        )
+    if status == 403:
+        return (
+            f"the repository is gated or private: accept its conditions at {repo_page(url)} "
+            "with the account that owns the token, and give the token read access"
+        )
+    if status in (404, 410):
+        return (
+            "no such file at this revision: check the repository, revision and filename "
+            "in the lock against the repository's file page"
+        )
+    return "the server refused the request; check the URL"
+
+
+def retry_after(value: str, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait: delay-seconds or an HTTP-date."""
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None  # absent or unreadable: the caller's own backoff applies
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def _status_error(resp: requests.Response, cand: Candidate, sent_token: bool) -> Exception:
+    status = resp.status_code
+    where = resp.url if resp.url == cand.url else f"{cand.url} (redirected to {resp.url})"
+    if status >= 500 or status in (408, 429):
+        after = retry_after(resp.headers.get("Retry-After", ""))
+        return RetryableHTTP(f"{where}: HTTP {status}", after, status)
+    return HTTPFatal(f"{where}: HTTP {status}; {_fix(status, cand, cand.url, sent_token)}", status)
+
+
+def open_range(
+    session: requests.Session,
+    cand: Candidate,
+    start: int,
+    end: int | None,
+    timeout: tuple[float, float],
+) -> Opened:
+    """GET ``[start, end)`` of ``cand`` (``end`` None: to the end of the file)."""
+    headers = {"Accept-Encoding": "identity"}
+    if start or end is not None:
+        headers["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
+    url = cand.url
+    try:
+        first_scheme, host = urlsplit(url).scheme, cand.host
+    except ValueError as exc:
+        raise bad_url(url, exc) from None
+    sent_token = False
+    for _ in range(MAX_REDIRECTS + 1):
+        hop = dict(headers)
+        try:
+            # The token goes to the host it was issued for, never to a redirect target.
+            # Nor over a redirect that downgrades https to http on the same host.
+            parts = urlsplit(url)
+            if cand.token and parts.netloc == host and parts.scheme == first_scheme:
+                hop["Authorization"] = f"Bearer {cand.token}"
+                sent_token = True
+            resp = session.get(
+                url, headers=hop, stream=True, timeout=timeout, allow_redirects=False
+            )
+            if resp.is_redirect and "location" in resp.headers:
+                url = urljoin(url, resp.headers["location"])
+                resp.close()
+                continue
+        except NET_ERRORS as exc:  # requests, urllib3, http.client, urllib.parse
+            raise classify(url, exc, timeout) from None
+        if resp.status_code not in (200, 206):
+            resp.close()
+            raise _status_error(resp, cand, sent_token)
+        return _opened(resp, cand, start, url)
+    raise HTTPFatal(f"{cand.url}: more than {MAX_REDIRECTS} redirects; check the URL", 310)
+
+
+def _opened(resp: requests.Response, cand: Candidate, start: int, url: str) -> Opened:
+    if resp.status_code == 200:
+        length = resp.headers.get("Content-Length", "")
+        total = int(length) if length.isdigit() else None
+        return Opened(response=resp, start=0, total=total, ranged=False, url=url)
+    match = _CONTENT_RANGE.fullmatch(resp.headers.get("Content-Range", "").strip())
+    if not match or int(match[1]) != start:
+        resp.close()
+        raise HTTPFatal(
+            f"{url}: asked for bytes from {start}, got Content-Range "
+            f"{resp.headers.get('Content-Range')!r}; the server's Range support is broken",
+            206,
+        )
+    total = None if match[3] == "*" else int(match[3])
+    return Opened(response=resp, start=start, total=total, ranged=True, url=url)
+
+
+def body(opened: Opened, chunk: int) -> Iterator[bytes]:
+    """The response body in chunks; a broken connection becomes RetryableHTTP."""
+    raw = opened.response.raw
+    finished = False
+    try:
+        while True:
+            try:
+                data = raw.read(chunk)
+            except Exception as exc:  # urllib3 and http.client raise several kinds for one cause
+                raise RetryableHTTP(
+                    f"{opened.url}: connection broken ({type(exc).__name__})"
+                ) from None
+            if not data:
+                finished = True
+                return
+            yield data
+    finally:
+        if finished:
+            raw.release_conn()  # fully read: the keep-alive connection serves the next piece
+        else:
+            opened.response.close()

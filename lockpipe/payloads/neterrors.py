@@ -1,0 +1,71 @@
+"""Exceptions of requests, urllib3 and urllib.parse, sorted into "retry" and "give up".
+
+A refused connection, a timeout or a broken body may heal: :class:`RetryableHTTP`.
+A URL that cannot be parsed, a scheme requests has no adapter for, or a
+certificate that is not trusted will fail the same way every time:
+:class:`HTTPFatal` at once, naming what to change. Either way the message is
+one line with the URL and the cause in words, never a traceback.
+"""
+
+from __future__ import annotations
+
+import http.client
+import re
+
+import requests
+import urllib3.exceptions
+
+from lockpipe.payloads.errors import NO_ANSWER, HTTPFatal, RetryableHTTP
+
+# What a request can raise for reasons outside this program: requests' exceptions are
+# OSErrors, its URL errors and urllib3's parse errors are ValueErrors, and a few of
+# urllib3 and http.client escape requests' wrapping.
+NET_ERRORS = (OSError, ValueError, urllib3.exceptions.HTTPError, http.client.HTTPException)
+URL_FIX = "check HF_ENDPOINT, --mirror, and the repository and filename in the lock"
+_ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\"()\[\]]+)")
+
+
+def reason(exc: BaseException) -> str:
+    """The cause in words: "Connection refused" rather than three nested reprs."""
+    text = str(exc)
+    found = _ERRNO.search(text)
+    if found:
+        return found[1].strip()
+    text = text or type(exc).__name__
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def bad_url(url: str, exc: BaseException) -> HTTPFatal:
+    return HTTPFatal(f"{url}: not a URL that can be fetched ({reason(exc)}); {URL_FIX}", NO_ANSWER)
+
+
+def classify(
+    url: str, exc: BaseException, timeout: tuple[float, float]
+) -> HTTPFatal | RetryableHTTP:
+    """The error to raise for ``exc``, met while requesting ``url``."""
+    if isinstance(exc, requests.exceptions.InvalidHeader):
+        # Its text quotes the header, which may be the token: never show it.
+        return HTTPFatal(
+            f"{url}: a request header is not valid: check that HF_TOKEN (or the token "
+            "file) is one line without spaces",
+            NO_ANSWER,
+        )
+    if isinstance(exc, ValueError | requests.exceptions.URLRequired):
+        return bad_url(url, exc)  # InvalidURL, MissingSchema, InvalidSchema, LocationParseError
+    if isinstance(exc, requests.exceptions.TooManyRedirects):
+        return HTTPFatal(f"{url}: too many redirects; {URL_FIX}", NO_ANSWER)
+    if isinstance(exc, requests.exceptions.SSLError | urllib3.exceptions.SSLError):
+        if "certificate" in str(exc).lower():
+            return HTTPFatal(
+                f"{url}: the TLS certificate is not trusted ({reason(exc)}); check the host "
+                "name, or point REQUESTS_CA_BUNDLE at the CA bundle of a private mirror",
+                NO_ANSWER,
+            )
+        return RetryableHTTP(f"{url}: TLS failed ({reason(exc)})")
+    if isinstance(exc, requests.exceptions.Timeout | urllib3.exceptions.TimeoutError):
+        return RetryableHTTP(
+            f"{url}: no answer in time ({timeout[0]:g} s to connect, {timeout[1]:g} s to read)"
+        )
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return RetryableHTTP(f"{url}: could not connect ({reason(exc)})")
+    return RetryableHTTP(f"{url}: {type(exc).__name__} ({reason(exc)})")

@@ -1,0 +1,109 @@
+"""When to retry a failed request, how long to wait first, and when to give up.
+
+"Six failures in a row ends the download" fails most large files against a
+server that refuses half its requests at random: among a hundred pieces, one
+meets six in a row. What tells a bad server from an unlucky streak is the
+share of failures over the whole file, and whether the file still moves. So:
+
+- each file gets a retry budget proportional to its work (a base, plus a few
+  per piece once the server has answered one request for the file: a server
+  that never does gets only the base);
+- a wall-clock bound: no new byte for ``give_up_after`` seconds ends it, so a
+  server that stops answering ends the run in bounded time at any file size;
+- backoff grows only while the whole file stands still. When other connections
+  bring bytes the server works, and a piece that doubled its wait on each
+  unlucky failure would sleep for a minute while the rest of the file is done.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+
+from lockpipe.payloads.errors import RetryableHTTP
+from lockpipe.payloads.settings import Tuning
+
+AGAIN_AT_ONCE = 0.05  # after a drop that still brought bytes: the server is working
+FIX = "try again later, or with fewer --connections, or from a --mirror"
+
+
+def delay(tuning: Tuning, exc: RetryableHTTP, failures: int) -> float:
+    """Seconds to wait before the next try of a piece (``failures``: :meth:`Streak.failed`).
+
+    The server's Retry-After wins (capped: a proxy asking for an hour should not
+    stall a build that long); else exponential backoff with jitter, so connections
+    that failed together do not come back together.
+    """
+    if exc.retry_after is not None:
+        return min(max(0.0, exc.retry_after), tuning.retry_after_cap)
+    if failures == 0:
+        return AGAIN_AT_ONCE
+    step = tuning.backoff * 2.0 ** min(failures - 1, 30)
+    return min(tuning.backoff_cap, step) * random.uniform(0.8, 1.2)
+
+
+class Budget:
+    """How many failed requests one file may still retry, and until when.
+
+    Thread-safe: every connection of the file spends from it.
+    """
+
+    def __init__(self, tuning: Tuning, clock: Callable[[], float] = time.monotonic) -> None:
+        self.tuning, self.clock = tuning, clock
+        self.allowed = tuning.retries
+        self.failed = 0
+        self.started = self.moved = clock()
+        self._lock = threading.Lock()
+
+    def add_work(self, nbytes: int, piece: int) -> None:
+        """``nbytes`` are to be fetched in pieces of up to ``piece``: allow retries for them."""
+        pieces = -(-max(0, nbytes) // max(1, piece))
+        with self._lock:
+            self.allowed += self.tuning.retries_per_piece * pieces
+
+    def progress(self) -> None:
+        """Bytes arrived: the file is moving."""
+        self.moved = self.clock()
+
+    def spend(self, exc: RetryableHTTP) -> None:
+        """Count the failed request ``exc``; raise once the budget is spent or the file stalled."""
+        with self._lock:
+            self.failed += 1
+            now = self.clock()
+            idle = now - self.moved
+            if self.failed <= self.allowed and idle < self.tuning.give_up_after:
+                return
+            why = (
+                f"no byte arrived for {idle:.0f} s"
+                if idle >= self.tuning.give_up_after
+                else f"the retry budget of {self.allowed} for this file is spent"
+            )
+            took = now - self.started
+        raise RetryableHTTP(
+            f"{exc}; gave up after {self.failed} failed requests in {took:.0f} s ({why}): "
+            f"the server keeps failing; {FIX}",
+            exc.retry_after,
+            exc.status,
+        )
+
+
+class Streak:
+    """One piece's failed requests in a row while the whole file stood still."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.count = 0
+        self.mark = budget.moved
+
+    def failed(self, progressed: bool) -> int:
+        """Count a failed request; ``progressed``: it brought bytes before it broke (0: free)."""
+        moved, self.mark = self.budget.moved != self.mark, self.budget.moved
+        if progressed:
+            self.count = 0
+        elif moved:
+            self.count = 1  # other connections brought bytes meanwhile: no reason to wait longer
+        else:
+            self.count += 1
+        return self.count

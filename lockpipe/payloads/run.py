@@ -1,0 +1,268 @@
+"""``run_payloads``: make every selected payload present, verified and checked in the store.
+
+Order of work: select and check pins (no network), check that each snapshot
+lists the files its runtime reads, take the store lock, vouch for blobs already
+there (verification cache, else re-hash), check free space for the rest,
+download them in parallel (a snapshot's files too, each by its own pin), then
+run the format checks and link each payload at its stable path. Failures are
+collected and raised together, so one bad file does not stop the others.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lockpipe.errors import FetchError, FormatError, UsageError
+from lockpipe.lock.model import Lock, Payload
+from lockpipe.log import echo
+from lockpipe.payloads import store as st
+from lockpipe.payloads.blobs import Blob, blobs_of, digest_file
+from lockpipe.payloads.checks import Facts, check_file, check_index, check_targets
+from lockpipe.payloads.download import fetch_and_place
+from lockpipe.payloads.errors import HTTPFatal
+from lockpipe.payloads.gitfetch import fetch_git_blob
+from lockpipe.payloads.partial import Partial
+from lockpipe.payloads.pool import run_parallel
+from lockpipe.payloads.progress import Reporter, reporter
+from lockpipe.payloads.selection import check_pinned, select
+from lockpipe.payloads.settings import DEFAULT_CONNECTIONS, Context, Tuning
+from lockpipe.payloads.snapshot import check_snapshot, missing_files, modalities_of
+from lockpipe.payloads.sources import file_candidates
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    store: Path
+    mirror: str | None = None
+    connections: int = DEFAULT_CONNECTIONS  # across all files at once
+    verify: bool = False  # re-hash files the verification cache vouches for
+    output: str = "rich"  # rich | quiet | jsonl
+    files_at_once: int = 3
+    tuning: Tuning | None = None  # tests shorten timeouts and backoff
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Result:
+    name: str
+    path: Path  # the file, or a snapshot's folder
+    status: str  # "cached", "re-hashed" or "downloaded" (a snapshot: the most work any file had)
+    fetched: int  # bytes that came over the network in this run
+
+
+def run_payloads(lock: Lock, names: Sequence[str], options: Options) -> list[Result]:
+    """Fetch, verify, check and link the payloads ``names`` select (every one if empty)."""
+    payloads, targets = select(lock, names)
+    check_pinned(payloads)
+    if options.connections < 1 or options.files_at_once < 1:
+        raise UsageError("--connections must be at least 1")
+    store = options.store.expanduser()
+    with st.store_errors(store):
+        store.mkdir(parents=True, exist_ok=True)
+        with st.store_lock(store, echo):
+            return _Run(lock, payloads, targets, store, options).go()
+
+
+STATUS_ORDER = ("cached", "re-hashed", "downloaded")
+
+
+class _Run:
+    def __init__(
+        self, lock: Lock, payloads: list[Payload], targets: list[str], store: Path, o: Options
+    ) -> None:
+        self.lock, self.payloads, self.targets, self.store, self.o = (
+            lock, payloads, targets, store, o,
+        )  # fmt: skip
+        self.cache = st.VerifyCache(store)
+        self.errors: dict[str, str] = {}  # payload name (or target problem) -> message
+        self.raised: list[FetchError] = []
+        self.facts: dict[str, Facts] = {}
+        self.results: dict[str, Result] = {}
+        self.blobs = {p.name: blobs_of(store, p) for p in payloads}
+        self.got: dict[Path, tuple[str, int]] = {}  # blob -> (status, bytes fetched)
+        self.counted: set[Path] = set()  # blobs whose fetched bytes a result already counts
+        self.owner: dict[str, str] = {}  # blob label -> the payload name progress shows
+        self.out: Reporter = reporter(o.output, sum(b.size for b in self._unique(payloads)))
+
+    def go(self) -> list[Result]:
+        started = time.monotonic()
+        try:
+            ready = [p for p in self.payloads if self._preflight(p)]
+            todo = [b for b in self._unique(ready) if not self._present(b)]
+            st.check_space(
+                self.store, [(b.label, b.size - st.allocated(b.partial, b.size)) for b in todo]
+            )
+            self._download(todo)
+            for p in ready:
+                if p.name not in self.errors:
+                    self._finish(p)
+            self._cross_checks()
+        finally:
+            self.cache.save()
+            fetched = sum(r.fetched for r in self.results.values())
+            summary = {"files": len(self.results), "failed": len(self.errors), "fetched": fetched}
+            self.out.close({**summary, "seconds": time.monotonic() - started})
+        if self.errors:
+            raise self._combined()
+        return [self.results[p.name] for p in self.payloads]
+
+    def _unique(self, payloads: list[Payload]) -> list[Blob]:
+        """The blobs of ``payloads``, each once (payloads and files may share bytes)."""
+        seen: dict[Path, Blob] = {}
+        for p in payloads:
+            for b in self.blobs[p.name]:
+                seen.setdefault(b.path, b)
+        return list(seen.values())
+
+    def _combined(self) -> FetchError:
+        """One error for the run; it keeps the class (and exit code) when all failures agree."""
+        message = "\n".join(self.errors[n] for n in sorted(self.errors))
+        first, kinds = self.raised[0], {type(e) for e in self.raised}
+        if len(kinds) > 1:
+            return FetchError(message)
+        if isinstance(first, HTTPFatal):
+            return HTTPFatal(message, first.status)
+        return type(first)(message)
+
+    def _fail(self, p: Payload, exc: FetchError) -> None:
+        self.raised.append(exc)
+        text = str(exc) if str(exc).startswith("payloads.") else f"payloads.{p.name}: {exc}"
+        self.errors[p.name] = f"{self.errors[p.name]}\n{text}" if p.name in self.errors else text
+        self.out.error(p.name, text)
+
+    def _preflight(self, p: Payload) -> bool:
+        """A snapshot must list every file its runtime reads before anything is fetched."""
+        problems = missing_files(p, modalities_of(self.lock, p)) if p.snapshot else []
+        if problems:
+            self._fail(p, FormatError("\n".join(problems)))
+        return not problems
+
+    def _present(self, b: Blob) -> bool:
+        """True if the blob is already the pinned bytes (the cache vouches, or a re-hash does)."""
+        try:
+            stat = b.path.stat()
+        except FileNotFoundError:
+            return False
+        status = "cached"
+        if self.o.verify or self.cache.lookup(b.path, stat, b.kind) != b.digest:
+            status = "re-hashed"
+            got = (
+                digest_file(b.path, b.kind) if stat.st_size == b.size else f"{stat.st_size:,} bytes"
+            )
+            if got != b.digest:
+                self.out.note(
+                    f"{b.label}: {b.path} changed on disk (the lock pins {b.kind} "
+                    f"{b.digest}, found {got}); fetching it again"
+                )
+                self.cache.forget(b.path)
+                st.unlink(b.link)
+                b.path.unlink()
+                return False
+            self.cache.record(b.path, got, b.kind)
+        self.got[b.path] = (status, 0)
+        return True
+
+    def _finish(self, p: Payload) -> None:
+        """Format checks, then the stable links; a payload that fails them is not linked."""
+        blobs = self.blobs[p.name]
+        if any(b.path not in self.got for b in blobs):
+            return  # a shared blob failed to download: its payload reported that
+        try:
+            if p.snapshot:
+                facts = check_snapshot(p, {b.file.path: b.path for b in blobs})
+            else:
+                facts = check_file(p, blobs[0].path, blobs[0].size)
+        except FormatError as exc:
+            facts = Facts([f"payloads.{p.name}: {exc}"])
+        self.facts[p.name] = facts
+        if facts.problems:
+            for b in blobs:
+                st.unlink(b.link)
+            kept = (
+                f"the files stay in {blobs[0].path.parent}, the snapshot is not linked"
+                if p.snapshot
+                else f"the file stays at {blobs[0].path} and is not linked"
+            )
+            self._fail(p, FormatError("\n".join(facts.problems) + (
+                f"\n(the bytes match the lock's pins: the lock's expect or pin is wrong; "
+                f"{kept})")))  # fmt: skip
+            return
+        if gone := [b for b in blobs if not b.path.is_file()]:  # the store lock is advisory
+            self._fail(p, FetchError(
+                f"{gone[0].path} vanished while the run checked it; something else is "
+                "deleting files in the store: stop it and run again"))  # fmt: skip
+            return
+        st.link_all([(b.path, b.link) for b in blobs])
+        status = max((self.got[b.path][0] for b in blobs), key=STATUS_ORDER.index)
+        fresh = {b.path for b in blobs} - self.counted  # a blob payloads share counts once
+        fetched = sum(self.got[path][1] for path in fresh)
+        self.counted |= fresh
+        path = st.payload_path(self.store, p)
+        self.results[p.name] = Result(name=p.name, path=path, status=status, fetched=fetched)
+        self.out.done(p.name, status, fetched)
+
+    def _download(self, todo: list[Blob]) -> None:
+        ctx = Context(
+            tuning=self.o.tuning or Tuning(connections=self.o.connections),
+            advance=lambda label, n: self.out.advance(self.owner[label], n),
+            connections=self.o.connections,
+        )
+        started: set[str] = set()
+        left = {p.name: sum(b.size for b in todo if b.payload is p) for p in self.payloads}
+
+        def fetch(b: Blob) -> None:
+            p = b.payload
+            self.owner[b.label] = p.name
+            b.path.parent.mkdir(parents=True, exist_ok=True)
+            partial = None if b.kind == "git_sha1" else Partial(
+                b.partial, b.digest, b.size, ctx.tuning.journal_every
+            )  # fmt: skip
+            already = partial.done.total() if partial else 0
+            if p.name not in started:  # one progress line per payload, a snapshot's too
+                started.add(p.name)
+                self.out.start(p.name, left[p.name], already)
+            elif already:
+                self.out.advance(p.name, already)
+            try:
+                self._fetch(b, partial, ctx)
+            except FetchError as exc:
+                for q in self.payloads:  # every payload that holds these bytes fails
+                    if any(x.path == b.path for x in self.blobs[q.name]):
+                        self._fail(q, exc)
+                return
+            self.cache.record(b.path, b.digest, b.kind)
+            self.got[b.path] = ("downloaded", b.size - already)
+
+        # Largest first: the big files take the connections early, small ones fill the gaps.
+        order = sorted(todo, key=lambda b: -b.size)
+        run_parallel(order, fetch, self.o.files_at_once, ctx.stop)
+
+    def _fetch(self, b: Blob, partial: Partial | None, ctx: Context) -> None:
+        cands = file_candidates(b.payload, b.file.path, self.o.mirror, self.o.env)
+        if partial is None:
+            fetch_git_blob(b.label, cands, b.path, b.size, b.digest, ctx)
+            return
+        fetch_and_place(b.label, cands, partial, b.digest, b.path, ctx)
+
+    def _cross_checks(self) -> None:
+        singles = [p for p in self.payloads if not p.snapshot]
+        for p in singles:
+            if p.filename.endswith(".safetensors.index.json") and p.name in self.results:
+                shards = {
+                    q.filename: self.facts[q.name]
+                    for q in singles
+                    if (q.repository, q.revision) == (p.repository, p.revision)
+                    and q.name in self.facts
+                }
+                for problem in check_index(p, st.blob_path(self.store, p), shards):
+                    self._fail(p, FormatError(problem))
+        targets = [
+            t for t in self.targets if all(n in self.facts for n in self.lock.targets[t].payloads)
+        ]
+        for problem in check_targets(self.lock, targets, self.facts):
+            self.errors[problem] = problem
+            self.raised.append(FormatError(problem))

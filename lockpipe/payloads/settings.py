@@ -1,0 +1,59 @@
+"""What one run's downloads share: tuning, the stop flag and the connection budget."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import requests
+
+from lockpipe.payloads.errors import Stopped
+from lockpipe.payloads.gate import Gate
+
+__all__ = ["DEFAULT_CONNECTIONS", "Context", "MiB", "Stopped", "Tuning"]
+
+MiB = 1 << 20
+# CDNs cap each connection (the Hub's too); 16 reached 92 % of this machine's ceiling
+# in the benchmark (docs/payloads.md) where 8 reached 82 % of 8 x cap.
+DEFAULT_CONNECTIONS = 16
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tuning:
+    connections: int = DEFAULT_CONNECTIONS
+    piece: int = 32 * MiB  # upper bound; small files get smaller pieces
+    chunk: int = 1 * MiB
+    # Retries are budgeted per file (lockpipe.payloads.retry): ``retries`` plus
+    # ``retries_per_piece`` for each piece; none once no byte came for ``give_up_after`` s.
+    retries: int = 6  # a dead server: given up on after about 30 s (backoff 0.5 s doubling)
+    retries_per_piece: int = 4
+    give_up_after: float = 300.0
+    backoff: float = 0.5  # doubling per failure in a row of one piece, up to backoff_cap
+    backoff_cap: float = 20.0
+    retry_after_cap: float = 120.0  # the longest Retry-After honoured
+    timeout: tuple[float, float] = (10.0, 30.0)  # connect, read
+    memory_cap: int = 256 * MiB
+    journal_every: float = 0.5
+
+
+@dataclass(kw_only=True)
+class Context:
+    """What every transfer in one run shares."""
+
+    tuning: Tuning
+    advance: Callable[[str, int], None] = lambda label, n: None
+    stop: threading.Event = field(default_factory=threading.Event)
+    connections: int = 0  # requests at once across the run's files (0: tuning.connections)
+    local: threading.local = field(default_factory=threading.local)
+    gate: Gate = field(init=False)  # the run-wide connection budget, shrunk on 429/503
+
+    def __post_init__(self) -> None:
+        self.gate = Gate(self.connections or self.tuning.connections)
+
+    def session(self) -> requests.Session:
+        """One keep-alive session per thread (requests sessions are not thread-safe)."""
+        s: requests.Session | None = getattr(self.local, "session", None)
+        if s is None:
+            s = self.local.session = requests.Session()
+        return s

@@ -1,0 +1,97 @@
+"""Where a payload comes from: the Hub's resolve URL, the mirror, and the token.
+
+Pure functions over an environment mapping, so tests pass a dict instead of
+touching ``os.environ``. The token travels inside :class:`Candidate` with
+``repr=False``: it is only ever put into an Authorization header, and only for
+the upstream host (never the mirror, never a redirect target elsewhere).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote, urlsplit
+
+from lockpipe.errors import LockError
+from lockpipe.fs import cache_home
+from lockpipe.lock.model import Payload
+from lockpipe.payloads.neterrors import bad_url
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def mirror_url(mirror: str, url: str) -> str:
+    """Where ``url`` lives on ``mirror``: ``{mirror}/{host}/{path}``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # an HF_ENDPOINT such as "http://[::1"
+        raise bad_url(url, exc) from None
+    return f"{mirror.rstrip('/')}/{parts.netloc}{parts.path}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One URL to try. ``token`` is sent to ``url``'s own host and nowhere else."""
+
+    url: str
+    kind: str = "upstream"  # "mirror" or "upstream"
+    token: str | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def host(self) -> str:
+        return urlsplit(self.url).netloc
+
+
+def hf_endpoint(env: Mapping[str, str]) -> str:
+    """``HF_ENDPOINT`` (for a private Hub or a test server), else huggingface.co."""
+    return (env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def hf_url(endpoint: str, repository: str, revision: str, filename: str) -> str:
+    """``{endpoint}/{repo}/resolve/{revision}/{file}``: the Hub's download URL at a commit."""
+    return f"{endpoint}/{repository}/resolve/{revision}/{quote(filename)}"
+
+
+def hf_token(env: Mapping[str, str]) -> str | None:
+    """The Hub token: ``HF_TOKEN``, else the file huggingface_hub's login writes.
+
+    That file is ``HF_TOKEN_PATH``, else ``$HF_HOME/token`` (HF_HOME defaults to
+    ``$XDG_CACHE_HOME/huggingface``, i.e. ``~/.cache/huggingface``).
+    """
+    token = env.get("HF_TOKEN", "").strip()
+    if token:
+        return token
+    path = env.get("HF_TOKEN_PATH")
+    if not path:
+        path = os.path.join(env.get("HF_HOME") or cache_home(env) / "huggingface", "token")
+    try:
+        return Path(path).expanduser().read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def candidates(url: str, mirror: str | None, token: str | None = None) -> list[Candidate]:
+    """The mirror's copy first (no token: a mirror is ours), then upstream (with the token)."""
+    out = [Candidate(mirror_url(mirror, url), "mirror")] if mirror else []
+    return [*out, Candidate(url, "upstream", token)]
+
+
+def file_url(payload: Payload, path: str, env: Mapping[str, str]) -> str:
+    """The upstream URL of the file ``path`` of a pinned payload (one of a snapshot's too)."""
+    if payload.revision is None:  # run_payloads refuses unpinned entries before this
+        raise LockError(f"payloads.{payload.name}: no revision pinned; pin it before fetching")
+    return hf_url(hf_endpoint(env), payload.repository, payload.revision, path)
+
+
+def file_candidates(
+    payload: Payload, path: str, mirror: str | None, env: Mapping[str, str]
+) -> list[Candidate]:
+    return candidates(file_url(payload, path, env), mirror, hf_token(env))
+
+
+def repo_page(url: str) -> str:
+    """The repository page of a resolve URL (where gated repos are accepted), else the URL."""
+    head, sep, _ = url.partition("/resolve/")
+    return head if sep else url

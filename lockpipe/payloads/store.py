@@ -1,0 +1,259 @@
+"""The payload store: layout, the store lock, placement and the verification cache.
+
+Layout (the Hugging Face cache layout, so huggingface_hub and vLLM find the files
+with ``HF_HUB_CACHE=<store>`` and ``HF_HUB_OFFLINE=1``)::
+
+    <store>/models--<org>--<name>/blobs/<id>                  the bytes, read-only
+    <store>/models--<org>--<name>/snapshots/<revision>/<path> -> ../../blobs/<id>
+    <store>/.lockpipe/lock                                    flock held by a run
+    <store>/.lockpipe/verified.json                           verification cache
+
+``<id>`` is what the Hub's ETag is: the sha256 of an LFS file, the git blob sha1
+of a file kept in git. A nested ``<path>`` gets one more ``../`` per folder.
+The snapshot link is a single-file payload's stable path; a snapshot payload's
+is the folder ``snapshots/<revision>``. Links are created only after the blobs
+matched the lock's size and hash and passed the format checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+from lockpipe.errors import DiskSpaceError, FetchError, LockError, UsageError
+from lockpipe.fs import cache_home, fsync_dir
+from lockpipe.lock.model import PIN_BY_HAND, Payload, PayloadFile
+
+STATE = ".lockpipe"
+BlobKind = Literal["sha256", "git_sha1"]
+
+
+def default_store(env: Mapping[str, str]) -> Path:
+    """Root: /var/lib/lockpipe/payloads (shared state that containers mount, not a cache).
+
+    Others: ``$XDG_CACHE_HOME/lockpipe/store`` (``~/.cache/lockpipe/store``).
+    """
+    if os.geteuid() == 0:
+        return Path("/var/lib/lockpipe/payloads")
+    return cache_home(env) / "lockpipe" / "store"
+
+
+def where(payload: Payload, file: PayloadFile) -> str:
+    """The lock key of one file: ``payloads.NAME`` (one file) or ``payloads.NAME.files.PATH``."""
+    return f"payloads.{payload.name}" + (f".files.{file.path}" if payload.snapshot else "")
+
+
+def _checked_path(payload: Payload, file: PayloadFile) -> PurePosixPath:
+    name = PurePosixPath(file.path)
+    if name.is_absolute() or any(part in ("", ".", "..") for part in file.path.split("/")):
+        key = where(payload, file) if payload.snapshot else f"payloads.{payload.name}.filename"
+        raise LockError(
+            f"{key}: {file.path!r} must be a relative path inside the repository, without '..'"
+        )
+    return name
+
+
+def repo_dir(store: Path, payload: Payload) -> Path:
+    return store / ("models--" + payload.repository.replace("/", "--"))
+
+
+def blob_id(payload: Payload, file: PayloadFile) -> tuple[BlobKind, str]:
+    """How a file's blob is named and verified: by sha256 where the lock pins one (LFS files:
+    the Hub's tree gives ``lfs.oid``), else by git blob sha1 (files kept in git: its ``oid``)."""
+    if file.sha256:
+        return "sha256", file.sha256
+    if file.git_sha1:
+        return "git_sha1", file.git_sha1
+    raise LockError(f"{where(payload, file)}: no sha256 or git_sha1 pinned; {PIN_BY_HAND}")
+
+
+def blob_path(store: Path, payload: Payload, file: PayloadFile | None = None) -> Path:
+    """``blobs/<id>`` of ``file`` (default: the payload's one file)."""
+    return repo_dir(store, payload) / "blobs" / blob_id(payload, file or payload.single)[1]
+
+
+def snapshot_dir(store: Path, payload: Payload) -> Path:
+    """``snapshots/<revision>``: the folder a runtime's ``--model`` gets for a snapshot."""
+    if payload.revision is None:
+        raise LockError(f"payloads.{payload.name}: no revision pinned; {PIN_BY_HAND}")
+    return repo_dir(store, payload) / "snapshots" / payload.revision
+
+
+def file_path(store: Path, payload: Payload, file: PayloadFile) -> Path:
+    """The link of one file: ``snapshots/<revision>/<path>``."""
+    return snapshot_dir(store, payload) / _checked_path(payload, file)
+
+
+def payload_path(store: Path, payload: Payload) -> Path:
+    """The stable path of a pinned payload: the snapshot folder ``snapshots/<revision>`` for
+    a snapshot payload, else ``snapshots/<revision>/<filename>``.
+
+    It exists only once the files are verified; mount it (or the store) read-only.
+    """
+    if payload.snapshot:
+        return snapshot_dir(store, payload)
+    return file_path(store, payload, payload.single)
+
+
+def is_snapshot_dir(store: Path, path: Path) -> bool:
+    """Whether ``path`` (from :func:`payload_path`) is a snapshot folder, not one file."""
+    try:
+        parts = path.relative_to(store).parts
+    except ValueError:
+        return False
+    return len(parts) == 3 and parts[0].startswith("models--") and parts[1] == "snapshots"
+
+
+@contextlib.contextmanager
+def store_errors(store: Path) -> Iterator[None]:
+    """The store's file system failing (full, read-only, not ours) as an error naming the fix.
+
+    Reserving a file, writing into it, taking the lock or saving the verification cache
+    can each hit it, in the main thread or a worker's; none may reach a user as a trace.
+    """
+    try:
+        yield
+    except OSError as exc:
+        import requests  # an HTTP fault that escaped its boundary is not the disk's
+
+        if isinstance(exc, requests.RequestException):
+            raise FetchError(f"{exc}; check the network, then run again") from None
+        where = f" ({exc.filename})" if exc.filename else ""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskSpaceError(
+                f"{store}: the file system is full{where}: {exc.strerror}; free space or "
+                "point --store (LOCKPIPE_STORE) at a larger one, then run again to resume"
+            ) from None
+        raise UsageError(
+            f"{store}: cannot write the store{where}: {exc.strerror}; set --store "
+            "(LOCKPIPE_STORE) to a folder this user can write"
+        ) from None
+
+
+@contextlib.contextmanager
+def store_lock(store: Path, say: Callable[[str], None]) -> Iterator[None]:
+    """Hold the store's lock: a second run waits here, then finds the files already verified."""
+    state = store / STATE
+    state.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            say(f"waiting for the store lock on {store} (held by pid {holder})")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
+
+
+def place(partial_path: Path, fd: int, blob: Path) -> None:
+    """Make the verified partial file the blob: read-only, fsynced, renamed, folder fsynced."""
+    os.fchmod(fd, 0o444)
+    os.fsync(fd)
+    os.replace(partial_path, blob)
+    fsync_dir(blob.parent)
+
+
+def link(blob: Path, path: Path) -> None:
+    """Point the snapshot path at the blob, atomically (a reader sees the old or new link)."""
+    link_all([(blob, path)])
+
+
+def link_all(pairs: list[tuple[Path, Path]]) -> None:
+    """:func:`link` for many (blob, path) pairs: links already right are left alone, and
+    each folder is fsynced once (a snapshot's re-run then writes nothing)."""
+    changed: set[Path] = set()
+    for blob, path in pairs:
+        target = os.path.relpath(blob, path.parent)
+        with contextlib.suppress(OSError):
+            if os.readlink(path) == target:
+                continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.lockpipe-link")
+        tmp.unlink(missing_ok=True)
+        os.symlink(target, tmp)
+        os.replace(tmp, path)
+        changed.add(path.parent)
+    for folder in sorted(changed):
+        fsync_dir(folder)
+
+
+def unlink(path: Path) -> None:
+    """Withdraw a snapshot path whose file no longer passes its checks."""
+    if path.is_symlink() or path.exists():
+        path.unlink()
+        fsync_dir(path.parent)
+
+
+class VerifyCache:
+    """(device, inode, size, mtime_ns) -> the hash (sha256 or git blob sha1) of every blob
+    verified in this store.
+
+    Any write to a file changes its mtime (and a replaced file has a new inode),
+    so a stale entry never vouches for changed bytes; such a file is re-hashed.
+    """
+
+    def __init__(self, store: Path) -> None:
+        self.store = store
+        self.path = store / STATE / "verified.json"
+        try:
+            self.files: dict[str, dict[str, int | str]] = json.loads(
+                self.path.read_text(encoding="utf-8")
+            )["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            self.files = {}
+
+    @staticmethod
+    def _key(st: os.stat_result) -> dict[str, int | str]:
+        return {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+    def lookup(self, blob: Path, st: os.stat_result, kind: BlobKind = "sha256") -> str | None:
+        entry = self.files.get(str(blob.relative_to(self.store)))
+        if entry is None or {k: entry.get(k) for k in self._key(st)} != self._key(st):
+            return None
+        digest = entry.get(kind)
+        return digest if isinstance(digest, str) else None
+
+    def record(self, blob: Path, digest: str, kind: BlobKind = "sha256") -> None:
+        st = blob.stat()
+        self.files[str(blob.relative_to(self.store))] = {**self._key(st), kind: digest}
+
+    def forget(self, blob: Path) -> None:
+        self.files.pop(str(blob.relative_to(self.store)), None)
+
+    def save(self) -> None:
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"version": 1, "files": self.files}, indent=1), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+def allocated(path: Path, size: int) -> int:
+    """Bytes of ``size`` already reserved on disk by a partial file (0 if there is none)."""
+    try:
+        return min(size, path.stat().st_blocks * 512)
+    except OSError:
+        return 0
+
+
+def check_space(store: Path, needs: list[tuple[str, int]]) -> None:
+    """Fail before any download if the store cannot hold everything still to fetch."""
+    free = shutil.disk_usage(store).free
+    total = sum(n for _, n in needs)
+    if total > free:
+        listed = ", ".join(f"{name} ({n / 1e9:.2f} GB)" for name, n in needs)
+        raise DiskSpaceError(
+            f"{store}: {free / 1e9:.2f} GB free, {total / 1e9:.2f} GB still to fetch "
+            f"({listed}); free {(total - free) / 1e9:.2f} GB or choose another store with "
+            "--store / LOCKPIPE_STORE"
+        )

@@ -1,0 +1,246 @@
+"""One file from one URL over N ranged connections, hashed in order as it arrives.
+
+The first piece's request is the probe: a 206 starts the other connections,
+a 200 means the server ignores Range and that one response streams the whole
+file. Bytes are written with pwrite at their offset, journaled for resume and
+handed to the :class:`OrderedHasher`. Each request holds a permit of the run's
+:class:`Gate` and hands it back while it waits to retry; each failed request
+spends from the file's :class:`Budget` (:mod:`lockpipe.payloads.retry`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from lockpipe.errors import IntegrityError, LockpipeError
+from lockpipe.payloads.errors import RangeIgnored, RetryableHTTP, Stopped
+from lockpipe.payloads.gate import WAKE, Permit
+from lockpipe.payloads.hasher import OrderedHasher
+from lockpipe.payloads.http import Opened, body, open_range
+from lockpipe.payloads.partial import Partial
+from lockpipe.payloads.ranges import RangeSet
+from lockpipe.payloads.retry import Budget, Streak, delay
+from lockpipe.payloads.schedule import Piece, Scheduler
+from lockpipe.payloads.settings import Context, MiB, Tuning
+from lockpipe.payloads.sources import Candidate
+
+__all__ = ["Stopped", "Transfer", "piece_size"]
+THROTTLED = (429, 503)  # the server asks for fewer requests: the run's gate shrinks
+
+
+def piece_size(size: int, tuning: Tuning) -> int:
+    """The largest piece: a quarter of a connection's share at most, so pieces shrink early."""
+    return max(MiB, min(tuning.piece, -(-size // (4 * tuning.connections))))
+
+
+class Transfer:
+    """One attempt at filling ``partial`` from one candidate."""
+
+    def __init__(self, label: str, cand: Candidate, partial: Partial, ctx: Context) -> None:
+        self.label, self.cand, self.partial, self.ctx = label, cand, partial, ctx
+        self.error: BaseException | None = None
+        self.halt = threading.Event()  # set with error: connections waiting to retry quit
+        self.sched = Scheduler((), 1, MiB)
+        self.budget = Budget(ctx.tuning)
+        self.planned = (0, MiB)  # bytes and piece size, budgeted once the probe got an answer
+        self.lock = threading.Lock()
+        self.hasher = OrderedHasher(
+            partial.fd, partial.size, RangeSet(partial.done), ctx.tuning.memory_cap
+        )
+
+    def run(self) -> tuple[int, str]:
+        """Fill the file and return (bytes hashed, sha256)."""
+        p = self.partial
+        try:
+            if p.size is None or p.done.missing(p.size):
+                self._download()
+            return self.hasher.result()
+        finally:
+            self.hasher.stop()
+            p.stop_flushing()
+            p.flush(force=True)
+
+    def _plan(self, size: int) -> tuple[int, int]:
+        """Schedule the gaps of ``[0, size)``; the first piece, for the probe."""
+        t = self.ctx.tuning
+        gaps, largest = self.partial.done.missing(size), piece_size(size, t)
+        self.sched = Scheduler(gaps, t.connections, largest)
+        self.planned = (sum(e - s for s, e in gaps), largest)
+        first = self.sched.take()
+        if first is None:  # run() downloads only when bytes are missing
+            raise LockpipeError(f"{self.label}: no gap to fetch in an incomplete file (a bug)")
+        self.sched.done(first)
+        return first.pos, first.end
+
+    def _learn_size(self, opened: Opened, end: int) -> tuple[int, int]:
+        """A 206 told the size the caller did not know: plan the rest; the probe's piece."""
+        t, total = self.ctx.tuning, opened.total
+        if total is None:
+            opened.response.close()
+            raise RangeIgnored(f"{opened.url}: a 206 without the file's total size")
+        self.partial.preallocate(total)
+        self.hasher.set_size(total)
+        end, largest = min(end, total), piece_size(total, t)
+        self.sched = Scheduler([(end, total)], t.connections, largest)
+        self.planned = (total, largest)
+        return 0, end
+
+    def _download(self) -> None:
+        p, t = self.partial, self.ctx.tuning
+        first = (0, t.piece) if p.size is None else self._plan(p.size)
+        with Permit(self.ctx.gate, self.ctx.stop) as permit:
+            opened = self._probe(*first, permit)
+            self._check_total(opened)
+            if not opened.ranged:
+                self._stream(opened)
+                return
+            if p.size is None:
+                first = self._learn_size(opened, first[1])
+            self.budget.add_work(*self.planned)  # the server serves this file: budget its work
+            workers = [
+                threading.Thread(target=self._worker, daemon=True) for _ in range(t.connections - 1)
+            ]
+            for w in workers:
+                w.start()
+            self._guard(self.sched.take_exact(*first), opened, permit)
+        self._worker()  # the probing thread takes pieces too once its own is done
+        for w in workers:
+            w.join()
+        if self.error is not None:
+            raise self.error
+
+    def _probe(self, start: int, end: int, permit: Permit) -> Opened:
+        streak = Streak(self.budget)
+        while True:
+            try:
+                return self._open(start, end)
+            except RetryableHTTP as exc:
+                self._retry(exc, permit, streak.failed(False))
+
+    def _open(self, start: int, end: int) -> Opened:
+        opened = open_range(self.ctx.session(), self.cand, start, end, self.ctx.tuning.timeout)
+        self.ctx.gate.accepted()
+        return opened
+
+    def _retry(self, exc: RetryableHTTP, permit: Permit, failures: int) -> None:
+        """Count ``exc`` against the budget and wait, without holding a connection.
+
+        ``failures``: from :meth:`Streak.failed`; 0 when the failed request still
+        brought bytes (free, and retried almost at once).
+        """
+        if exc.status in THROTTLED:
+            permit.throttled()
+        if failures:
+            self.budget.spend(exc)  # raises once the file has failed too often or too long
+        permit.give()
+        self._sleep(delay(self.ctx.tuning, exc, failures))
+        permit.take()
+
+    def _sleep(self, seconds: float) -> None:
+        """Wait; cut short when the transfer failed, :class:`Stopped` on Ctrl-C."""
+        deadline = time.monotonic() + seconds
+        while not self.halt.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self.ctx.stop.wait(min(left, WAKE)):
+                raise Stopped
+
+    def _check_total(self, opened: Opened) -> None:
+        size = self.partial.size
+        if opened.total is not None and size is not None and opened.total != size:
+            opened.response.close()
+            raise IntegrityError(
+                f"{self.label}: {opened.url} serves {opened.total:,} bytes, the lock pins "
+                f"{size:,}; the file changed upstream or the revision is wrong: fix the mirror, "
+                "or re-pin the entry from the repository's file page"
+            )
+
+    def _worker(self) -> None:
+        while self.error is None:
+            with Permit(self.ctx.gate, self.ctx.stop) as permit:
+                piece = self.sched.take()
+                if piece is None:
+                    return
+                self._guard(piece, None, permit)
+
+    def _guard(self, piece: Piece, opened: Opened | None, permit: Permit) -> None:
+        try:
+            self._fill(piece, opened, permit)
+        except BaseException as exc:  # the first error ends the transfer; _download raises it
+            with self.lock:
+                self.error = self.error or exc
+            self.halt.set()
+            self.sched.clear()
+        finally:
+            self.sched.done(piece)
+
+    def _fill(self, piece: Piece, opened: Opened | None, permit: Permit) -> None:
+        """Write the piece, reopening from where it broke off after a drop.
+
+        Its end may move closer while this runs (another connection took the rest).
+        """
+        streak = Streak(self.budget)
+        while piece.pos < piece.end:
+            before = piece.pos
+            try:
+                if opened is None:
+                    opened = self._open(piece.pos, piece.end)
+                    self._check_total(opened)
+                    if not opened.ranged:
+                        opened.response.close()
+                        raise RangeIgnored(f"{opened.url}: the server stopped honouring Range")
+                asked = piece.end
+                for data in body(opened, self.ctx.tuning.chunk):
+                    if self.ctx.stop.is_set():
+                        raise Stopped
+                    pos = piece.pos
+                    n = self.sched.claim(piece, len(data))
+                    if n:
+                        self._write(pos, data if n == len(data) else data[:n])
+                    if n < len(data):
+                        break  # more than asked for, or the end moved: drop the connection
+                if piece.pos < min(asked, piece.end):
+                    raise RetryableHTTP(
+                        f"{opened.url}: the body ended {piece.end - piece.pos:,} bytes early"
+                    )
+            except RetryableHTTP as exc:
+                self._retry(exc, permit, streak.failed(piece.pos > before))
+            opened = None
+
+    def _write(self, pos: int, data: bytes) -> None:
+        view, at = memoryview(data), pos
+        while view:
+            n = os.pwrite(self.partial.fd, view, at)
+            view, at = view[n:], at + n
+        self.hasher.feed(pos, data)
+        self.partial.wrote(pos, at)
+        self.budget.progress()
+        self.ctx.advance(self.label, len(data))
+
+    def _stream(self, opened: Opened) -> None:
+        """The whole file on one connection, from byte 0 (resume is impossible here)."""
+        p = self.partial
+        p.reset()
+        self.hasher.stop()
+        self.hasher = OrderedHasher(p.fd, None, RangeSet(), self.ctx.tuning.memory_cap)
+        pos = 0
+        for data in body(opened, self.ctx.tuning.chunk):
+            if self.ctx.stop.is_set():
+                raise Stopped
+            if p.size is not None and pos + len(data) > p.size:
+                raise IntegrityError(
+                    f"{self.label}: {opened.url} sends more than the {p.size:,} bytes the lock "
+                    "pins; the file changed upstream or the mirror is wrong"
+                )
+            self._write(pos, data)
+            pos += len(data)
+        if (opened.total is not None and pos != opened.total) or (
+            p.size is not None and pos != p.size
+        ):
+            raise RetryableHTTP(f"{opened.url}: the body ended at byte {pos:,}")
+        os.ftruncate(p.fd, pos)
+        p.size = pos
+        self.hasher.set_size(pos)

@@ -1,0 +1,19 @@
+"""Preflight: does a target's serving shape fit its card, before anything is started?
+
+Pure planning from the lock, model metadata (a GGUF header or a Hugging Face
+``config.json``) and the pinned runtimes' own rules, read from their source trees:
+
+- :mod:`.shape`: the attention layers of a model (sliding or full, KV heads, head dims).
+- :mod:`.llama`: llama.cpp b10069's KV bytes, slot grid and flash-attention kernel rule;
+  :mod:`.recurrent` and :mod:`.plan_hybrid` the Gated DeltaNet hybrids' state and MTP
+  context; :mod:`.llama_budget` the budget inequality and the fixes that fit.
+- :mod:`.vllm_kv`: vLLM 0.29.0's KV pages, their unification and padding, the token pool.
+- :mod:`.vllm_rules`: what the pinned vLLM rejects (dtypes, backends, env vars, fp8 on sm<89);
+  :mod:`.vllm_args` and :mod:`.llama_args` read the serve command lines.
+- :mod:`.host`: known cards, the driver a CUDA version needs, the card's architecture.
+- :mod:`.config`: ``locks/preflight.json``: measured calibrations and model shapes.
+- :mod:`.plan`: one target in, one :class:`.verdict.TargetReport` out, under the
+  command line's what-ifs (:mod:`.whatif`).
+
+Only :func:`.host.nvidia_smi` runs a program (``nvidia-smi``, through ``lockpipe.cmd``).
+"""

@@ -1,0 +1,264 @@
+"""Preflight of a vLLM target: the pinned release's rules, its pages and its pool; pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from lockpipe.preflight import vllm_kv
+from lockpipe.preflight.config import DEFAULT_VLLM_RESERVE_MIB, TargetPlan
+from lockpipe.preflight.host import Card
+from lockpipe.preflight.shape import ModelShape
+from lockpipe.preflight.verdict import MIB, Check, Figure, mib
+from lockpipe.preflight.vllm_args import VllmArgs, default_batched_tokens
+from lockpipe.preflight.vllm_rules import choose_backend, rule_checks
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmTarget:
+    args: VllmArgs
+    facts: Mapping[str, Any]  # the release's extracted rules
+    shape: ModelShape
+    card: Card
+    plan: TargetPlan
+    weights_bytes: int | None
+    env: Mapping[str, str]
+    declared_parallel: int | None
+
+
+def kernel_blocks(facts: Mapping[str, Any], backend: str | None) -> tuple[int, ...]:
+    """The backend's kernel block sizes (``MultipleOf(16)`` counts as 16)."""
+    text = (facts["attention_backends"].get(backend or "") or {}).get(
+        "kernel_block_sizes"
+    ) or "[16]"
+    return tuple(int(n) for n in re.findall(r"\d+", text)) or (16,)
+
+
+def knobs(t: VllmTarget, backend: str | None, kv_dtype: str, length: int) -> vllm_kv.Knobs:
+    a = t.args
+    batched = a.batched_tokens or default_batched_tokens(t.card.name, t.card.memory_mib)
+    return vllm_kv.Knobs(
+        kv_dtype=kv_dtype,
+        max_model_len=length,
+        in_flight=(2 if a.async_scheduling else 1) * batched,
+        block_size=a.block_size or 16,
+        kernel_blocks=kernel_blocks(t.facts, backend),
+        skip=vllm_kv.boundary_skip(t.shape, kv_dtype),
+    )
+
+
+def ideal_bytes_per_request(shape: ModelShape, k: vllm_kv.Knobs) -> int:
+    """Bytes one request at ``max_model_len`` would take with no pages, padding or blocks."""
+    held = min((shape.window or k.max_model_len) - 1 + k.in_flight, k.max_model_len)
+    return sum(
+        vllm_kv.bytes_per_token(x, "auto" if x.index in k.skip else k.kv_dtype)
+        * (held if x.sliding else k.max_model_len)
+        for x in shape.kv_layers
+    )
+
+
+def backend_for(t: VllmTarget, kv_dtype: str) -> str | None:
+    """The backend vLLM would pick for ``kv_dtype`` with no --attention-backend."""
+    if kv_dtype.startswith("turboquant_"):
+        return "TURBOQUANT"  # the one backend that lists turboquant_* dtypes
+    return choose_backend(replace(t.args, backend=None), t.shape, t.card.compute_cap)
+
+
+def reserve(t: VllmTarget, requested: int) -> tuple[int, str]:
+    """Bytes outside weights and KV: solved from a measured pool when there is one."""
+    cal = t.plan.vllm_pool
+    if cal is not None and t.weights_bytes is not None:
+        k = knobs(t, backend_for(t, cal.kv_dtype), cal.kv_dtype, cal.max_model_len)
+        kv = vllm_kv.memory_for_tokens(t.shape, k, cal.pool_tokens)
+        solved = requested - t.weights_bytes - kv
+        return solved, (
+            f"solved from {cal.pool_tokens:,} tokens measured at {cal.kv_dtype}, "
+            f"max_model_len {cal.max_model_len:,}"
+        )
+    mib_ = t.plan.reserve_mib or DEFAULT_VLLM_RESERVE_MIB
+    return mib_ * MIB, f"reserve_mib {mib_} (an assumption: no measured pool)"
+
+
+def evaluate(t: VllmTarget) -> tuple[list[Check], list[Figure], dict[str, Any]]:
+    a, shape, card = t.args, t.shape, t.card
+    backend = choose_backend(a, shape, card.compute_cap)
+    skip = vllm_kv.boundary_skip(shape, a.kv_dtype)
+    checks = rule_checks(
+        facts=t.facts,
+        args=a,
+        shape=shape,
+        backend=backend,
+        skip=skip,
+        cap=card.compute_cap,
+        env=t.env,
+    )
+    length = a.max_model_len or shape.trained_context or 0
+    figures = [
+        Figure(
+            name="backend",
+            value=backend or "per layer",
+            note="--attention-backend" if a.backend else "chosen by vLLM's rules",
+        )
+    ]
+    k = knobs(t, backend, a.kv_dtype, length)
+    try:
+        raw = vllm_kv.pages(shape, k)
+    except ValueError as exc:
+        return [*checks, Check(name="pool", status="warn", detail=str(exc))], figures, {}
+    for sliding in (False, True):
+        kinds = {(p.kv_dtype, p.per_token) for p in raw if p.sliding == sliding}
+        figures.append(
+            Figure(
+                name=f"page bytes/token ({'sliding' if sliding else 'full'})",
+                value=", ".join(f"{b:,} B ({d})" for d, b in sorted(kinds)),
+                note=f"{shape.count(sliding=sliding)} layers",
+            )
+        )
+    requested = int(a.utilization * card.memory_mib * MIB)
+    if card.free_mib is not None and requested > card.free_mib * MIB:
+        checks.append(
+            Check(
+                name="free",
+                status="fail",
+                detail=f"vLLM asks for {mib(requested)} ({a.utilization} of the card); "
+                f"{card.free_mib:,} MiB is free now",
+                fix="stop what holds the card, or a lower --gpu-memory-utilization",
+            )
+        )
+    if t.weights_bytes is None:
+        return (
+            [
+                *checks,
+                Check(
+                    name="pool",
+                    status="warn",
+                    detail="weights size unknown",
+                    fix="pin the payload sizes or set weights_bytes",
+                ),
+            ],
+            figures,
+            {},
+        )
+    held, how = reserve(t, requested)
+    available = requested - t.weights_bytes - held
+    pool = vllm_kv.pool(shape, k, available)
+    tokens, sessions = pool.tokens(length), int(pool.concurrency)
+    per_request = pool.blocks_per_request * pool.bytes_per_block
+    ideal = ideal_bytes_per_request(shape, k)
+    unify = {(p.block, p.page, p.waste > 0) for p in pool.specs}
+    figures += [
+        Figure(
+            name="pages",
+            value=f"{len(pool.groups)} groups x {pool.bytes_per_block:,} B",
+            note=f"{sum(1 for p in pool.specs if p.waste)} layers' pages padded to the "
+            f"largest: {pool.waste_fraction:.1%} of a full-length request is padding; "
+            f"{len(unify)} page shapes",
+        ),
+        Figure(
+            name="KV memory",
+            value=mib(available),
+            note=f"{a.utilization} x {card.memory_mib:,} MiB - weights {mib(t.weights_bytes)} - "
+            f"reserve {mib(held)} ({how})",
+        ),
+        Figure(
+            name="pool",
+            value=f"{tokens:,} tokens",
+            note=f"{pool.concurrency:.2f} x max_model_len {length:,}",
+        ),
+        Figure(
+            name="pool without padding",
+            value=f"{int(available / ideal * length):,} tokens",
+            note="the same bytes at exact per-token sizes",
+        ),
+        Figure(
+            name="sessions at full context",
+            value=str(sessions),
+            note=f"target: {t.declared_parallel or a.max_num_seqs or '?'}",
+        ),
+        Figure(
+            name="headroom",
+            value=mib(available - (t.declared_parallel or 1) * per_request),
+            note="KV memory left after the declared sessions at full context",
+        ),
+    ]
+    figures += [dtype_row(t, dtype, available, length) for dtype in COMPARE if dtype != a.kv_dtype]
+    want = t.declared_parallel or 1
+    if sessions < 1:
+        checks.append(
+            Check(
+                name="pool",
+                status="fail",
+                fix="a smaller --max-model-len",
+                detail=f"one request at {length:,} tokens needs {mib(per_request)}; "
+                f"{mib(available)} is left for KV",
+            )
+        )
+    elif sessions < want:
+        checks.append(
+            Check(
+                name="pool",
+                status="fail",
+                detail=f"the pool holds {pool.concurrency:.2f} full-context sessions; "
+                f"the target serves {want}",
+                fix="a smaller --max-model-len, fewer --max-num-seqs or a smaller KV dtype",
+            )
+        )
+    else:
+        checks.append(
+            Check(
+                name="pool",
+                status="pass",
+                detail=f"{tokens:,} tokens: {sessions} full-context session(s)",
+            )
+        )
+    numbers = {
+        "backend": backend,
+        "max_model_len": length,
+        "available": available,
+        "reserve": held,
+        "reserve_from": how,
+        "pool_tokens": tokens,
+        "concurrency": pool.concurrency,
+        "bytes_per_block": pool.bytes_per_block,
+        "blocks_per_request": pool.blocks_per_request,
+        "groups": len(pool.groups),
+        "padding_fraction": pool.waste_fraction,
+        "ideal_pool_tokens": int(available / ideal * length),
+    }
+    return checks, figures, numbers
+
+
+def dtype_row(t: VllmTarget, kv_dtype: str, available: int, length: int) -> Figure:
+    """What another KV dtype would make of the same KV memory (same reserve, same length)."""
+    backend = backend_for(t, kv_dtype)
+    k = knobs(t, backend, kv_dtype, length)
+    pool = vllm_kv.pool(t.shape, k, available)
+    sizes = {(p.sliding, p.per_token) for p in vllm_kv.pages(t.shape, k) if p.kv_dtype == kv_dtype}
+    per = " / ".join(f"{b:,}" for _, b in sorted(sizes, reverse=True))
+    ideal = int(available / ideal_bytes_per_request(t.shape, k) * length)
+    variant = replace(t.args, kv_dtype=kv_dtype, backend=backend)
+    refused = [
+        c.detail
+        for c in rule_checks(
+            facts=t.facts,
+            args=variant,
+            shape=t.shape,
+            backend=backend,
+            skip=k.skip,
+            cap=t.card.compute_cap,
+            env=t.env,
+        )
+        if c.status == "fail" and c.name != "env"
+    ]
+    verdict = f"REFUSED: {refused[0]}" if refused else f"{backend or 'per layer'} accepts it"
+    return Figure(
+        name=f"if {kv_dtype}",
+        value=f"{pool.tokens(length):,} tokens",
+        note=f"{per} B/token (sliding / full), {pool.waste_fraction:.1%} padding, "
+        f"{ideal:,} unpadded; {verdict}",
+    )
+
+
+COMPARE = ("bfloat16", "fp8", "int8_per_token_head", "turboquant_k8v4")

@@ -1,0 +1,72 @@
+"""Preflight's output: one table per target on the console, and a JSON file for CI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.table import Table
+from rich.text import Text
+
+from lockpipe.errors import UsageError
+from lockpipe.fs import write_atomic
+from lockpipe.log import console
+from lockpipe.preflight.verdict import Status, TargetReport
+
+STYLE = {"pass": "green", "warn": "yellow", "unknown": "bold magenta", "fail": "bold red"}
+
+
+def table(report: TargetReport) -> Table:
+    t = Table(
+        title=f"{report.target} · {report.runtime} · {report.card}",
+        title_justify="left",
+        show_header=True,
+        header_style="bold",
+    )
+    t.add_column("")
+    t.add_column("value", overflow="fold")
+    t.add_column("how", style="dim", overflow="fold")
+    for f in report.figures:
+        t.add_row(Text(f.name), Text(f.value), Text(f.note))
+    for c in report.checks:
+        how = f"fix: {c.fix}" if c.fix and c.status != "pass" else ""
+        value = Text.assemble((c.status, STYLE[c.status]), " ", c.detail)
+        t.add_row(Text(c.name), value, Text(how))
+    verdict = report.verdict
+    reason = "; ".join(report.reasons) or "every check passes"
+    t.add_row("verdict", Text(verdict.upper(), style=STYLE[verdict]), Text(reason))
+    return t
+
+
+def show(reports: Sequence[TargetReport]) -> None:
+    for r in reports:
+        console.print(table(r))
+
+
+def overall(reports: Sequence[TargetReport], *, strict: bool) -> Status:
+    """The run's verdict: ``fail`` exactly when preflight exits 1 (a target fails, or with
+    ``strict`` one warns or is unknown), else the worst target's (unknown, warn, pass)."""
+    states = {r.verdict for r in reports}
+    if "fail" in states or (strict and states & {"warn", "unknown"}):
+        return "fail"
+    return next((s for s in ("unknown", "warn") if s in states), "pass")
+
+
+def check_json_path(path: Path) -> None:
+    """UsageError unless ``path`` can be a file (checked before anything is evaluated)."""
+    if path.is_dir():
+        raise UsageError(f"--json {path}: a directory; give a file, e.g. {path}/preflight.json")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise UsageError(f"--json {path}: {parent} is a file, not a directory; give another path")
+
+
+def write_json(path: Path, reports: Sequence[TargetReport], *, strict: bool) -> None:
+    """The report as JSON: ``verdict`` is :func:`overall`'s, ``strict`` whether it applied."""
+    doc = {
+        "verdict": overall(reports, strict=strict),
+        "strict": strict,
+        "targets": [r.as_json() for r in reports],
+    }
+    write_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")

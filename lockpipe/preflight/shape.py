@@ -1,0 +1,233 @@
+"""A model's attention layers, as the runtime that loads it sees them; pure.
+
+Two readers, each following its runtime's own rule:
+
+- :func:`from_gguf`: llama.cpp b10069 (``src/llama-model.cpp`` and ``src/models/*.cpp``):
+  ``{arch}.attention.head_count_kv`` scalar or per layer, ``key_length``/``value_length``
+  (default ``embedding_length / head_count``), ``key_length_swa``/``value_length_swa``
+  (default: the full ones), ``sliding_window``, and the layer pattern:
+  ``sliding_window_pattern`` as a per-layer bool array (gemma4 reads it into ``is_swa``), or
+  a period ``n`` (``llama_hparams::set_swa_pattern``: layer ``il`` slides when
+  ``il % n < n - 1``), defaulting per architecture (:data:`SWA_PERIOD`);
+  ``attention.shared_kv_layers``: the last N layers keep no KV of their own. Hybrid Gated
+  DeltaNet models (qwen35, qwen35moe, qwen3next): :mod:`lockpipe.preflight.recurrent` marks
+  the recurrent layers (state, no KV) and the MTP blocks (KV only in a draft-mtp context).
+- :func:`from_hf_config`: vLLM 0.29.0 (``transformers_utils/configs/gemma4.py``):
+  ``layer_types`` pick sliding or full; a full layer uses ``global_head_dim`` and, with
+  ``attention_k_eq_v``, ``num_global_key_value_heads``; K and V are both cached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lockpipe.errors import FormatError
+from lockpipe.preflight import recurrent
+
+# Architecture -> (period, default window) where the GGUF names no pattern
+# (src/models/<arch>.cpp in b10069: gemma2.cpp, gemma3.cpp, gemma3n.cpp, cohere2.cpp,
+# openai-moe.cpp). gemma3 slides only when it names a window > 0.
+SWA_PERIOD: dict[str, tuple[int, int | None]] = {
+    "gemma2": (2, 4096), "gemma3": (6, None), "gemma3n": (5, None), "cohere2": (4, None),
+    "gpt-oss": (2, None),
+}  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layer:
+    index: int
+    sliding: bool
+    kv_heads: int
+    head_k: int
+    head_v: int
+    q_heads: int | None = None
+    has_kv: bool = True  # False: the layer reads another layer's KV (shared KV layers)
+    recurrent: bool = False  # a linear-attention layer: fixed state per sequence, no KV
+    nextn: bool = False  # an MTP block: KV only in the draft-mtp context
+
+    @property
+    def values_per_token(self) -> int:
+        """K plus V elements one token stores in this layer."""
+        return self.kv_heads * (self.head_k + self.head_v) if self.has_kv else 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelShape:
+    name: str
+    layers: tuple[Layer, ...]
+    window: int | None  # tokens a sliding layer attends to
+    trained_context: int | None  # GGUF context_length, or HF max_position_embeddings
+    source: str  # where these values were read
+    notes: tuple[str, ...] = ()
+    arch: str | None = None  # general.architecture, for a GGUF
+    hybrid: recurrent.Hybrid | None = None  # recurrent layers and their state size
+    # Keys where preflight.json's models entry disagrees with the file this was read from.
+    disagrees: tuple[str, ...] = ()
+
+    @property
+    def kv_layers(self) -> tuple[Layer, ...]:
+        """The layers whose KV the main context caches: not recurrent, not MTP blocks."""
+        return tuple(x for x in self.layers if x.has_kv and not x.recurrent and not x.nextn)
+
+    @property
+    def mtp_layers(self) -> tuple[Layer, ...]:
+        """MTP blocks (``blk.N.nextn.*``): cached only by a draft-mtp context."""
+        return tuple(x for x in self.layers if x.has_kv and x.nextn)
+
+    def count(self, *, sliding: bool) -> int:
+        return sum(1 for x in self.kv_layers if x.sliding == sliding)
+
+    @property
+    def hybrid_head_dims(self) -> bool:
+        return len({(x.head_k, x.head_v) for x in self.kv_layers}) > 1
+
+
+def _per_layer(value: Any, n: int, key: str, default: int | None = None) -> list[int]:
+    if value is None:
+        if default is None:
+            raise FormatError(f"GGUF metadata lacks {key}; the model's KV size is unknown")
+        return [default] * n
+    if isinstance(value, list):
+        if len(value) != n:
+            raise FormatError(f"{key} has {len(value)} entries for {n} layers")
+        return [int(v) for v in value]
+    return [int(value)] * n
+
+
+def swa_pattern(n_layer: int, period: int) -> list[bool]:
+    """``llama_hparams::set_swa_pattern(period)`` (dense_first false)."""
+    return [period == 0 or il % period < period - 1 for il in range(n_layer)]
+
+
+def from_gguf(
+    meta: Mapping[str, Any], *, source: str, long_arrays: Sequence[str] = ()
+) -> ModelShape:
+    """The attention layers of a GGUF model, from its header metadata (llama.cpp's rule)."""
+    arch = meta.get("general.architecture")
+    if not isinstance(arch, str):
+        raise FormatError(f"{source}: no general.architecture in the GGUF header")
+
+    def key(name: str) -> Any:
+        return meta.get(f"{arch}.{name}")
+
+    n = int(key("block_count") or 0)
+    if n <= 0:
+        raise FormatError(f"{source}: {arch}.block_count is missing")
+    for name in ("attention.head_count", "attention.head_count_kv"):
+        if f"{arch}.{name}" in long_arrays:
+            raise FormatError(
+                f"{source}: {arch}.{name} is a per-layer array longer than the GGUF reader "
+                "keeps (lockpipe/payloads/gguf.py KEEP_ARRAY); the KV heads are unknown"
+            )
+    hybrid = recurrent.read_gguf(meta, arch, n, source=source, long_arrays=long_arrays)
+    heads = _per_layer(key("attention.head_count"), n, f"{arch}.attention.head_count")
+    kv = _per_layer(
+        key("attention.head_count_kv"), n, f"{arch}.attention.head_count_kv", default=heads[0]
+    )
+    embd = key("embedding_length")
+    derived = int(embd) // heads[0] if embd and heads[0] else None
+    head_k = key("attention.key_length") or derived
+    head_v = key("attention.value_length") or derived
+    if head_k is None or head_v is None:
+        raise FormatError(f"{source}: neither key_length nor embedding_length is given")
+    swa_k = int(key("attention.key_length_swa") or head_k)
+    swa_v = int(key("attention.value_length_swa") or head_v)
+    window = key("attention.sliding_window")
+    pattern_key = f"{arch}.attention.sliding_window_pattern"
+    pattern = meta.get(pattern_key)
+    notes: list[str] = []
+    default_period, default_window = SWA_PERIOD.get(arch, (None, None))
+    window = int(window) if window else default_window
+    if pattern_key in long_arrays:
+        sliding = [False] * n
+        notes.append(f"{pattern_key} is too long to read here: every layer counted as full")
+    elif isinstance(pattern, list):
+        sliding = [bool(v) for v in pattern] + [False] * (n - len(pattern))
+    elif isinstance(pattern, int) and window:
+        sliding = swa_pattern(n, pattern)
+    elif default_period and window:
+        sliding = swa_pattern(n, default_period)
+        notes.append(f"{arch}: no pattern in the file; llama.cpp's default period {default_period}")
+    else:
+        sliding = [False] * n
+        if window:
+            notes.append(f"{arch}: a window but no pattern llama.cpp reads: every layer full")
+    shared = int(key("attention.shared_kv_layers") or 0)
+    layers = tuple(
+        Layer(
+            index=i,
+            sliding=sliding[i] and bool(window),
+            kv_heads=kv[i],
+            head_k=swa_k if sliding[i] else int(head_k),
+            head_v=swa_v if sliding[i] else int(head_v),
+            q_heads=heads[i],
+            has_kv=i < n - shared,
+            recurrent=bool(hybrid and hybrid.recurrent[i]),
+            nextn=bool(hybrid and i >= hybrid.n_layer),
+        )
+        for i in range(n)
+    )
+    ctx = key("context_length")
+    return ModelShape(
+        name=str(meta.get("general.name") or arch),
+        layers=layers,
+        window=window,
+        trained_context=int(ctx) if ctx else None,
+        source=source,
+        notes=tuple(notes),
+        arch=arch,
+        hybrid=hybrid,
+    )
+
+
+def from_hf_config(config: Mapping[str, Any], *, source: str) -> ModelShape:
+    """The attention layers of a Hugging Face ``config.json`` (vLLM 0.29.0's reading)."""
+    text = config.get("text_config") or config
+    try:
+        n = int(text["num_hidden_layers"])
+        heads = int(text["num_attention_heads"])
+        kv = int(text.get("num_key_value_heads") or heads)
+        head = int(text.get("head_dim") or int(text["hidden_size"]) // heads)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FormatError(f"{source}: config.json lacks {exc}; its KV size is unknown") from None
+    types = list(text.get("layer_types") or [])
+    window = text.get("sliding_window")
+    if not types:
+        types = ["sliding_attention" if window else "full_attention"] * n
+    if len(types) != n:
+        raise FormatError(f"{source}: layer_types has {len(types)} entries for {n} layers")
+    if "linear_attention" in types:  # Qwen3-Next/3.5: vLLM's hybrid state is not sized here
+        raise FormatError(
+            f"{source}: linear_attention layers (a hybrid model): preflight sizes their state "
+            "for llama.cpp GGUFs only; for vLLM every layer would be counted as KV"
+        )
+    full_head = int(text.get("global_head_dim") or head)
+    full_kv = (
+        int(text.get("num_global_key_value_heads") or kv) if text.get("attention_k_eq_v") else kv
+    )
+    shared = int(text.get("num_kv_shared_layers") or 0)
+    layers = []
+    for i, kind in enumerate(types):
+        full = kind == "full_attention"
+        h = full_head if full else head
+        layers.append(
+            Layer(
+                index=i,
+                sliding=not full and bool(window),
+                kv_heads=full_kv if full else kv,
+                head_k=h,
+                head_v=h,
+                q_heads=heads,
+                has_kv=i < n - shared,
+            )
+        )
+    ctx = text.get("max_position_embeddings")
+    return ModelShape(
+        name=str(config.get("_name_or_path") or text.get("model_type") or "model"),
+        layers=tuple(layers),
+        window=int(window) if window else None,
+        trained_context=int(ctx) if ctx else None,
+        source=source,
+    )

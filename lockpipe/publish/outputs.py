@@ -1,0 +1,81 @@
+"""``images.json`` beside the lock: what ``publish`` pushed, by digest, per target.
+
+The lock says what goes in; this file says what came out and where it lives,
+so a host that never built can pull ``reference@digest`` (``smoke``/``deploy``
+``--published``). It is canonical JSON (sorted keys, two-space indent) written
+atomically, so a publish gives a small, reviewable diff.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lockpipe.errors import LockError
+from lockpipe.fs import write_atomic
+from lockpipe.lock.refs import parse_ref
+
+VERSION = 1
+FILENAME = "images.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Published:
+    reference: str  # REGISTRY/PREFIX/TARGET:TAG, as pushed
+    digest: str  # the manifest digest the registry returned
+    key: str  # the build key of the record that was pushed
+    engine: str
+    engine_version: str
+    published: str  # UTC date this host first recorded this digest (push or found in the registry)
+
+    @property
+    def pinned(self) -> str:
+        """``name@digest``, without the tag: what a host pulls (skopeo and containers/image
+        refuse a reference with both a tag and a digest)."""
+        return f"{parse_ref(self.reference).name}@{self.digest}"
+
+
+def images_path(lock_path: Path) -> Path:
+    return lock_path.parent / FILENAME
+
+
+def read_images(path: Path) -> dict[str, Published]:
+    """Target → Published; empty when the file does not exist yet."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        msg = f"{path}: unreadable ({exc}); fix it or delete it and publish again"
+        raise LockError(msg) from None
+    if not isinstance(doc, dict) or doc.get("version") != VERSION:
+        raise LockError(f"{path}: not a version {VERSION} images file; delete it and publish again")
+    images = doc.get("images")
+    if not isinstance(images, dict):
+        raise LockError(f"{path}: no 'images' object; delete it and publish again")
+    try:
+        return {t: Published(**entry) for t, entry in images.items()}
+    except TypeError as exc:
+        raise LockError(f"{path}: a malformed entry ({exc}); delete it and publish again") from None
+
+
+def dump_images(images: Mapping[str, Published]) -> str:
+    doc = {"version": VERSION, "images": {t: asdict(p) for t, p in sorted(images.items())}}
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def write_images(path: Path, images: Mapping[str, Published]) -> None:
+    write_atomic(path, dump_images(images))
+
+
+def published_for(path: Path, target: str) -> Published:
+    """The entry for ``target``; a LockError naming the publish that makes it."""
+    entry = read_images(path).get(target)
+    if entry is None:
+        raise LockError(
+            f"{path}: no published image for {target}; run nox -s publish -- {target} "
+            "--to REGISTRY/PREFIX on a host that built it"
+        )
+    return entry

@@ -1,0 +1,137 @@
+"""A source archive whose sha256 is not known yet: fetch it, hash its bytes and its tree.
+
+The bytes come through the payload downloader's :class:`Transfer` (the probe,
+retries, the mirror first), like every other download; they land in the cache
+under their sha256, exactly where :func:`lockpipe.payloads.cache.fetch_verified`
+looks for them, so the build that follows fetches nothing.
+
+The tree hash is over the extracted content, not the compressed bytes: the
+sorted ``(mode, content sha256, path)`` of every file and link below the
+archive's top folder. GitHub regenerates archives now and then (another gzip,
+another tar); the tree hash tells "bytes changed, content same" from a real
+change.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import tarfile
+import threading
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from lockpipe.errors import DiskSpaceError, FetchError
+from lockpipe.payloads.cache import cached
+from lockpipe.payloads.partial import Partial
+from lockpipe.payloads.settings import Context, Tuning
+from lockpipe.payloads.sources import candidates
+from lockpipe.payloads.store import place
+from lockpipe.payloads.transfer import Transfer
+
+CONNECTIONS = 4  # GitHub's generated archives ignore Range: one stream in practice
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fetched:
+    path: Path
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tree:
+    root: str  # the archive's one top folder (``llama.cpp-b10069``)
+    sha256: str
+    files: int
+
+
+def cache_error(exc: OSError, where: Path) -> FetchError:
+    """An OSError of the cache as one line naming the folder and the fix."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskSpaceError(f"{where}: no room left in the cache ({exc.strerror}); free "
+                              "space or point --cache (LOCKPIPE_CACHE) elsewhere")  # fmt: skip
+    return FetchError(f"{where}: cannot write the cache ({exc.strerror or exc}); make it "
+                      "writable or point --cache (LOCKPIPE_CACHE) elsewhere")  # fmt: skip
+
+
+def fetch_unpinned(url: str, cache: Path, mirror: str | None = None) -> Fetched:
+    """The bytes of ``url`` (the mirror's copy first) in the cache; their sha256 and size.
+
+    A cache that cannot be written is a FetchError (DiskSpaceError when full) naming it."""
+    try:
+        return _fetch_unpinned(url, cache, mirror)
+    except OSError as exc:
+        raise cache_error(exc, Path(exc.filename or cache)) from None
+
+
+def _fetch_unpinned(url: str, cache: Path, mirror: str | None) -> Fetched:
+    work = cache / "refresh"
+    work.mkdir(parents=True, exist_ok=True)
+    key = hashlib.sha256(url.encode()).hexdigest()[:16]
+    problems = []
+    for cand in candidates(url, mirror):
+        path = work / f"{key}.lockpipe-partial"
+        # Never resume here: without a pinned sha256, old bytes cannot be told from new ones.
+        for stale in (path, path.with_name(f"{key}.lockpipe-journal")):
+            stale.unlink(missing_ok=True)
+        partial = Partial(path, f"unpinned {cand.url}", None)
+        ctx = Context(tuning=Tuning(connections=CONNECTIONS), stop=threading.Event())
+        try:
+            size, digest = Transfer(url, cand, partial, ctx).run()
+        except FetchError as exc:
+            problems.append(f"{cand.kind} {exc}")
+            partial.close()
+            partial.discard()
+            continue
+        dest = cached(cache, digest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        place(partial.path, partial.fd, dest)
+        partial.journal.unlink(missing_ok=True)
+        partial.close()
+        return Fetched(path=dest, sha256=digest, size=size)
+    raise FetchError(f"{url}: could not fetch the archive:\n  " + "\n  ".join(problems))
+
+
+def tree_hash(archive: Path) -> Tree:
+    """The hash of the tree inside a tar archive (any compression), below its top folder."""
+    rows: list[tuple[str, str]] = []
+    roots: set[str] = set()
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for m in tar:
+                top, _, rest = m.name.strip("/").partition("/")
+                roots.add(top)
+                if not rest or m.isdir():
+                    continue
+                if m.issym() or m.islnk():
+                    mode = "120000" if m.issym() else "hardlink"
+                    digest = hashlib.sha256(m.linkname.encode()).hexdigest()
+                elif m.isfile():
+                    mode = "100755" if m.mode & 0o111 else "100644"
+                    digest = _member_sha256(tar, m)
+                else:
+                    continue  # devices and fifos carry no content
+                rows.append((rest, f"{mode} {digest} {rest}\n"))
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise FetchError(f"{archive}: not a readable tar archive ({exc}); the download is "
+                         "damaged or the URL serves something else") from None  # fmt: skip
+    if len(roots) != 1:
+        raise FetchError(f"{archive}: {len(roots)} top folders, not one; the lock's root needs "
+                         "an archive with a single top folder, as GitHub makes them")  # fmt: skip
+    h = hashlib.sha256()
+    for _, row in sorted(rows):
+        h.update(row.encode())
+    return Tree(root=roots.pop(), sha256=h.hexdigest(), files=len(rows))
+
+
+def _member_sha256(tar: tarfile.TarFile, member: tarfile.TarInfo) -> str:
+    h = hashlib.sha256()
+    f = tar.extractfile(member)
+    if f is None:
+        return h.hexdigest()
+    with f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()

@@ -1,0 +1,97 @@
+"""Hugging Face payloads: a branch → its commit, and each named file's size and hashes.
+
+The branch is the payload's ``follow`` (default ``main``): a payload pinned on
+another branch (a quantisation branch, a release branch) stays on it. The
+revision comes from ``/api/models/{repo}/revision/{branch}`` (``sha``,
+``lastModified``), the files from the tree API at that commit
+(``/api/models/{repo}/tree/{sha}?recursive=true``): an LFS file's ``lfs.oid``
+is the sha256 of its bytes, any other file's ``oid`` its git blob id. Only the
+files the lock names are pinned; the lock decides what a payload is. A gated
+repository needs ``HF_TOKEN`` and its licence accepted on the Hub.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lockpipe.errors import FetchError
+from lockpipe.lock.model import Payload, PayloadFile
+from lockpipe.refresh import rules
+from lockpipe.refresh.api import Api
+from lockpipe.refresh.model import Change, Link, Moved, Warn
+
+
+def _revision(hub: Api, repo: str, rev: str, what: str) -> tuple[str, str | None]:
+    doc = hub.get(f"api/models/{repo}/revision/{rev}", what)
+    sha = doc.get("sha") if isinstance(doc, dict) else None
+    if not isinstance(sha, str) or len(sha) != 40:
+        raise FetchError(f"{what}: the Hub gave no commit sha for {repo}@{rev}")
+    date = doc.get("lastModified")
+    return sha, date if isinstance(date, str) else None
+
+
+def _pins(entry: dict[str, Any], what: str) -> dict[str, Any]:
+    """A tree entry as the lock pins it: size, and the LFS sha256 or the git blob id."""
+    try:
+        if isinstance(entry.get("lfs"), dict):
+            pins = {"size": int(entry["size"]), "sha256": str(entry["lfs"]["oid"])}
+        else:
+            pins = {"size": int(entry["size"]), "git_sha1": str(entry["oid"])}
+    except (KeyError, TypeError, ValueError):
+        raise FetchError(f"{what}: the Hub's tree entry for {entry.get('path')} lacks a size "
+                         "or oid; is HF_ENDPOINT a Hugging Face Hub?") from None  # fmt: skip
+    return pins
+
+
+def _old(f: PayloadFile) -> dict[str, Any]:
+    out = {"size": f.size, "sha256": f.sha256, "git_sha1": f.git_sha1}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def refresh_payload(p: Payload, hub: Api) -> tuple[Change | None, list[Warn]]:
+    """The change to ``payloads.NAME`` (None when nothing moved) and its warnings."""
+    what, branch = f"payloads.{p.name}", p.follow
+    sha, date = _revision(hub, p.repository, branch, what)
+    tree = hub.get_all(f"api/models/{p.repository}/tree/{sha}", what, {"recursive": "true"})
+    listed = {e["path"]: e for e in tree if isinstance(e, dict) and e.get("type") == "file"}
+    missing = [f.path for f in p.files if f.path not in listed]
+    if missing:
+        raise FetchError(f"{what}: {', '.join(missing)} not in {p.repository} at {branch} "
+                         f"({sha[:12]}); fix the file names in the lock")  # fmt: skip
+    warns: list[Warn] = []
+    new_files = {f.path: _pins(listed[f.path], what) for f in p.files}
+    if not p.snapshot and "sha256" not in new_files[p.single.path]:
+        raise FetchError(f"{what}: {p.single.path} is not an LFS file, so the Hub publishes no "
+                         "sha256 for it; pin it as a snapshot (files: {path: {}}) to take "
+                         "its git blob id")  # fmt: skip
+    moved = [Moved("revision", p.revision, sha)] if p.revision != sha else []
+    for f in p.files:
+        old, new = _old(f), new_files[f.path]
+        prefix = "" if not p.snapshot else f"files.{f.path}."
+        moved += [Moved(prefix + k, str(old[k]) if k in old else None, str(v))
+                  for k, v in new.items() if old.get(k) != v]  # fmt: skip
+        warns += rules.size_jump(p.name, f.path, f.size, new["size"])
+    if not moved:
+        return None, warns
+    dates = [("new revision", date or "unknown")]
+    if p.revision and p.revision != sha:
+        try:
+            old_date = _revision(hub, p.repository, p.revision, what)[1]
+        except FetchError:  # the pinned commit left the history: only its date is missed
+            old_date = None
+        dates.insert(0, ("pinned revision", old_date or "unknown"))
+        warns += rules.revision_backwards("payloads", p.name, p.revision, sha, old_date, date)
+    updates: dict[str, Any] = {"revision": sha}
+    if p.snapshot:
+        updates["files"] = new_files
+    else:
+        updates.update(new_files[p.single.path])
+    page = hub.base.rstrip("/")
+    notes = () if p.revision != sha else ("same revision: values the lock lacked are pinned",)
+    change = Change(kind="payloads", name=p.name, what=f"{p.repository}@{branch}",
+                    moved=tuple(moved), updates=updates, tag=branch, dates=tuple(dates),
+                    links=(Link(f"commit {sha[:12]}", f"{page}/{p.repository}/commit/{sha}"),),
+                    notes=notes,
+                    source=f"the Hub ({page}): {p.repository}@{branch} -> {sha}; sizes and "
+                    "hashes from its tree API")  # fmt: skip
+    return change, warns

@@ -1,0 +1,150 @@
+"""What a smoke test asks a running server, over its OpenAI-compatible HTTP API.
+
+Each function returns what it measured or raises CheckFailed with what was
+expected and what came back; the runner turns those into report rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+
+from lockpipe.errors import CheckFailed
+
+
+@dataclass(frozen=True, kw_only=True)
+class Generation:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    timings: Mapping[str, Any] = field(default_factory=dict)  # llama-server's, where given
+
+
+def wait_ready(base: str, deadline: float, exited: Callable[[], str | None]) -> float:
+    """Poll ``/health`` until 200; fail fast if ``exited()`` reports the container gone.
+
+    Returns the seconds it took. ``exited`` returns None while the container
+    runs, else a description (exit code and log tail) for the error.
+    """
+    start = time.monotonic()
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        gone = exited()
+        if gone is not None:
+            raise CheckFailed(f"the server exited before it was ready: {gone}")
+        try:
+            resp = requests.get(f"{base}/health", timeout=2)
+            if resp.status_code == 200:
+                return time.monotonic() - start
+            last = f"HTTP {resp.status_code} {resp.text[:200]!r}"
+        except requests.RequestException as exc:
+            last = type(exc).__name__
+        time.sleep(0.5)
+    raise CheckFailed(f"{base}/health not ready before the deadline (last: {last})")
+
+
+def model_ids(base: str) -> list[str]:
+    """The ids ``/v1/models`` lists."""
+    resp = requests.get(f"{base}/v1/models", timeout=10)
+    resp.raise_for_status()
+    return [str(m["id"]) for m in resp.json().get("data", [])]
+
+
+def complete(
+    base: str, model: str, prompt: str, max_tokens: int = 16, *, ignore_eos: bool = False
+) -> Generation:
+    """A deterministic completion: temperature 0, fixed seed.
+
+    ``ignore_eos``: generate all ``max_tokens`` (vLLM and llama-server both take it).
+    """
+    body: dict[str, object] = {"model": model, "prompt": prompt, "max_tokens": max_tokens,
+                               "temperature": 0, "seed": 0}  # fmt: skip
+    if ignore_eos:
+        body["ignore_eos"] = True
+    start = time.monotonic()
+    resp = requests.post(f"{base}/v1/completions", json=body, timeout=300)
+    seconds = time.monotonic() - start
+    if resp.status_code != 200:
+        raise CheckFailed(f"/v1/completions answered {resp.status_code}: {resp.text[:300]}")
+    data = resp.json()
+    usage = data.get("usage", {})
+    return Generation(
+        text=str(data["choices"][0]["text"]),
+        prompt_tokens=int(usage.get("prompt_tokens", 0)),
+        completion_tokens=int(usage.get("completion_tokens", 0)),
+        seconds=seconds,
+        timings=data["timings"] if isinstance(data.get("timings"), dict) else {},
+    )
+
+
+def expect_words(text: str, words: Iterable[str], what: str) -> None:
+    """Every word in ``words`` occurs in ``text`` (case-insensitive), or CheckFailed."""
+    missing = [w for w in words if w.lower() not in text.lower()]
+    if missing:
+        raise CheckFailed(f"{what}: expected {missing} in the answer, got {text!r}")
+
+
+def image_part(png: bytes) -> dict[str, object]:
+    """A chat content part carrying a PNG as a data URL."""
+    url = "data:image/png;base64," + base64.b64encode(png).decode()
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def audio_part(wav: bytes) -> dict[str, object]:
+    """A chat content part carrying a WAV as ``input_audio``."""
+    return {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav).decode(),
+                                                   "format": "wav"}}  # fmt: skip
+
+
+def chat(base: str, model: str, parts: list[dict[str, object]], max_tokens: int = 48) -> str:
+    """One user turn with ``parts``; the assistant's text."""
+    body = {"model": model, "temperature": 0, "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": parts}]}  # fmt: skip
+    resp = requests.post(f"{base}/v1/chat/completions", json=body, timeout=300)
+    if resp.status_code != 200:
+        raise CheckFailed(f"/v1/chat/completions answered {resp.status_code}: {resp.text[:300]}")
+    return str(resp.json()["choices"][0]["message"]["content"])
+
+
+def metrics_text(base: str) -> str:
+    """The Prometheus text of ``/metrics``; CheckFailed if the server does not serve it."""
+    resp = requests.get(f"{base}/metrics", timeout=10)
+    if resp.status_code != 200:
+        raise CheckFailed(
+            f"{base}/metrics answered {resp.status_code}; llama-server needs --metrics"
+        )
+    return resp.text
+
+
+def stream_timing(base: str, model: str, prompt: str, max_tokens: int) -> tuple[float, float, int]:
+    """(seconds to the first token, seconds for the rest, completion tokens), streamed.
+
+    Prompt-processing and generation rates come from these, whatever the runtime.
+    """
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+            "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    start = time.monotonic()
+    first = None
+    tokens = 0
+    with requests.post(f"{base}/v1/completions", json=body, stream=True, timeout=1800) as resp:
+        if resp.status_code != 200:
+            raise CheckFailed(f"streaming /v1/completions answered {resp.status_code}")
+        for raw in resp.iter_lines():
+            line = raw.decode(errors="replace")
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            if event.get("choices") and first is None:
+                first = time.monotonic()
+            if event.get("usage"):
+                tokens = int(event["usage"].get("completion_tokens", tokens))
+    end = time.monotonic()
+    first = first or end
+    return first - start, end - first, tokens

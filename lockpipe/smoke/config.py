@@ -1,0 +1,109 @@
+"""What each target's smoke run must see: ``locks/smoke.json``.
+
+Kept apart from the lock on purpose: these are expectations, not build inputs,
+so tuning a prompt or a baseline never changes a fingerprint or a build key.
+Per target: ``ready_seconds``, ``generation`` (prompts and the words each answer
+must hold), optional ``image`` and ``audio`` checks, and ``probes`` with a
+``tolerance``: throughput and spec-decode baselines, each under the serving shape it was
+measured in (``"probes": {"kv=bf16,ctx=262144,par=2": {"pp@67k": {…}}}``, see
+:mod:`lockpipe.smoke.shape`), read by metrics.load_baselines.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lockpipe.errors import SmokeConfigError
+from lockpipe.smoke.metrics import Probe, load_baselines
+
+
+@dataclass(frozen=True)
+class Generation:
+    prompt: str
+    expect: tuple[str, ...]
+    max_tokens: int = 16
+
+
+@dataclass(frozen=True, kw_only=True)
+class MediaCheck:
+    prompt: str
+    expect: tuple[str, ...]
+    rgb: tuple[int, int, int] | None = None  # image: a solid square of this colour
+    say: str | None = None  # audio: espeak-ng speaks this
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmokeSpec:
+    target: str
+    ready_seconds: float
+    generations: tuple[Generation, ...]
+    image: MediaCheck | None
+    audio: MediaCheck | None
+    baselines: Mapping[str, Mapping[str, Probe]]  # serving shape key -> probe -> baseline
+
+    @property
+    def probe_names(self) -> tuple[str, ...]:
+        """Every probe a run measures: those of any shape, in the order first written."""
+        return tuple(dict.fromkeys(p for probes in self.baselines.values() for p in probes))
+
+    def baseline(self, shape: str) -> Mapping[str, Probe] | None:
+        """The baselines measured in ``shape`` (a key), or None when none were."""
+        return self.baselines.get(shape)
+
+
+def _words(where: str, raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not raw or not all(isinstance(w, str) for w in raw):
+        raise SmokeConfigError(f"{where}: must be a non-empty list of words")
+    return tuple(raw)
+
+
+def _generation(where: str, raw: Any) -> Generation:
+    if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str):
+        raise SmokeConfigError(f'{where}: needs {{"prompt": "...", "expect": ["word", ...]}}')
+    return Generation(
+        raw["prompt"], _words(f"{where}.expect", raw.get("expect")), int(raw.get("max_tokens", 16))
+    )
+
+
+def _media(where: str, raw: Any, key: str) -> MediaCheck | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str) or key not in raw:
+        raise SmokeConfigError(f'{where}: needs "prompt", "expect" and "{key}"')
+    value = raw[key]
+    rgb = tuple(value) if key == "rgb" else None
+    if rgb is not None and (len(rgb) != 3 or not all(isinstance(c, int) for c in rgb)):
+        raise SmokeConfigError(f"{where}.rgb: must be three integers 0-255")
+    return MediaCheck(
+        prompt=raw["prompt"],
+        expect=_words(f"{where}.expect", raw.get("expect")),
+        rgb=rgb,
+        say=str(value) if key == "say" else None,
+    )
+
+
+def load_smoke(path: Path) -> dict[str, SmokeSpec]:
+    """Every target's SmokeSpec; SmokeConfigError naming the file and key when malformed."""
+    probes = load_baselines(path)  # also checks version, targets and each probe
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    out = {}
+    for name, raw in doc["targets"].items():
+        where = f"{path}: targets.{name}"
+        gens = raw.get("generation")
+        if not isinstance(gens, list) or not gens:
+            raise SmokeConfigError(f"{where}.generation: needs at least one prompt")
+        out[name] = SmokeSpec(
+            target=name,
+            ready_seconds=float(raw.get("ready_seconds", 300)),
+            generations=tuple(
+                _generation(f"{where}.generation[{i}]", g) for i, g in enumerate(gens)
+            ),
+            image=_media(f"{where}.image", raw.get("image"), "rgb"),
+            audio=_media(f"{where}.audio", raw.get("audio"), "say"),
+            baselines=probes.get(name, {}),
+        )
+    return out

@@ -1,0 +1,166 @@
+"""Known causes of non-reproducible images, each with its fix, and the classifier.
+
+Pure: it looks at two entries of one path (either may be missing) and names
+the most specific known cause. Which fields differ comes first: equal bytes
+with another mtime are timestamps whatever the path (a ``.pyc`` or an apt log
+included). Then a path known to be noisy (apt logs, the ldconfig cache,
+``.pyc``) is named by its path before its bytes are looked at. A build path
+is blamed only when the two files embed different build paths: a constant
+``/build/…`` string (or a URL's path) in both is not a cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lockpipe.verify.tree import Entry
+
+
+@dataclass(frozen=True)
+class Cause:
+    name: str
+    why: str
+    fix: str
+
+
+TIMESTAMPS = Cause(
+    "timestamps",
+    "a build time is written into the image (file times, or a date in a file's bytes)",
+    "clamp times to SOURCE_DATE_EPOCH (buildah/podman --timestamp, BuildKit rewrite-timestamp); "
+    'write dates as `date -u -d "@$SOURCE_DATE_EPOCH"`, never the build clock',
+)
+PYC = Cause(
+    "pyc",
+    ".pyc files record their source's mtime (header bytes 8..12) or a temp build path",
+    "set PYTHONDONTWRITEBYTECODE=1 during installs, or compile with "
+    "`python -m compileall --invalidation-mode unchecked-hash`, with SOURCE_DATE_EPOCH set",
+)
+APT_LOG = Cause(
+    "apt-log",
+    "apt and dpkg logs and caches record when and how packages were installed",
+    "delete /var/log/apt/*, /var/log/dpkg.log and /var/cache/apt/* in the same RUN as apt-get",
+)
+LDCONFIG = Cause(
+    "ldconfig-cache",
+    "/var/cache/ldconfig/aux-cache holds inode numbers and times of the build file system",
+    "rm -f /var/cache/ldconfig/aux-cache in the same RUN that ran ldconfig",
+)
+BUILD_PATH = Cause(
+    "build-path",
+    "a build directory or temp path is embedded in the file's bytes",
+    "build in a fixed directory and map it away: -ffile-prefix-map=$PWD=. (C/C++), "
+    "--remap-path-prefix (Rust), -trimpath (Go)",
+)
+RANDOM = Cause(
+    "random",
+    "a random value (a UUID) is written into the image",
+    "derive the value from the lock (a build arg) or create it when the container starts",
+)
+METADATA = Cause(
+    "metadata",
+    "the same bytes with another mode, owner or link target",
+    "set them explicitly (COPY --chmod/--chown, chmod in the RUN), and build with the same "
+    "engine: isolation and umask differ between engines",
+)
+CONTENT = Cause(
+    "content",
+    "a step writes different bytes or a different set of files each time",
+    "find the step in the image history (created_by) and make it depend only on the lock: "
+    "no network fetches without a hash, no dates, no random values",
+)
+FILE_ORDER = Cause(
+    "file-order",
+    "the same entries, written to the layer tar in another order",
+    "build with the same engine and version: each engine sorts entries its own way",
+)
+ENCODING = Cause(
+    "tar-encoding",
+    "the same entries in the same order, encoded in other bytes (tar headers or compression)",
+    "build and push with the same engine and version; compare file trees, not digests",
+)
+ENGINE = Cause(
+    "engine",
+    "the images were built by another engine or engine version",
+    "rebuild with the engine and version in the build record (lockpipe build --engine)",
+)
+INPUTS = Cause(
+    "lock-inputs",
+    "the images were built from different lock inputs (their fingerprint labels differ)",
+    "compare with an image built from the same lock commit (see its images.json entry)",
+)
+MOVED_BASE = Cause(
+    "moved-base",
+    "the base image differs: a refresh moved a base digest between the builds",
+    "rebuild from the same lock commit, or publish again after the refresh",
+)
+CONFIG_TIMES = Cause(
+    "timestamps",
+    "every layer is identical; the image config's creation times differ",
+    "clamp times to SOURCE_DATE_EPOCH (buildah/podman --timestamp; BuildKit >= 0.11 reads "
+    "the SOURCE_DATE_EPOCH build arg); dockerd < 23 cannot, build with buildah or podman",
+)
+ALL = (TIMESTAMPS, PYC, APT_LOG, LDCONFIG, BUILD_PATH, RANDOM, METADATA, CONTENT, FILE_ORDER,
+       ENCODING, ENGINE, INPUTS, MOVED_BASE)  # fmt: skip
+
+APT_PATHS = ("var/log/apt/", "var/cache/apt/", "var/lib/apt/lists/")
+APT_FILES = ("var/log/dpkg.log", "var/log/alternatives.log", "var/cache/debconf/templates.dat-old")
+LDCONFIG_PATH = "var/cache/ldconfig/aux-cache"
+
+
+def differing_fields(a: Entry | None, b: Entry | None) -> tuple[str, ...]:
+    """Which of content, kind, mode, owner (name), mtime, link differ; ``only in A/B``."""
+    if a is None or b is None:
+        return ("only in B",) if a is None else ("only in A",)
+    out = []
+    if a.kind != b.kind:
+        out.append("kind")
+    if a.sha256 != b.sha256 or a.size != b.size:
+        out.append("content")
+    if a.mode != b.mode:
+        out.append("mode")
+    if (a.uid, a.gid) != (b.uid, b.gid):
+        out.append("owner")
+    if (a.uname, a.gname) != (b.uname, b.gname):
+        out.append("owner name")  # the same IDs, named or not in the tar header
+    if a.mtime != b.mtime:
+        out.append("mtime")
+    if a.link != b.link:
+        out.append("link")
+    return tuple(out)
+
+
+def classify(a: Entry | None, b: Entry | None) -> Cause:
+    """The most specific known cause for one path whose entries differ."""
+    some = a if a is not None else b
+    if some is None:
+        raise ValueError("classify needs at least one entry")
+    path = some.path
+    fields = set(differing_fields(a, b))
+    if fields == {"owner name"}:
+        return ENCODING
+    if fields in ({"mtime"}, {"mtime", "owner name"}):
+        return TIMESTAMPS
+    if path.startswith(APT_PATHS) or path in APT_FILES:
+        return APT_LOG
+    if path == LDCONFIG_PATH:
+        return LDCONFIG
+    if path.endswith(".pyc"):
+        return PYC
+    if a is None or b is None or "content" not in fields:
+        return CONTENT if a is None or b is None else METADATA
+    if set(a.build_paths) != set(b.build_paths):
+        return BUILD_PATH
+    if a.clock != b.clock and a.clock and b.clock:
+        return TIMESTAMPS
+    if a.uuid != b.uuid and a.uuid and b.uuid:
+        return RANDOM
+    return CONTENT
+
+
+def pyc_detail(a: Entry | None, b: Entry | None) -> str:
+    """For a .pyc: whether its header's source-mtime field (bytes 8..12) differs."""
+    if a is None or b is None or len(a.head) < 12 or len(b.head) < 12:
+        return ""
+    if a.head[8:12] != b.head[8:12]:
+        return "its header's source mtime (bytes 8..12) differs"
+    return "its header is equal; the code object differs (a temp path or an unsorted set)"

@@ -1,0 +1,229 @@
+"""Read an image into per-layer file entries without running it.
+
+Every engine's image goes through one path: skopeo copies it into an OCI
+layout in a temp dir (``containers-storage:`` for buildah and podman, which
+share root's storage; ``docker-daemon:`` for docker; ``docker://`` for a
+registry), and this module reads that layout with ``tarfile``. One layout
+reader serves all three engines and the registry; ``docker save`` on dockerd
+20.10 writes the legacy layout instead, which would need a second reader.
+
+Each layer is streamed and each file hashed in pieces, so memory stays bounded
+by the number of entries, not their size. Besides the sha256, a file keeps its
+first 16 bytes (a ``.pyc`` header holds its source mtime at bytes 8..12) and a
+few markers found anywhere in its bytes: up to MAX_MARKS build paths
+(``/tmp/…``, not inside a URL), and the first wall-clock time and random UUID.
+The cause classifier needs nothing more. Before an export, the free space of
+TMPDIR is checked against the image's size (``space.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import tarfile
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, Any
+
+from lockpipe import cmd
+from lockpipe.errors import EngineError
+from lockpipe.verify.space import check_space, manifest_of, space_needed
+
+CHUNK = 1 << 20
+HEAD = 16
+MAX_MARKS = 3
+URL_LOOKBACK = 256  # bytes before a build path searched for the "scheme://" of a URL
+TOKEN_END = re.compile(rb"[\s\"'<>()\x00]")
+URL_HOST = re.compile(rb"://[^/]")  # a URL's host follows; file:///tmp/… is a build path
+BUILD_PATH = re.compile(rb"/(?:tmp|var/tmp|build|builddir|workspace)/[\w.+-]{1,64}")
+CLOCK = re.compile(rb"\b\d\d:\d\d:\d\d\b|\b(?:19|20)\d\d-\d\d-\d\dT\d\d:\d\d")
+UUID = re.compile(rb"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+KINDS = {
+    tarfile.REGTYPE: "file", tarfile.AREGTYPE: "file", tarfile.CONTTYPE: "file",
+    tarfile.DIRTYPE: "dir", tarfile.SYMTYPE: "symlink", tarfile.LNKTYPE: "hardlink",
+    tarfile.CHRTYPE: "char", tarfile.BLKTYPE: "block", tarfile.FIFOTYPE: "fifo",
+}  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class Entry:
+    """One tar member of a layer: what a rebuild must reproduce, field by field."""
+
+    path: str  # without a leading ./ or /
+    kind: str
+    mode: int  # permission bits only: some engines also write the type bits
+    uid: int
+    gid: int
+    uname: str
+    gname: str
+    mtime: int
+    size: int
+    sha256: str = ""  # regular files only
+    link: str = ""  # symlink or hardlink target
+    head: bytes = b""  # a file's first bytes
+    build_paths: tuple[str, ...] = ()
+    clock: str = ""  # the first wall-clock time in its bytes
+    uuid: str = ""  # the first random UUID in its bytes
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layer:
+    digest: str  # the blob's digest in the manifest (compressed or not)
+    diff_id: str  # the uncompressed tar's digest, from the config
+    media_type: str
+    entries: tuple[Entry, ...]  # in tar order
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageTree:
+    ref: str
+    manifest_digest: str
+    config_digest: str
+    annotations: Mapping[str, str]
+    config: Mapping[str, Any]
+    layers: tuple[Layer, ...]
+
+
+def source_for(engine: str, ref: str) -> str:
+    """skopeo's source for a local image of ``engine`` (an ID or a name)."""
+    ref = ref.removeprefix("sha256:") if engine != "docker" else ref
+    if engine in ("buildah", "podman"):
+        return f"containers-storage:{ref}"
+    if engine == "docker":
+        return f"docker-daemon:{ref}"
+    raise EngineError(f"no image export for engine {engine!r}; use buildah, podman or docker")
+
+
+def export(source: str, dest: Path, *, tls_verify: bool = True) -> None:
+    """``skopeo copy SOURCE oci:DEST``; local layers stay uncompressed (no gzip cost)."""
+    args = ["skopeo", "copy", "--quiet", "--dest-oci-accept-uncompressed-layers"]
+    if source.startswith("docker://"):
+        args.append(f"--src-tls-verify={str(tls_verify).lower()}")
+    host = os.environ.get("DOCKER_HOST")
+    if source.startswith("docker-daemon:") and host:
+        args += ["--src-daemon-host", host]
+    cmd.call([*args, source, f"oci:{dest}"], quiet=True)
+
+
+@contextlib.contextmanager
+def exported(source: str, *, tls_verify: bool = True) -> Iterator[ImageTree]:
+    """The image at ``source`` (a skopeo transport:reference), read; its copy removed after."""
+    manifest = manifest_of(source, tls_verify=tls_verify)
+    if manifest is not None:
+        check_space(space_needed(manifest), source)
+    with tempfile.TemporaryDirectory(prefix="lockpipe-tree-") as tmp:
+        layout = Path(tmp) / "oci"
+        export(source, layout, tls_verify=tls_verify)
+        yield read_layout(layout, source)
+
+
+def _blob(layout: Path, digest: str) -> Path:
+    algo, _, hexa = digest.partition(":")
+    return layout / "blobs" / algo / hexa
+
+
+def read_layout(layout: Path, ref: str) -> ImageTree:
+    """The single image of an OCI layout: its config and every layer's entries."""
+    index = json.loads((layout / "index.json").read_text())
+    manifests = index.get("manifests") or []
+    if len(manifests) != 1:
+        raise EngineError(f"{layout}: expected one image in the OCI layout, found {len(manifests)}")
+    mdigest = manifests[0]["digest"]
+    manifest = json.loads(_blob(layout, mdigest).read_bytes())
+    config = json.loads(_blob(layout, manifest["config"]["digest"]).read_bytes())
+    diff_ids = list(config.get("rootfs", {}).get("diff_ids", []))
+    blobs = manifest.get("layers", [])
+    if len(diff_ids) != len(blobs):
+        raise EngineError(f"{ref}: {len(blobs)} layers but {len(diff_ids)} diff_ids in the config")
+    layers = []
+    for desc, diff_id in zip(blobs, diff_ids, strict=True):
+        with _blob(layout, desc["digest"]).open("rb") as fh:
+            entries = read_entries(fh)
+        layers.append(
+            Layer(digest=desc["digest"], diff_id=diff_id, media_type=desc.get("mediaType", ""),
+                  entries=entries)
+        )  # fmt: skip
+    return ImageTree(
+        ref=ref, manifest_digest=mdigest, config_digest=manifest["config"]["digest"],
+        annotations=dict(manifest.get("annotations") or {}), config=config, layers=tuple(layers),
+    )  # fmt: skip
+
+
+def read_entries(stream: IO[bytes]) -> tuple[Entry, ...]:
+    """Every member of a layer tar (gzip, zstd-free or plain), streamed in order."""
+    out = []
+    with tarfile.open(fileobj=stream, mode="r|*") as tar:
+        for member in tar:
+            out.append(_entry(member, tar.extractfile(member) if member.isreg() else None))
+    return tuple(out)
+
+
+def _entry(m: tarfile.TarInfo, data: IO[bytes] | None) -> Entry:
+    entry = Entry(
+        path=m.name.removeprefix("./").strip("/") or ".",
+        kind=KINDS.get(m.type, f"type-{m.type!r}"),
+        mode=m.mode & 0o7777, uid=m.uid, gid=m.gid, uname=m.uname, gname=m.gname,
+        mtime=int(m.mtime), size=m.size, link=m.linkname,
+    )  # fmt: skip
+    return entry if data is None else scan(data, entry)
+
+
+def scan(data: IO[bytes], entry: Entry) -> Entry:
+    """``entry`` with the sha256, head and markers of its bytes, read in CHUNK pieces."""
+    sha, head, tail = hashlib.sha256(), b"", b""
+    paths: list[str] = []
+    clock = uuid = ""
+    while chunk := data.read(CHUNK):
+        sha.update(chunk)
+        head = head or chunk[:HEAD]
+        window = tail + chunk  # a marker split across two chunks is still found
+        for text in build_paths(window):
+            if text not in paths and len(paths) < MAX_MARKS:
+                paths.append(text)
+        if not clock and (found := CLOCK.search(window)):
+            clock = found.group().decode()
+        if not uuid and (found := UUID.search(window)):
+            uuid = found.group().decode()
+        tail = chunk[-80:]
+    return replace(entry, sha256=sha.hexdigest(), head=head, build_paths=tuple(paths),
+                   clock=clock, uuid=uuid)  # fmt: skip
+
+
+def build_paths(data: bytes) -> list[str]:
+    """The build paths in ``data``, leaving out those inside a URL (``https://host/build/…``)."""
+    out = []
+    for found in BUILD_PATH.finditer(data):
+        before = data[max(0, found.start() - URL_LOOKBACK) : found.start()]
+        if URL_HOST.search(TOKEN_END.split(before)[-1]):
+            continue
+        out.append(found.group().decode(errors="replace"))
+    return out
+
+
+def merged(tree: ImageTree) -> dict[str, Entry]:
+    """The file system the layers make, by path: later layers win, whiteouts delete.
+
+    A layer's whiteouts apply to the layers below it only (the OCI rule), so each
+    layer's deletions run before its own entries are added.
+    """
+    files: dict[str, Entry] = {}
+    for layer in tree.layers:
+        for e in layer.entries:
+            folder, _, name = e.path.rpartition("/")
+            if name == ".wh..wh..opq":
+                prefix = f"{folder}/" if folder else ""
+                for p in [p for p in files if p.startswith(prefix)]:
+                    del files[p]
+            elif name.startswith(".wh."):
+                gone = f"{folder}/{name[4:]}" if folder else name[4:]
+                for p in [p for p in files if p == gone or p.startswith(f"{gone}/")]:
+                    del files[p]
+        for e in layer.entries:
+            if not e.path.rpartition("/")[2].startswith(".wh."):
+                files[e.path] = e
+    return files
