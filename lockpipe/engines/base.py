@@ -27,6 +27,7 @@ class BuildRequest:
     build_args: Mapping[str, str]
     timestamp: int
     platform: str
+    bases: tuple[str, ...] = ()  # the pinned references the FROM lines name (basenames.py)
     no_cache: bool = False  # every step runs again: what proving reproducibility needs
 
 

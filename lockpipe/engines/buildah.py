@@ -24,6 +24,7 @@ from lockpipe.engines.base import (
     no_device_requests,
     normalize_id,
 )
+from lockpipe.engines.basenames import settle_first_names
 from lockpipe.errors import BuildError, EngineError
 
 
@@ -41,6 +42,8 @@ class BuildahEngine:
         return Reproducibility(True, "buildah bud --timestamp (file and config times clamped)")
 
     def build(self, req: BuildRequest, log: Log) -> str:
+        for ref in settle_first_names("buildah", req.bases, self.first_name, self.pull):
+            log(f"pulled {ref}: buildah records a base by its first local name")
         with tempfile.TemporaryDirectory() as tmp:
             iidfile = Path(tmp) / "iid"
             args = [
@@ -64,6 +67,21 @@ class BuildahEngine:
         except EngineError:
             return None
         return normalize_id(out.strip())
+
+    def first_name(self, ref: str) -> str | None:
+        """The first name local storage holds for ``ref``'s image, or None when it is absent."""
+        try:
+            out = cmd.call(
+                ["buildah", "inspect", "--type", "image", "--format", "{{.FromImage}}", ref],
+                quiet=True,
+                stdout_only=True,
+            )
+        except EngineError:
+            return None
+        return out.strip() or None
+
+    def pull(self, ref: str) -> None:
+        cmd.call(["buildah", "pull", "--policy", "always", "--quiet", ref], error=BuildError)
 
     def layers(self, ref: str) -> list[str]:
         out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True, stdout_only=True)

@@ -22,6 +22,7 @@ from lockpipe.engines.base import (
     no_device_requests,
     normalize_id,
 )
+from lockpipe.engines.basenames import settle_first_names
 from lockpipe.engines.context import context_tar
 from lockpipe.engines.sdk import BUILD_HINT, PUSH_HINT, SdkEngine, sdk_call
 from lockpipe.errors import BuildError, EngineError, EngineMissing
@@ -77,6 +78,8 @@ class PodmanEngine(SdkEngine):
 
     @sdk_call("build", error=BuildError, hint=BUILD_HINT)
     def build(self, req: BuildRequest, log: Log) -> str:
+        for ref in settle_first_names("podman", req.bases, self.first_name, self.pull):
+            log(f"pulled {ref}: podman records a base by its first local name")
         params = {
             "t": req.tag,
             "dockerfile": req.dockerfile,
@@ -101,6 +104,31 @@ class PodmanEngine(SdkEngine):
         if image is None:
             raise BuildError(f"podman build of {req.tag} ended without an image ID")
         return normalize_id(image)
+
+    @sdk_call("inspect image")
+    def first_name(self, ref: str) -> str | None:
+        """The first name the service's storage holds for ``ref``'s image, or None if absent."""
+        try:
+            image_id = self.client.images.get(ref).id
+        except self.errors().ImageNotFound:
+            return None
+        for entry in self.client.api.get("/images/json").json():
+            if entry.get("Id") == image_id and entry.get("Names"):
+                return str(entry["Names"][0])
+        return None
+
+    @sdk_call("pull", error=BuildError)
+    def pull(self, ref: str) -> None:
+        resp = self.client.api.post(
+            "/images/pull", params={"reference": ref, "policy": "always", "quiet": "true"},
+            stream=True,
+        )  # fmt: skip
+        for raw in resp.iter_lines():
+            item = json.loads(raw) if raw.strip() else {}
+            if item.get("error"):
+                raise BuildError(f"podman pull {ref} failed: {item['error'].strip()}")
+        if resp.status_code != 200:
+            raise BuildError(f"podman pull {ref}: {resp.status_code} {resp.text[:300]}")
 
     @sdk_call("push", hint=PUSH_HINT)
     def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:

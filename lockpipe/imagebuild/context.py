@@ -6,9 +6,14 @@ The engines pack the staged folder (``lockpipe.engines.context``).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
+
+FROM_LABEL = "io.github.lockpipe.from"
+_FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", re.IGNORECASE)
+_ARG = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
 
 
 def label_instruction(labels: Mapping[str, str]) -> str:
@@ -18,18 +23,56 @@ def label_instruction(labels: Mapping[str, str]) -> str:
     )
 
 
+def mark_bases(text: str, base_args: Mapping[str, str]) -> str:
+    """``text`` with ``LABEL io.github.lockpipe.from=REF`` after each FROM of a pinned base.
+
+    buildah's layer cache takes an image for a stage's first step when its
+    parent and command match, whatever base name its history comment recorded
+    (engines/basenames.py). Only lockpipe's builds, which settle that name
+    first, make this step, so no image another build left behind (the same
+    Dockerfile built under another name for the base) can be taken from the cache.
+    ``base_args`` maps each ARG that holds a pinned base to its reference; a
+    FROM that names a reference literally is marked too.
+    """
+    refs = set(base_args.values())
+    out: list[str] = []
+    joined: list[str] = []  # the FROM instruction so far, continuation lines joined
+    for line in text.splitlines():
+        out.append(line)
+        if not joined and not _FROM.match(line):
+            continue
+        joined.append(line.rstrip().removesuffix("\\"))
+        if line.rstrip().endswith("\\"):
+            continue
+        m = _FROM.match(" ".join(joined))
+        joined = []
+        word = m.group(1) if m else ""
+        arg = _ARG.match(word)
+        ref = base_args.get(arg.group(1)) if arg else (word if word in refs else None)
+        if ref is not None:
+            out.append(label_instruction({FROM_LABEL: ref}))
+    return "\n".join(out) + "\n"
+
+
 def stage(
-    context: Path, dockerfile: str, labels: Mapping[str, str], extra: Mapping[str, Path], dest: Path
+    context: Path,
+    dockerfile: str,
+    labels: Mapping[str, str],
+    extra: Mapping[str, Path],
+    dest: Path,
+    base_args: Mapping[str, str] | None = None,
 ) -> Path:
     """Copy ``context`` to ``dest`` with ``extra`` files (name → path) and return dest.
 
     The labels are appended to the staged Dockerfile as one LABEL line rather
     than passed through each engine's API: the libpod API takes them as a Go
     map, whose random order changed the image history (and digest) per build.
+    Each FROM of a pinned base gets its marker (:func:`mark_bases`).
     """
     shutil.copytree(context, dest, ignore=shutil.ignore_patterns("__pycache__"))
     for name, path in extra.items():
         shutil.copyfile(path, dest / name)
     target = dest / dockerfile
-    target.write_text(target.read_text().rstrip("\n") + "\n" + label_instruction(labels) + "\n")
+    text = mark_bases(target.read_text(), base_args or {})
+    target.write_text(text.rstrip("\n") + "\n" + label_instruction(labels) + "\n")
     return dest

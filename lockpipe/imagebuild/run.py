@@ -68,11 +68,15 @@ def run_build(
 
             src = plan.source
             extra[src.filename] = fetch_verified(src.url, src.sha256, s.cache, s.mirror)
-        context = stage(plan.context, plan.dockerfile, labels, extra, Path(tmp) / "context")
+        bases = tuple(ref for _, ref in plan.bases)
+        base_args = {arg: ref for arg, ref in plan.build_args if ref in bases}
+        context = stage(
+            plan.context, plan.dockerfile, labels, extra, Path(tmp) / "context", base_args
+        )
         req = BuildRequest(
             context=context, dockerfile=plan.dockerfile, tag=plan.tag,
             build_args=dict(plan.build_args), timestamp=plan.timestamp,
-            platform=plan.platform, no_cache=no_cache,
+            platform=plan.platform, bases=bases, no_cache=no_cache,
         )  # fmt: skip
         try:
             image_id = engine.build(req, lambda line: echo(line, style="dim"))

@@ -12,13 +12,13 @@ from the registry and both are explained file by file.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from lockpipe import cmd
 from lockpipe.engines.base import Engine
 from lockpipe.errors import EngineError, EngineMissing, RegistryError
 from lockpipe.imagebuild.plan import plan_target
-from lockpipe.imagebuild.provenance import record_build
+from lockpipe.imagebuild.reproduce import scratch_tag
 from lockpipe.imagebuild.run import Settings, build_key, run_build
 from lockpipe.lock.fingerprint import check_drift
 from lockpipe.lock.model import Lock
@@ -112,8 +112,9 @@ def rebuild_and_compare(
     plan = plan_target(lock, target)
     key = build_key(plan, engine.name, engine.version())
     with step(f"rebuild {target} with {engine.name} {engine.version()}, no cache"):
-        record = run_build(engine, plan, key, settings, no_cache=True)
-        record_build(settings.state, lock, plan, record)  # its provenance with it
+        # Under a scratch tag and unrecorded: the user's build and its record stay as they were.
+        rebuild = replace(plan, tag=scratch_tag(target, "rebuild"))
+        record = run_build(engine, rebuild, key, settings, no_cache=True)
     explanation = None
     if record.image_id != published_config:
         with (
