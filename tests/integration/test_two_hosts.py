@@ -12,12 +12,11 @@ podman, an API service of its own on that storage.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.hosts import empty_storage, podman_service, storage_env
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
 
@@ -69,31 +69,6 @@ class Host:
         return self.run("buildah", "inspect", "--type", "image", "--format", fmt, image).stdout
 
 
-def _storage(root: Path) -> Path:
-    conf = root / "storage.conf"
-    conf.write_text(
-        f'[storage]\ndriver = "vfs"\ngraphroot = "{root}/graph"\nrunroot = "{root}/run"\n'
-    )
-    return conf
-
-
-def _podman_service(root: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    sock = root / "podman.sock"
-    proc = subprocess.Popen(
-        ["podman", "system", "service", "--time=0", f"unix://{sock}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=(root / "podman.log").open("wb"),
-    )  # fmt: skip
-    for _ in range(100):
-        ping = subprocess.run(
-            ["curl", "-fsS", "--unix-socket", str(sock), "http://d/_ping"], capture_output=True
-        )
-        if ping.returncode == 0:
-            return proc
-        time.sleep(0.2)
-    proc.kill()
-    raise AssertionError(f"podman's service on {sock} did not start: {(root / 'podman.log')}")
-
-
 @pytest.fixture(
     params=[
         pytest.param("buildah", marks=pytest.mark.buildah),
@@ -107,31 +82,22 @@ def hosts(
     for tool in ("buildah", "skopeo", engine):
         if shutil.which(tool) is None:
             unavailable(f"{tool} is not installed")
-    services = []
-    made = []
-    for name in ("a", "b"):
-        root = tmp_path / f"host-{name}"
-        root.mkdir()
-        env = {**os.environ, "CONTAINERS_STORAGE_CONF": str(_storage(root)),
-               "LOCKPIPE_ENGINE": engine, "LOCKPIPE_STATE": str(root / "state")}  # fmt: skip
-        if engine == "podman":
-            services.append(_podman_service(root, env))
-            env["LOCKPIPE_PODMAN_URL"] = f"unix://{root / 'podman.sock'}"
-        made.append(Host(name, root, env))
     ref, digest = busybox_base
     document = doc()
     document["bases"]["busybox"] = {"ref": ref, "digest": digest}
     document["targets"]["app"]["tag"] = f"localhost/lockpipe-test/two-hosts-{engine}:1"
     lock = make_repo(tmp_path / "project", document, DOCKERFILE)
-    try:
+    made = []
+    with contextlib.ExitStack() as stack:
+        for name in ("a", "b"):
+            root = tmp_path / f"host-{name}"
+            env = storage_env(root)
+            stack.callback(empty_storage, env)
+            env |= {"LOCKPIPE_ENGINE": engine, "LOCKPIPE_STATE": str(root / "state")}
+            if engine == "podman":
+                env["LOCKPIPE_PODMAN_URL"] = stack.enter_context(podman_service(root, env))
+            made.append(Host(name, root, env))
         yield engine, made[0], made[1], lock
-    finally:
-        for proc in services:
-            proc.terminate()
-            proc.wait(timeout=30)
-        for host in made:  # vfs layers are plain folders; buildah's own rm knows its locks
-            host.run("buildah", "rm", "--all", check=False)
-            host.run("buildah", "rmi", "--all", "--force", check=False)
 
 
 def _clutter(host: Host, lock: Path, busybox: tuple[str, str]) -> str:
