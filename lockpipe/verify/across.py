@@ -7,6 +7,8 @@ that, path by path, and names a cause for each difference as ``explain``
 does. Tar-encoding-only fields are ignored by default (TAR_ENCODING: the
 owner's *name* in the header, which one engine writes and another leaves
 empty for the same uid/gid); numeric owners, modes and times still count.
+Agreeing trees are not the same image: the report says "same" only for one
+config digest, and otherwise names the config fields that differ, with causes.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from lockpipe.engines.base import Engine
 from lockpipe.imagebuild.run import Settings, build_target
 from lockpipe.lock.model import Lock
 from lockpipe.verify.causes import classify, differing_fields
-from lockpipe.verify.explain import FileDiff
+from lockpipe.verify.explain import Explanation, FileDiff, explain
 from lockpipe.verify.tree import ImageTree, exported, merged, source_for
 
 TAR_ENCODING = frozenset({"owner name"})  # the uname/gname strings; uid/gid stay compared
@@ -32,9 +34,11 @@ class TreeComparison:
     b: str
     paths: int  # paths in the union of both trees
     differing: tuple[FileDiff, ...]  # sorted by path
+    images: Explanation  # the images themselves: their digests and differing config fields
 
     @property
     def same(self) -> bool:
+        """The merged file trees agree (what --across-engines promises); the digests may not."""
         return not self.differing
 
     def fields(self) -> set[str]:
@@ -42,12 +46,17 @@ class TreeComparison:
         return {f for d in self.differing for f in d.fields}
 
     def text(self, limit: int = 10) -> str:
+        if self.images.same:
+            config = self.images.digests[0][:19]
+            return f"{self.a} vs {self.b}: the same image ({config}, {self.paths} paths)"
         if self.same:
-            return f"{self.a} vs {self.b}: the same file tree ({self.paths} paths)"
-        lines = [f"{self.a} vs {self.b}: {len(self.differing)} of {self.paths} paths differ"]
+            lines = [f"{self.a} vs {self.b}: the file trees agree ({self.paths} paths), "
+                     "the images do not:"]  # fmt: skip
+        else:
+            lines = [f"{self.a} vs {self.b}: {len(self.differing)} of {self.paths} paths differ"]
         for d in self.differing[:limit]:
             lines.append(f"  /{d.path}: {', '.join(d.fields)} -> {d.cause.name}")
-        return "\n".join(lines)
+        return "\n".join(lines + self.images.field_lines(limit))
 
     def __str__(self) -> str:
         return self.text()
@@ -66,7 +75,7 @@ def compare_trees(
         if fields:
             out.append(FileDiff(path=path, fields=fields, cause=classify(x, y)))
     return TreeComparison(a=names[0], b=names[1], paths=len(set(ta) | set(tb)),
-                          differing=tuple(out))  # fmt: skip
+                          differing=tuple(out), images=explain(a, b))  # fmt: skip
 
 
 def across_engines(

@@ -7,11 +7,17 @@ included). Then a path known to be noisy (apt logs, the ldconfig cache,
 ``.pyc``) is named by its path before its bytes are looked at. A build path
 is blamed only when the two files embed different build paths: a constant
 ``/build/…`` string (or a URL's path) in both is not a cause.
+
+A config or manifest field that differs is named by its place
+(:func:`field_cause`): times, a history comment holding host state, a step,
+the platform, the manifest; labels are the explainer's (it knows them).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any
 
 from lockpipe.verify.tree import Entry
 
@@ -95,12 +101,55 @@ MOVED_BASE = Cause(
 )
 CONFIG_TIMES = Cause(
     "timestamps",
-    "every layer is identical; the image config's creation times differ",
+    "the image config's creation times (created, each history entry's created) differ",
     "clamp times to SOURCE_DATE_EPOCH (buildah/podman --timestamp; BuildKit >= 0.11 reads "
     "the SOURCE_DATE_EPOCH build arg); dockerd < 23 cannot, build with buildah or podman",
 )
+HOST_HISTORY = Cause(
+    "host-history",
+    "the engine wrote this host's state into the image history: buildah and podman record "
+    "the base by its first name in local storage and each later step by the ID of the "
+    'previous intermediate image (history comment "FROM …")',
+    "build where the pinned base's first local name is its pinned reference and without the "
+    "layer cache: lockpipe builds pull each pinned base by its reference and build no-cache "
+    "(docs/reproducibility.md); compare with an image built that way",
+)
+STEP = Cause(
+    "step",
+    "the build steps differ: a history entry's instruction (created_by), or the number of steps",
+    "build both from the same lock commit, Containerfile and build args; the created_by "
+    "values show which instruction changed",
+)
+PLATFORM = Cause(
+    "platform",
+    "the images are for another os, architecture or variant",
+    "build both for the target's platform (--platform os/arch[/variant]) on a host of it",
+)
+CONFIG = Cause(
+    "config",
+    "an image config field differs (set by the Containerfile, a build option or the engine)",
+    "set it the same way in both builds (ENV, LABEL, VOLUME, STOPSIGNAL, USER, WORKDIR, "
+    "CMD, build args), built from the same lock commit with the same engine and version",
+)
+CONFIG_BYTES = Cause(
+    "config-encoding",
+    "the config digests differ but none of their fields does: the bytes differ in key order "
+    "or whitespace, or in docker-only keys that skopeo's OCI export drops",
+    "build with the same engine and version; compare configs by field, not by digest",
+)
+MANIFEST = Cause(
+    "manifest",
+    "one config and its layers in two manifests: layer media types, compression or annotations "
+    "differ, which the push or the export chose, not the build",
+    "compare config digests (the image ID), as verify --rebuild does; push with the same "
+    "engine, version and compression for equal manifests",
+)
 ALL = (TIMESTAMPS, PYC, APT_LOG, LDCONFIG, BUILD_PATH, RANDOM, METADATA, CONTENT, FILE_ORDER,
-       ENCODING, ENGINE, INPUTS, MOVED_BASE)  # fmt: skip
+       ENCODING, ENGINE, INPUTS, MOVED_BASE, HOST_HISTORY, STEP, PLATFORM, CONFIG, CONFIG_BYTES,
+       MANIFEST)  # fmt: skip
+PLATFORM_KEYS = ("os", "architecture", "variant", "os.version", "os.features")
+HEX_ID = re.compile(r"\b[0-9a-f]{12,64}\b")  # an image ID, short (12) or whole
+BASE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}")
 
 APT_PATHS = ("var/log/apt/", "var/cache/apt/", "var/lib/apt/lists/")
 APT_FILES = ("var/log/dpkg.log", "var/log/alternatives.log", "var/cache/debconf/templates.dat-old")
@@ -164,3 +213,28 @@ def pyc_detail(a: Entry | None, b: Entry | None) -> str:
     if a.head[8:12] != b.head[8:12]:
         return "its header's source mtime (bytes 8..12) differs"
     return "its header is equal; the code object differs (a temp path or an unsorted set)"
+
+
+def field_cause(path: tuple[str | int, ...], a: Any, b: Any) -> Cause:
+    """The cause of one differing config field (``path`` as ``fields.changes`` gives it)."""
+    head = path[0] if path else ""
+    if head == "created" or (head == "history" and path[-1] == "created"):
+        return CONFIG_TIMES
+    if head == "history":
+        if len(path) < 3:  # the number of entries, or an entry on one side only
+            return STEP
+        if path[2] == "comment" and isinstance(a, str) and isinstance(b, str):
+            return comment_cause(a, b)
+        return STEP if path[2] == "created_by" else CONFIG
+    if head in PLATFORM_KEYS:
+        return PLATFORM
+    return CONTENT if head == "rootfs" else CONFIG
+
+
+def comment_cause(a: str, b: str) -> Cause:
+    """Two history comments: host state (a base's local name, an intermediate image's ID), or
+    a moved base where both name the base by digest, or another comment."""
+    if a.startswith("FROM ") and b.startswith("FROM "):
+        da, db = BASE_DIGEST.findall(a), BASE_DIGEST.findall(b)
+        return MOVED_BASE if da and db and da != db else HOST_HISTORY
+    return HOST_HISTORY if HEX_ID.sub("ID", a) == HEX_ID.sub("ID", b) else CONFIG

@@ -1,31 +1,36 @@
 """Compare two images down to the file and name a known cause with its fix.
 
 Pure: it takes two :class:`ImageTree` values (read by ``tree.py``) and returns
-a frozen report. The config is compared field by field (created, history,
-env, labels, entrypoint, cmd); the layers pairwise by diff ID; within a
-differing layer, entries by path (content, mode, owner, mtime, link), then
-their order, then, with equal entries in equal order, the tar encoding.
-Before any file, two facts outrank the rest: a base that moved (a refresh
-happened between the builds) and another engine or engine version.
+a frozen report. Whether the images are the same is their digests' answer,
+never the comparison's: the same config digest is the same config and layers,
+and only then does a manifest count (layer media types, compression,
+annotations). Configs that differ are compared whole, every key at any depth
+(``fields.py``), each difference with its cause; where no field differs the
+report says the bytes differ, never "same". The layers are compared pairwise
+by diff ID; within a differing layer, entries by path (content, mode, owner,
+mtime, link), then their order, then, with equal entries in equal order, the
+tar encoding. Before any file, two facts outrank the rest: a base that moved
+(a refresh happened between the builds) and another engine or engine version.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from lockpipe.imagebuild.plan import LABEL_PREFIX
 from lockpipe.verify import causes
-from lockpipe.verify.causes import Cause, classify, differing_fields, pyc_detail
+from lockpipe.verify.causes import Cause, classify, differing_fields, field_cause, pyc_detail
+from lockpipe.verify.fields import FieldDiff, Path, diff
 from lockpipe.verify.tree import Entry, ImageTree, Layer
 
 BASE_LABEL = f"{LABEL_PREFIX}.base."
 FINGERPRINT = f"{LABEL_PREFIX}.fingerprint"
 KEY = f"{LABEL_PREFIX}.build-key"
 BUILDAH_LABEL = "io.buildah.version"
-CONFIG_FIELDS = ("Env", "Labels", "Entrypoint", "Cmd", "WorkingDir", "User", "ExposedPorts")
+FIRST = ("created", "history", "config")  # the config's keys, in the order a reader needs
+LAST = ("rootfs",)  # the diff IDs: the layers section says more about them
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,33 +52,39 @@ class LayerDiff:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConfigDiff:
-    field: str
-    a: str
-    b: str
-
-
-@dataclass(frozen=True, kw_only=True)
 class Explanation:
     a: str
     b: str
-    config: tuple[ConfigDiff, ...]
+    digests: tuple[str, str]  # the config digests (image IDs): these decide "same"
+    manifests: tuple[str, str]  # the manifest digests
+    config: tuple[FieldDiff, ...]  # empty where the config digests are equal
+    manifest: tuple[FieldDiff, ...]  # only where the config digests are equal
     layers: tuple[LayerDiff, ...]
     causes: tuple[Cause, ...]  # distinct, most telling first
 
     @property
+    def same_config(self) -> bool:
+        """One config digest: the same config and, since it names their diff IDs, layers."""
+        return self.digests[0] == self.digests[1]
+
+    @property
     def same(self) -> bool:
-        return not self.config and not self.layers
+        """One config and one manifest digest: nothing else makes two images the same."""
+        return self.same_config and self.manifests[0] == self.manifests[1]
 
     def text(self, limit: int = 5) -> str:
-        """The report a person reads: causes with fixes, then the first differing files."""
+        """The report a person reads: causes with fixes, then the first differences."""
+        da, db = (d[:19] for d in self.digests)
         if self.same:
-            return f"{self.a} and {self.b}: same config and layers"
-        lines = [f"{self.a} vs {self.b}:"]
-        for c in self.causes:
-            lines.append(f"  cause {c.name}: {c.why}; fix: {c.fix}")
-        for d in self.config[:limit]:
-            lines.append(f"  config {d.field}: {d.a} vs {d.b}")
+            return f"{self.a} and {self.b}: same config and layers (config {da})"
+        if self.same_config:
+            ma, mb = (m[:19] for m in self.manifests)
+            lines = [f"{self.a} vs {self.b}: one config ({da}) and its layers, in two "
+                     f"manifests ({ma} vs {mb}):"]  # fmt: skip
+        else:
+            lines = [f"{self.a} vs {self.b}: the configs differ ({da} vs {db}):"]
+        lines += [f"  cause {c.name}: {c.why}; fix: {c.fix}" for c in self.causes]
+        lines += self.field_lines(limit)
         for layer in self.layers:
             lines.append(
                 f"  layer {layer.index} ({layer.a[:19]} vs {layer.b[:19]}): {layer.total} "
@@ -84,41 +95,19 @@ class Explanation:
                 lines.append(f"    /{f.path}: {', '.join(f.fields)} -> {f.cause.name}{extra}")
         return "\n".join(lines)
 
+    def field_lines(self, limit: int = 5) -> list[str]:
+        """The differing config (or manifest) fields, each with both values and its cause;
+        where none differs, that the bytes do."""
+        what, found = ("manifest", self.manifest) if self.same_config else ("config", self.config)
+        if not found:
+            return [f"  the {what}s differ in bytes only (key order or whitespace): no field does"]
+        lines = [f"  {what} {d.field}: {d.a} vs {d.b} -> {d.cause.name}" for d in found[:limit]]
+        if len(found) > limit:
+            lines.append(f"  ... and {len(found) - limit} more {what} field(s)")
+        return lines
+
     def __str__(self) -> str:
         return self.text()
-
-
-def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-def config_diffs(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[ConfigDiff, ...]:
-    """created, each history entry's created/created_by, and the runtime config fields."""
-    out = []
-    if a.get("created") != b.get("created"):
-        out.append(
-            ConfigDiff(field="created", a=_short(a.get("created")), b=_short(b.get("created")))
-        )
-    ha, hb = a.get("history") or [], b.get("history") or []
-    if len(ha) != len(hb):
-        out.append(ConfigDiff(field="history", a=f"{len(ha)} steps", b=f"{len(hb)} steps"))
-    for i, (x, y) in enumerate(zip(ha, hb, strict=False), 1):
-        for key in ("created", "created_by"):
-            if x.get(key) != y.get(key):
-                out.append(ConfigDiff(field=f"history[{i}].{key}", a=_short(x.get(key)),
-                                      b=_short(y.get(key))))  # fmt: skip
-    ca, cb = a.get("config") or {}, b.get("config") or {}
-    for key in CONFIG_FIELDS:
-        if key == "Labels":
-            la, lb = ca.get(key) or {}, cb.get(key) or {}
-            for name in sorted(set(la) | set(lb)):
-                if la.get(name) != lb.get(name):
-                    out.append(ConfigDiff(field=f"label {name}", a=_short(la.get(name, "(none)")),
-                                          b=_short(lb.get(name, "(none)"))))  # fmt: skip
-        elif ca.get(key) != cb.get(key):
-            out.append(ConfigDiff(field=key, a=_short(ca.get(key)), b=_short(cb.get(key))))
-    return tuple(out)
 
 
 def engine_of(tree: ImageTree) -> str:
@@ -178,12 +167,38 @@ def _lead(files: list[FileDiff]) -> Cause:
 
 def explain(a: ImageTree, b: ImageTree, *, limit: int = 10) -> Explanation:
     """Every difference between two images that matters to their digests, with causes."""
-    config = config_diffs(a.config, b.config)
     layers = []
     la, lb = a.layers, b.layers
     for i, (x, y) in enumerate(zip(la, lb, strict=False), 1):
         if x.diff_id != y.diff_id:
             layers.append(layer_diff(i, x, y, limit))
+    same_config = a.config_digest == b.config_digest
+    config: tuple[FieldDiff, ...] = ()
+    manifest: tuple[FieldDiff, ...] = ()
+    if not same_config:
+        cause = _config_cause(a, b, {d.index: d.cause for d in layers})
+        config = diff(a.config, b.config, cause, first=FIRST, last=LAST)
+    elif a.manifest_digest != b.manifest_digest:
+        manifest = diff(a.manifest, b.manifest, lambda *_: causes.MANIFEST)
+    found = _facts(a, b)
+    if len(la) != len(lb):
+        found.append(causes.CONTENT)
+    for layer in layers:
+        found += [layer.cause, *(f.cause for f in layer.files)]
+    found += [d.cause for d in (*config, *manifest)]
+    if not same_config and not config:
+        found.append(causes.CONFIG_BYTES)
+    if same_config and a.manifest_digest != b.manifest_digest and not manifest:
+        found.append(causes.MANIFEST)
+    return Explanation(
+        a=a.ref, b=b.ref, digests=(a.config_digest, b.config_digest),
+        manifests=(a.manifest_digest, b.manifest_digest), config=config, manifest=manifest,
+        layers=tuple(layers), causes=tuple(dict.fromkeys(found)),
+    )  # fmt: skip
+
+
+def _facts(a: ImageTree, b: ImageTree) -> list[Cause]:
+    """What outranks any file: a moved base, other lock inputs, another engine or version."""
     found: list[Cause] = []
     if bases_of(a) != bases_of(b):
         found.append(causes.MOVED_BASE)
@@ -193,18 +208,40 @@ def explain(a: ImageTree, b: ImageTree, *, limit: int = 10) -> Explanation:
     # The build key covers the lock inputs plus the engine and its version.
     if engine_of(a) != engine_of(b) or (fa == fb and _label(a, KEY) != _label(b, KEY)):
         found.append(causes.ENGINE)
-    if len(la) != len(lb):
-        found.append(causes.CONTENT)
-    for layer in layers:
-        found += [layer.cause, *(f.cause for f in layer.files)]
-    if config and not layers and len(la) == len(lb):
-        if _times_only(config):
-            found.append(causes.CONFIG_TIMES)
-        elif not found:
-            found.append(causes.CONTENT)
-    distinct = tuple(dict.fromkeys(found))
-    return Explanation(a=a.ref, b=b.ref, config=config, layers=tuple(layers), causes=distinct)
+    return found
 
 
-def _times_only(config: tuple[ConfigDiff, ...]) -> bool:
-    return all(d.field == "created" or d.field.endswith(".created") for d in config)
+def _config_cause(
+    a: ImageTree, b: ImageTree, layers: dict[int, Cause]
+) -> Callable[[Path, Any, Any], Cause]:
+    """The cause of each config field: labels by what they record, a diff ID by its layer's
+    cause, the rest by ``causes.field_cause``."""
+    inputs = _label(a, FINGERPRINT) != _label(b, FINGERPRINT)
+    la, lb = _labels(a), _labels(b)
+    changed = [n for n in la if n in lb and la[n] != lb[n]]
+
+    def label(name: str) -> Cause:
+        if name.startswith(BASE_LABEL):
+            return causes.MOVED_BASE
+        if name == FINGERPRINT or (name == KEY and inputs):
+            return causes.INPUTS
+        return causes.ENGINE if name in (KEY, BUILDAH_LABEL) else causes.CONFIG
+
+    def cause(path: Path, x: Any, y: Any) -> Cause:
+        if path[:2] == ("config", "Labels") and len(path) == 3:
+            return label(str(path[2]))
+        if path[:2] == ("rootfs", "diff_ids") and len(path) == 3:
+            return layers.get(int(path[2]), causes.CONTENT)
+        if path[:1] == ("history",) and path[-1:] == ("created_by",) and isinstance(x, str):
+            # A LABEL step's created_by holds the labels' values: a label's change, not a step's.
+            for name in changed:
+                x = x.replace(str(la[name]), str(lb[name]))
+                if x == y:
+                    return label(name)
+        return field_cause(path, x, y)
+
+    return cause
+
+
+def _labels(tree: ImageTree) -> dict[str, Any]:
+    return dict((tree.config.get("config") or {}).get("Labels") or {})

@@ -26,7 +26,7 @@ import re
 import tarfile
 import tempfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,6 +43,7 @@ URL_HOST = re.compile(rb"://[^/]")  # a URL's host follows; file:///tmp/… is a
 BUILD_PATH = re.compile(rb"/(?:tmp|var/tmp|build|builddir|workspace)/[\w.+-]{1,64}")
 CLOCK = re.compile(rb"\b\d\d:\d\d:\d\d\b|\b(?:19|20)\d\d-\d\d-\d\dT\d\d:\d\d")
 UUID = re.compile(rb"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 KINDS = {
     tarfile.REGTYPE: "file", tarfile.AREGTYPE: "file", tarfile.CONTTYPE: "file",
     tarfile.DIRTYPE: "dir", tarfile.SYMTYPE: "symlink", tarfile.LNKTYPE: "hardlink",
@@ -83,10 +84,11 @@ class Layer:
 class ImageTree:
     ref: str
     manifest_digest: str
-    config_digest: str
+    config_digest: str  # the image's own: for docker-daemon, its image ID (see exported)
     annotations: Mapping[str, str]
     config: Mapping[str, Any]
     layers: tuple[Layer, ...]
+    manifest: Mapping[str, Any] = field(default_factory=dict)  # as the layout holds it
 
 
 def source_for(engine: str, ref: str) -> str:
@@ -119,7 +121,13 @@ def exported(source: str, *, tls_verify: bool = True) -> Iterator[ImageTree]:
     with tempfile.TemporaryDirectory(prefix="lockpipe-tree-") as tmp:
         layout = Path(tmp) / "oci"
         export(source, layout, tls_verify=tls_verify)
-        yield read_layout(layout, source)
+        tree = read_layout(layout, source)
+        # skopeo re-encodes docker's config as an OCI one (another digest, docker-only keys
+        # dropped): two images differ exactly when their IDs do, so the ID is the digest.
+        image_id = source.removeprefix("docker-daemon:")
+        if source.startswith("docker-daemon:") and DIGEST.fullmatch(image_id):
+            tree = replace(tree, config_digest=image_id)
+        yield tree
 
 
 def _blob(layout: Path, digest: str) -> Path:
@@ -151,6 +159,7 @@ def read_layout(layout: Path, ref: str) -> ImageTree:
     return ImageTree(
         ref=ref, manifest_digest=mdigest, config_digest=manifest["config"]["digest"],
         annotations=dict(manifest.get("annotations") or {}), config=config, layers=tuple(layers),
+        manifest=manifest,
     )  # fmt: skip
 
 

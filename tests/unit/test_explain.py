@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 import tarfile
 from dataclasses import replace
 from typing import Any
@@ -16,6 +17,7 @@ from lockpipe.verify import causes
 from lockpipe.verify.across import TAR_ENCODING, compare_trees
 from lockpipe.verify.causes import classify, differing_fields, pyc_detail
 from lockpipe.verify.explain import explain
+from lockpipe.verify.fields import render, shorten
 from lockpipe.verify.space import Usage, check_space, space_needed
 from lockpipe.verify.tree import Entry, ImageTree, Layer, build_paths, merged, read_entries
 
@@ -84,11 +86,20 @@ def layer(diff_id: str, *entries: Entry) -> Layer:
     return Layer(digest=diff_id, diff_id=diff_id, media_type="", entries=entries)
 
 
+def digest(doc: Any) -> str:
+    return "sha256:" + hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
 def image(ref: str, layers: tuple[Layer, ...], **config: Any) -> ImageTree:
-    cfg = {"created": "2023-11-14T22:13:20Z", "history": [], "config": {"Labels": {}}}
+    """An image as tree.py reads one: the config names the diff IDs, the digests are of the
+    documents, and the manifest names the config and the layer blobs."""
+    cfg = {"created": "2023-11-14T22:13:20Z", "history": [], "config": {"Labels": {}},
+           "rootfs": {"type": "layers", "diff_ids": [x.diff_id for x in layers]}}  # fmt: skip
     cfg.update(config)
-    return ImageTree(ref=ref, manifest_digest="m", config_digest="c", annotations={},
-                     config=cfg, layers=layers)  # fmt: skip
+    blobs = [{"mediaType": x.media_type, "digest": x.digest} for x in layers]
+    manifest = {"schemaVersion": 2, "config": {"digest": digest(cfg)}, "layers": blobs}
+    return ImageTree(ref=ref, manifest_digest=digest(manifest), config_digest=digest(cfg),
+                     annotations={}, config=cfg, layers=layers, manifest=manifest)  # fmt: skip
 
 
 BASE = layer("sha256:base", f("bin/busybox"))
@@ -228,3 +239,158 @@ def test_across_engines_ignores_owner_names_by_default() -> None:
     b = image("b", (layer("sha256:2", f("etc/b"), f("etc/c")),))
     cmp = compare_trees(a, b, ignore=TAR_ENCODING)
     assert [(d.path, d.fields) for d in cmp.differing] == [("etc/c", ("owner",))]
+
+
+def says_same(text: str) -> bool:
+    """The verdict (the first line) or any line but a fix says "same"."""
+    lines = [x.partition("; fix: ")[0] for x in text.splitlines()]
+    return any("same" in x for x in lines)
+
+
+HOSTILE = [  # two buildah builds of one Containerfile in two storages (seen in CI)
+    ("FROM 127.0.0.1:5000/lockpipe-test/moved-d2f4e7f6:1",
+     "FROM 127.0.0.1:5000/lockpipe-test/busybox:1"),
+    ("FROM e350572186f2", "FROM bf0c3b7cea4b"),
+]  # fmt: skip
+
+
+def steps(*comments: str, **extra: Any) -> list[dict[str, Any]]:
+    return [{"created": "1970-01-01T00:00:00Z", "created_by": f"/bin/sh -c step {i}",
+             "comment": c, **extra} for i, c in enumerate(comments, 1)]  # fmt: skip
+
+
+def test_every_config_key_is_compared_listed_or_not() -> None:
+    a = image("A", (BASE,), os="linux", custom={"deep": [1, 2]},
+              config={"Labels": {}, "StopSignal": "SIGTERM", "Volumes": {"/data": {}},
+                      "Env": ["PATH=/bin", "A=1"]})  # fmt: skip
+    b = image("B", (BASE,), os="freebsd", custom={"deep": [1, 3]},
+              config={"Labels": {}, "StopSignal": "SIGKILL",
+                      "Env": ["PATH=/bin", "A=2", "B=3"]})  # fmt: skip
+    out = explain(a, b)
+    fields = {d.field: (d.a, d.b, d.cause) for d in out.config}
+    assert fields == {
+        "config.StopSignal": ("SIGTERM", "SIGKILL", causes.CONFIG),
+        "config.Volumes": ('{"/data": {}}', "(none)", causes.CONFIG),
+        "env A": ("1", "2", causes.CONFIG),
+        "env B": ("(none)", "3", causes.CONFIG),
+        "os": ("linux", "freebsd", causes.PLATFORM),
+        "custom.deep": ("[1, 2]", "[1, 3]", causes.CONFIG),
+    }
+    assert out.causes == (causes.CONFIG, causes.PLATFORM) and not out.layers
+    text = out.text(limit=10)
+    assert "config config.StopSignal: SIGTERM vs SIGKILL -> config" in text
+    assert not says_same(text)
+
+
+def test_a_history_comment_is_host_history_with_both_values() -> None:
+    a = image("A", (BASE,), history=steps(*(x for x, _ in HOSTILE)))
+    b = image("B", (BASE,), history=steps(*(y for _, y in HOSTILE)))
+    out = explain(a, b)
+    assert [(d.field, d.cause) for d in out.config] == [
+        ("history[1].comment", causes.HOST_HISTORY), ("history[2].comment", causes.HOST_HISTORY)
+    ]  # fmt: skip
+    assert out.causes == (causes.HOST_HISTORY,)
+    text = out.text()
+    for x, y in HOSTILE:
+        assert f"{x} vs {y} -> host-history" in text
+    assert f"cause host-history: {causes.HOST_HISTORY.why}; fix: {causes.HOST_HISTORY.fix}" in text
+    assert not says_same(text)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "cause"),
+    [
+        (*HOSTILE[0], causes.HOST_HISTORY),
+        ("FROM r/b@sha256:" + "1" * 64, "FROM r/b@sha256:" + "2" * 64, causes.MOVED_BASE),
+        ("FROM r/b@sha256:" + "1" * 64, "FROM other/b:1", causes.HOST_HISTORY),
+        ("commit of 0123456789ab", "commit of ba9876543210", causes.HOST_HISTORY),
+        ("buildkit.dockerfile.v0", "FROM busybox", causes.CONFIG),
+    ],
+)  # fmt: skip
+def test_history_comment_causes(a: str, b: str, cause: causes.Cause) -> None:
+    assert causes.comment_cause(a, b) is cause
+
+
+def test_history_entries_count_and_every_field() -> None:
+    a = image("A", (BASE,), history=steps("x", "y"))
+    longer = steps("x", "y", "z")
+    longer[0].update(created="2026-01-01T00:00:00Z", author="me", empty_layer=True)
+    longer[1]["created_by"] = "/bin/sh -c other"
+    out = explain(a, image("B", (BASE,), history=longer))
+    assert [(d.field, d.a, d.b, d.cause) for d in out.config[:2]] == [
+        ("history", "2 entries", "3 entries", causes.STEP),
+        ("history[1].created", "1970-01-01T00:00:00Z", "2026-01-01T00:00:00Z",
+         causes.CONFIG_TIMES),
+    ]  # fmt: skip
+    rest = {d.field: d.cause for d in out.config[2:]}
+    assert rest == {"history[1].author": causes.CONFIG, "history[1].empty_layer": causes.CONFIG,
+                    "history[2].created_by": causes.STEP, "history[3]": causes.STEP}  # fmt: skip
+    assert out.causes == (causes.STEP, causes.CONFIG_TIMES, causes.CONFIG)
+    assert "... and 1 more config field(s)" in out.text(limit=5)
+
+
+def test_digests_that_differ_without_a_field_say_bytes_never_same() -> None:
+    a = image("A", (BASE,))
+    b = replace(a, ref="B", config_digest="sha256:" + "f" * 64)  # other bytes, same fields
+    out = explain(a, b)
+    assert not out.same and not out.same_config and out.config == ()
+    assert out.causes == (causes.CONFIG_BYTES,)
+    text = out.text()
+    assert "the configs differ in bytes only (key order or whitespace): no field does" in text
+    assert not says_same(text)
+
+
+def test_one_config_in_two_manifests_names_the_manifest_fields() -> None:
+    gz = replace(
+        BASE, digest="sha256:gzipped", media_type="application/vnd.oci.image.layer.v1.tar+gzip"
+    )
+    a, b = image("A", (BASE,)), image("B", (gz,))
+    out = explain(a, b)
+    assert out.same_config and not out.same and out.config == () and not out.layers
+    assert [(d.field, d.b) for d in out.manifest] == [
+        ("layers[1].mediaType", gz.media_type), ("layers[1].digest", "sha256:gzipped")
+    ]  # fmt: skip
+    assert out.causes == (causes.MANIFEST,)
+    text = out.text()
+    assert "one config (" in text and "manifest layers[1].mediaType:" in text
+    assert not says_same(text)
+
+
+def test_same_is_said_exactly_when_the_digests_are_equal() -> None:
+    trees = [
+        image("A", (BASE,)), image("B", (BASE,), created="2026-01-01T00:00:00Z"),
+        image("C", (BASE,), history=steps("FROM x")), image("D", (BASE,), history=steps("FROM y")),
+        image("E", (layer("sha256:2", f()),)),
+        replace(image("F", (BASE,)), config_digest="sha256:" + "e" * 64),
+        image("G", (replace(BASE, digest="sha256:gz"),)),
+    ]  # fmt: skip
+    for x in trees:
+        for y in trees:
+            out = explain(x, y)
+            equal = (x.config_digest, x.manifest_digest) == (y.config_digest, y.manifest_digest)
+            assert out.same is equal and says_same(out.text()) is equal, out.text()
+
+
+def test_agreeing_trees_of_two_images_name_the_config_not_same() -> None:
+    a = image("A", (BASE,), **labels(fingerprint="f", **{"build-key": "k1"}))
+    b = image("B", (BASE,), **labels(fingerprint="f", **{"build-key": "k2"}))
+    cmp = compare_trees(a, b, names=("buildah", "podman"))
+    assert cmp.same and not cmp.images.same
+    text = cmp.text()
+    assert text.startswith("buildah vs podman: the file trees agree (1 paths), the images do not")
+    assert "config label io.github.lockpipe.build-key: k1 vs k2 -> engine" in text
+    assert not says_same(text)
+    assert "the same image" in compare_trees(a, a).text()
+
+
+def test_field_names_and_long_values_show_what_differs() -> None:
+    assert render(("config", "Volumes", "/data")) == 'config.Volumes["/data"]'
+    assert render(("os.version",)) == "os.version"
+    assert render(("history", 3, "comment")) == "history[3].comment"
+    assert render(("config", "Labels", "a.b")) == "label a.b"
+    prefix = "/bin/sh -c #(nop) LABEL " + "x" * 200
+    a, b = shorten(prefix + " key=1 tail", prefix + " key=2 tail")
+    assert "key=1" in a and "key=2" in b and a.startswith("...")
+    assert shorten("", None) == ('""', "null")
+    assert causes.field_cause(("os.version",), "1", "2") is causes.PLATFORM
+    assert causes.field_cause(("rootfs", "type"), "layers", "x") is causes.CONTENT
