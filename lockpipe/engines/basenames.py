@@ -59,8 +59,8 @@ def settle_first_names(
                 f"{ref}: this host's {engine} storage holds the base first as {first!r}, and "
                 f"{engine} would record that name in the image history, so the image ID would "
                 f"be this host's alone. Pulling it by its pinned reference failed: make the "
-                f"registry reachable, or remove the other name ({engine} rmi {first}) and load "
-                f"the base by its pinned reference.\n{exc}"
+                f"registry (or a mirror in registries.conf) reachable and build again; the "
+                f"digest stays as locked.\n{exc}"
             ) from None
         pulled.append(ref)
     return pulled
