@@ -6,7 +6,9 @@ Pure planning from the lock, model metadata (a GGUF header or a Hugging Face
 - :mod:`.shape`: the attention layers of a model (sliding or full, KV heads, head dims).
 - :mod:`.llama`: llama.cpp b10069's KV bytes, slot grid and flash-attention kernel rule;
   :mod:`.recurrent` and :mod:`.plan_hybrid` the Gated DeltaNet hybrids' state and MTP
-  context; :mod:`.llama_budget` the budget inequality and the fixes that fit.
+  context; :mod:`.llama_cuda` what the CUDA backend allocates beyond the KV (flash
+  attention's f16 copies, the extra contexts' masks); :mod:`.llama_budget` the budget
+  inequality and the fixes that fit.
 - :mod:`.vllm_kv`: vLLM 0.29.0's KV pages, their unification and padding, the token pool.
 - :mod:`.vllm_rules`: what the pinned vLLM rejects (dtypes, backends, env vars, fp8 on sm<89);
   :mod:`.vllm_args` and :mod:`.llama_args` read the serve command lines.

@@ -1,11 +1,14 @@
 """The memory budget of a llama.cpp target: ``fixed + slots x per_slot <= card``; pure.
 
 ``fixed`` is what does not grow with the slots: the payloads' bytes and the compute
-buffers (or, calibrated, what two measurements put there). ``per_slot`` is what each slot
-adds: its KV stream (attention, and the draft-mtp context's) and a hybrid model's
-recurrent state. Under ``--kv-unified`` with more than one slot there is one KV stream
-whatever the slot count, so its KV moves into ``fixed`` and only the state stays per slot;
-what then fits is a ``-c``, not a ``--parallel``.
+buffers (or, calibrated, what two measurements put there): the main context's is the named
+assumption ``compute_mib``, each extra context's (the Gemma 4 assistant, a hybrid model's
+MTP context) adds its KQ masks (:mod:`.llama_cuda`). ``per_slot`` is what each slot adds:
+its KV stream (attention, and the draft-mtp context's), the flash-attention f16 copies
+each context makes of a non-f16 K and V over that stream (:mod:`.llama_cuda`), and a
+hybrid model's recurrent state. Under ``--kv-unified`` with more than one slot there is
+one KV stream whatever the slot count, so its KV and copies move into ``fixed`` and only
+the state stays per slot; what then fits is a ``-c``, not a ``--parallel``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lockpipe.preflight import llama, plan_hybrid
+from lockpipe.preflight import llama, llama_cuda, plan_hybrid
 from lockpipe.preflight.config import DEFAULT_LLAMA_COMPUTE_MIB, LlamaSlots, TargetPlan
 from lockpipe.preflight.host import Card
 from lockpipe.preflight.llama_args import LlamaArgs
@@ -59,26 +62,36 @@ def terms(
     kv: llama.KvSize,
     extra: plan_hybrid.Extra,
     cells: llama.Cells,
+    cuda: llama_cuda.CudaTerms | None = None,
+    *,
+    calibrated: bool = True,
 ) -> Budget:
     """The budget's terms: calibrated when a measurement fits the shape, else first
-    principles. A calibration measures one stream per slot, so a unified cache skips it."""
+    principles (``calibrated=False``: first principles whatever). A calibration measures
+    one stream per slot, so a unified cache skips it."""
     shared = cells.unified
     window = cells.slot
     cal = plan.llama_slots
-    if cal and not shared and (cal.cache_types, cal.slot_context) == ((a.type_k, a.type_v), window):
+    cuda = cuda or llama_cuda.CudaTerms()
+    same = cal and (cal.cache_types, cal.slot_context) == ((a.type_k, a.type_v), window)
+    if cal and calibrated and not shared and same:
         return Budget(fixed=cal.fixed_mib, per_slot=cal.per_slot_mib, state=0.0, unified=0.0,
                       window=window, how="calibrated")  # fmt: skip
     compute = plan.compute_mib or DEFAULT_LLAMA_COMPUTE_MIB
-    fixed = (weights_bytes or 0) / MIB + compute
-    stream = (kv.per_slot + extra.mtp_per_stream) / MIB
+    fixed = ((weights_bytes or 0) + cuda.extra_compute) / MIB + compute
+    stream = (kv.per_slot + extra.mtp_per_stream + cuda.copies_per_stream) / MIB
     state = extra.state_per_slot / MIB
     how = f"first principles (compute_mib {compute})"
+    if cuda.extra_compute:
+        how += "; fixed + the extra contexts' KQ masks"
     if shared:
         how += "; fixed holds the unified KV stream the slots share"
     if state:
         how += "; per_slot = " + ("recurrent state" if shared else "KV + recurrent state")
         how += " + MTP KV" if extra.mtp_per_stream and not shared else ""
-    if cal:
+    if cuda.copies_per_stream:
+        how += "; the stream's KV + flash attention's f16 copies of it"
+    if cal and calibrated:
         how += _why_not(cal, shared)
     if shared:
         return Budget(fixed=fixed + stream, per_slot=state, state=state, unified=stream,

@@ -140,6 +140,14 @@ def weights_bytes(lock: Lock, cfg: PreflightConfig, target: Target) -> int | Non
     return None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
 
 
+def draft_arch(lock: Lock, target: Target) -> str | None:
+    """The GGUF architecture of the target's MTP assistant (``expect.arch``, which the
+    payload check holds to the file's header), for the context it makes on the card."""
+    drafts = [lock.payloads[p] for p in target.payloads if lock.payloads[p].role == "mtp-assistant"]
+    arch = drafts[0].expect.get("arch") if len(drafts) == 1 else None
+    return arch if isinstance(arch, str) else None
+
+
 def host_checks(lock: Lock, cfg: PreflightConfig, target: Target, card: host.Card) -> list[Check]:
     runtime = "VLLM_BASE" if target.serve.runtime == "vllm" else "RUNTIME_BASE"
     ref = lock.bases[target.bases[runtime]].ref if runtime in target.bases else ""
@@ -178,6 +186,7 @@ def _llama(
     shape: ModelShape,
     weights: int | None,
     over: Overrides,
+    draft_arch: str | None = None,
 ) -> tuple[list[Check], list[Figure], dict[str, Any]]:
     args = llama_args.parse(target.serve.command)
     try:  # the what-ifs: --parallel 0 or a negative -c is the command line's fault
@@ -195,6 +204,7 @@ def _llama(
         plan=plan,
         weights_bytes=weights,
         spec=recurrent.speculative(target.serve.command),
+        draft_arch=draft_arch,
     )
     checks, cells = plan_llama.slot_checks(t)
     checks += plan_llama.type_checks(t)
@@ -255,7 +265,9 @@ def evaluate(
     if shape is None:
         checks, figures, numbers = [unknown_check(lock, cfg, target)], [], {}
     elif target.serve.runtime == "llama.cpp":
-        checks, figures, numbers = _llama(target, plan, gpu, shape, weights, over)
+        checks, figures, numbers = _llama(
+            target, plan, gpu, shape, weights, over, draft_arch(lock, target)
+        )
     elif gpu is None:
         raise UsageError(f"targets.{target.name}: a vLLM target needs a card (--gpu CARD)")
     else:

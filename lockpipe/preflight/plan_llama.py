@@ -2,7 +2,9 @@
 
 A hybrid model (:mod:`lockpipe.preflight.recurrent`) adds its recurrent state per slot
 and, under ``--spec-type draft-mtp``, the MTP context's KV per KV stream (one per slot, or
-one shared under ``--kv-unified``). The budget's arithmetic is :mod:`.llama_budget`.
+one shared under ``--kv-unified``). On a CUDA card each context's flash-attention f16
+copies and the extra contexts' masks are :mod:`.llama_cuda`. The budget's arithmetic is
+:mod:`.llama_budget`.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lockpipe.preflight import llama, llama_budget, plan_hybrid, recurrent
+from lockpipe.preflight import llama, llama_budget, llama_cuda, plan_hybrid, recurrent
 from lockpipe.preflight.config import TargetPlan
 from lockpipe.preflight.host import Card
 from lockpipe.preflight.llama_args import LlamaArgs
@@ -30,6 +32,9 @@ class LlamaTarget:
     weights_bytes: int | None
     # the command's speculative flags; None: not given (a hybrid model then warns)
     spec: recurrent.Speculative | None = None
+    # general.architecture of the --model-draft GGUF (the lock's expect.arch, which the
+    # payload check holds to the header); None: no draft model, or not known
+    draft_arch: str | None = None
 
 
 def slot_checks(t: LlamaTarget) -> tuple[list[Check], llama.Cells | None]:
@@ -135,9 +140,7 @@ def _cache_checks(t: LlamaTarget) -> list[Check]:
     if t.card is None or a.flash == "off":
         return out
     all_quants = _fa_all_quants(t)
-    problem = llama.fa_pair_problem(a.type_k, a.type_v, all_quants=all_quants)
-    heads = {(x.head_k, x.head_v, x.q_heads, x.kv_heads): x for x in t.shape.kv_layers}
-    problem = problem or next((p for x in heads.values() if (p := llama.fa_head_problem(x))), None)
+    problem = _fa_problem(t)
     ok = f"CUDA FA kernels exist for K {a.type_k} / V {a.type_v}"
     if all_quants and llama.fa_pair_problem(a.type_k, a.type_v, all_quants=False) is None:
         ok += " (already in the default build: FA_ALL_QUANTS is not needed for this pair)"
@@ -153,6 +156,55 @@ def _cache_checks(t: LlamaTarget) -> list[Check]:
             ),
         ]
     return [*out, checked("fa-kernels", problem, ok, fix)]
+
+
+def _fa_problem(t: LlamaTarget) -> str | None:
+    """Why the CUDA build has no flash-attention kernel for the main context, or None."""
+    a = t.args
+    problem = llama.fa_pair_problem(a.type_k, a.type_v, all_quants=_fa_all_quants(t))
+    heads = {(x.head_k, x.head_v, x.q_heads, x.kv_heads): x for x in t.shape.kv_layers}
+    return problem or next((p for x in heads.values() if (p := llama.fa_head_problem(x))), None)
+
+
+def flash_on(t: LlamaTarget) -> bool:
+    """Flash attention runs: a CUDA card, and ``-fa on``, or ``auto`` with a kernel for it."""
+    flash = t.args.flash
+    return t.card is not None and (flash == "on" or (flash == "auto" and not _fa_problem(t)))
+
+
+def cuda_terms(
+    t: LlamaTarget, cells: llama.Cells
+) -> tuple[llama_cuda.CudaTerms, list[Figure], dict[str, Any]]:
+    """What the CUDA backend allocates beyond the weights and KV (:mod:`.llama_cuda`)."""
+    a, card = t.args, t.card
+    if card is None:
+        return llama_cuda.CudaTerms(), [], {}
+    attends = llama_cuda.attentions(t.shape, a.type_k, a.type_v, t.spec, t.draft_arch)
+    ct = llama_cuda.terms(attends, cells, n_ubatch=a.n_ubatch, flash=flash_on(t),
+                          cc=card.compute_cap)  # fmt: skip
+    per = "for the unified stream" if cells.unified else "per slot"
+    made = [f"{c.context}: layer {c.layer} K+V to f16, {mib(c.copies_per_stream)}"
+            for c in ct.costs if c.copies_per_stream]  # fmt: skip
+    figures = [
+        Figure(
+            name=f"FA f16 copies {per}",
+            value=mib(ct.copies_per_stream),
+            note="; ".join(made) or "none: the kernels read this cache as it is",
+        )
+    ]
+    extra = [c for c in ct.costs if c.masks]
+    if extra:
+        figures.append(
+            Figure(
+                name="extra contexts' compute",
+                value=mib(ct.extra_compute),
+                note="; ".join(f"{c.context}: KQ masks {mib(c.masks)}" for c in extra)
+                + f" ({min(cells.n_ctx, a.n_ubatch):,} ubatch rows over the cells)",
+            )
+        )
+    numbers = {"fa_copies_per_slot": ct.copies_per_stream, "extra_compute": ct.extra_compute,
+               "contexts": [c.context for c in ct.costs]}  # fmt: skip
+    return ct, figures, numbers
 
 
 def budget(
@@ -196,15 +248,29 @@ def budget(
                                **hybrid_numbers}  # fmt: skip
     if card is None:
         return [], figures, numbers
-    b = llama_budget.terms(a, t.plan, t.weights_bytes, kv, extra, cells)
+    cuda, cuda_figures, cuda_numbers = cuda_terms(t, cells)
+    figures += cuda_figures
+    numbers.update(cuda_numbers)
+    b = llama_budget.terms(a, t.plan, t.weights_bytes, kv, extra, cells, cuda)
     cal = t.plan.llama_slots
     if b.how == "calibrated" and cal:
-        figures.append(
+        first = llama_budget.terms(a, t.plan, t.weights_bytes, kv, extra, cells, cuda,
+                                   calibrated=False)  # fmt: skip
+        figures += [
             Figure(
                 name="measured",
                 value=" · ".join(f"{p.slots} slot(s) {p.used_mib:,} MiB" for p in cal.points),
                 note=str(cal.origin.get("source", "")),
-            )
-        )
+            ),
+            Figure(
+                name="first principles",
+                value=f"{first.fixed:,.0f} + {a.slots} x {first.per_slot:,.0f} = "
+                f"{first.need(a.slots):,.0f} MiB",
+                note=f"per slot {first.per_slot / b.per_slot - 1:+.1%} and fixed "
+                f"{first.fixed / b.fixed - 1:+.1%} against the calibration; {first.how}",
+            ),
+        ]
+        numbers.update(first_principles_fixed_mib=first.fixed,
+                       first_principles_per_slot_mib=first.per_slot)  # fmt: skip
     checks, more, judged = llama_budget.judge(b, a, card, fitted=c is None)
     return checks, figures + more, {**numbers, **judged}

@@ -13,7 +13,7 @@ from lockpipe.preflight.host import Card
 from lockpipe.preflight.shape import ModelShape
 from lockpipe.preflight.verdict import MIB, Check, Figure, mib
 from lockpipe.preflight.vllm_args import VllmArgs, default_batched_tokens
-from lockpipe.preflight.vllm_rules import choose_backend, rule_checks
+from lockpipe.preflight.vllm_rules import choose_backend, rule_checks, skip_set
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +45,7 @@ def knobs(t: VllmTarget, backend: str | None, kv_dtype: str, length: int) -> vll
         in_flight=(2 if a.async_scheduling else 1) * batched,
         block_size=a.block_size or 16,
         kernel_blocks=kernel_blocks(t.facts, backend),
-        skip=vllm_kv.boundary_skip(t.shape, kv_dtype),
+        skip=skip_set(t.shape, a, vllm_kv.boundary_skip(t.shape, kv_dtype)),
     )
 
 
@@ -63,7 +63,9 @@ def backend_for(t: VllmTarget, kv_dtype: str) -> str | None:
     """The backend vLLM would pick for ``kv_dtype`` with no --attention-backend."""
     if kv_dtype.startswith("turboquant_"):
         return "TURBOQUANT"  # the one backend that lists turboquant_* dtypes
-    return choose_backend(replace(t.args, backend=None), t.shape, t.card.compute_cap)
+    config = {k: v for k, v in t.args.attention_config.items() if k != "backend"}
+    unforced = replace(t.args, backend=None, attention_config=config)
+    return choose_backend(unforced, t.shape, t.card.compute_cap, t.facts)
 
 
 def reserve(t: VllmTarget, requested: int) -> tuple[int, str]:
@@ -81,10 +83,16 @@ def reserve(t: VllmTarget, requested: int) -> tuple[int, str]:
     return mib_ * MIB, f"reserve_mib {mib_} (an assumption: no measured pool)"
 
 
+def _forced_by(a: VllmArgs) -> str:
+    if not a.forced_backend:
+        return "chosen by vLLM's rules"
+    return "--attention-backend" if a.backend and a.backend.lower() != "auto" else "-ac"
+
+
 def evaluate(t: VllmTarget) -> tuple[list[Check], list[Figure], dict[str, Any]]:
     a, shape, card = t.args, t.shape, t.card
-    backend = choose_backend(a, shape, card.compute_cap)
-    skip = vllm_kv.boundary_skip(shape, a.kv_dtype)
+    backend = choose_backend(a, shape, card.compute_cap, t.facts)
+    skip = skip_set(shape, a, vllm_kv.boundary_skip(shape, a.kv_dtype))
     checks = rule_checks(
         facts=t.facts,
         args=a,
@@ -99,7 +107,7 @@ def evaluate(t: VllmTarget) -> tuple[list[Check], list[Figure], dict[str, Any]]:
         Figure(
             name="backend",
             value=backend or "per layer",
-            note="--attention-backend" if a.backend else "chosen by vLLM's rules",
+            note=_forced_by(a),
         )
     ]
     k = knobs(t, backend, a.kv_dtype, length)
@@ -238,7 +246,8 @@ def dtype_row(t: VllmTarget, kv_dtype: str, available: int, length: int) -> Figu
     sizes = {(p.sliding, p.per_token) for p in vllm_kv.pages(t.shape, k) if p.kv_dtype == kv_dtype}
     per = " / ".join(f"{b:,}" for _, b in sorted(sizes, reverse=True))
     ideal = int(available / ideal_bytes_per_request(t.shape, k) * length)
-    variant = replace(t.args, kv_dtype=kv_dtype, backend=backend)
+    config = {k: v for k, v in t.args.attention_config.items() if k != "backend"}
+    variant = replace(t.args, kv_dtype=kv_dtype, backend=backend, attention_config=config)
     refused = [
         c.detail
         for c in rule_checks(

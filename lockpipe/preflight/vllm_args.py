@@ -27,9 +27,25 @@ class VllmArgs:
     backend: str | None = None
     block_size: int | None = None
     batched_tokens: int | None = None
-    skip_layers: tuple[str, ...] = ()
+    skip_layers: tuple[str, ...] = ()  # --kv-cache-dtype-skip-layers: space-separated patterns
     async_scheduling: bool = True  # default on, MTP included (config/vllm.py)
     speculative: Mapping[str, Any] = field(default_factory=dict)
+    # -ac/--attention-config (JSON, or --attention-config.KEY VALUE): its "backend" forces
+    # one as --attention-backend does (engine/arg_utils.py:2488-2499)
+    attention_config: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def config_backend(self) -> str | None:
+        value = self.attention_config.get("backend")
+        return value if isinstance(value, str) else None
+
+    @property
+    def forced_backend(self) -> str | None:
+        """The backend forced by either flag (``auto``: none; config/attention.py)."""
+        for value in (self.backend, self.config_backend):
+            if value and value.lower() != "auto":
+                return value.upper()
+        return None
 
 
 _FLAGS = {"--max-model-len": "max_model_len", "--max-num-seqs": "max_num_seqs",
@@ -38,23 +54,48 @@ _FLAGS = {"--max-model-len": "max_model_len", "--max-num-seqs": "max_num_seqs",
           "--max-num-batched-tokens": "batched_tokens"}  # fmt: skip
 
 
+_CONFIG = ("--attention-config", "-ac")
+
+
 def parse_args(command: Sequence[str]) -> VllmArgs:
-    """The sizing flags of a ``vllm serve`` command line (``--flag value`` or ``=value``)."""
+    """The sizing flags of a ``vllm serve`` command line (``--flag value`` or ``=value``),
+    read as ``FlexibleArgumentParser`` (``utils/argparse_utils.py:259-444``) reads them:
+    ``_`` is ``-`` in a ``--`` name before its first ``.``; ``--attention-config.KEY V``
+    (or ``-ac.KEY V``) pieces merge into one dict that replaces any ``-ac JSON``; a list
+    option (``--kv-cache-dtype-skip-layers``) takes the values up to the next flag."""
     tokens: list[str] = []
+    single: set[int] = set()  # a --flag=value: exactly one value
     for t in command:
-        tokens += t.split("=", 1) if t.startswith("--") and "=" in t else [t]
+        if t.startswith("--"):
+            name, eq, value = t.partition("=")
+            head, dot, rest = name.partition(".")
+            t = head.replace("_", "-") + dot + rest + eq + value
+        if t.startswith("-") and "=" in t:
+            single.add(len(tokens))
+            tokens += t.split("=", 1)
+        else:
+            tokens.append(t)
     found: dict[str, Any] = {}
+    config: dict[str, Any] = {}
+    dotted: dict[str, Any] = {}
     for i, t in enumerate(tokens):
         value = tokens[i + 1] if i + 1 < len(tokens) else ""
-        if t in _FLAGS:
+        key, _, path = t.partition(".")
+        if key in _CONFIG and path:
+            _nest(dotted, path.split("."), _json_or_text(value))
+        elif t in _CONFIG:
+            loaded = _json_or_text(value)
+            config = loaded if isinstance(loaded, dict) else {}
+        elif t in _FLAGS:
             name = _FLAGS[t]
             found[name] = (
                 float(value)
                 if name == "utilization"
                 else (value if name in ("kv_dtype", "backend") else int(value))
             )
-        elif t == "--kv-cache-dtype-skip-layers":
-            found["skip_layers"] = tuple(value.split(","))
+        elif t == "--kv-cache-dtype-skip-layers":  # list[str]: nargs "+" (arg_utils.py:263)
+            values = [value] if i in single else _until_flag(tokens[i + 1 :])
+            found["skip_layers"] = tuple(values)
         elif t in ("--no-async-scheduling", "--async-scheduling"):
             found["async_scheduling"] = t == "--async-scheduling"
         elif t == "--speculative-config":
@@ -62,7 +103,30 @@ def parse_args(command: Sequence[str]) -> VllmArgs:
                 found["speculative"] = json.loads(value)
             except json.JSONDecodeError:
                 found["speculative"] = {}
+    found["attention_config"] = dotted or config  # the merged pieces come last: they win
     return VllmArgs(**found)
+
+
+def _until_flag(rest: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for t in rest:
+        if t.startswith("-") and not t.lstrip("-").isdigit():
+            break
+        out.append(t)
+    return out
+
+
+def _json_or_text(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def _nest(into: dict[str, Any], keys: Sequence[str], value: Any) -> None:
+    for k in keys[:-1]:
+        into = into.setdefault(k, {}) if isinstance(into.get(k, {}), dict) else {}
+    into[keys[-1]] = value
 
 
 def default_batched_tokens(card_name: str, memory_mib: int) -> int:

@@ -6,11 +6,23 @@
   (``validate_environ``): whatever it was meant to pin lands nowhere;
 - fp8 KV needs compute capability 8.9 (``triton_attn.py``: "native FP8 (fp8e4nv) requires
   SM89+"), bf16 KV 8.0;
+- a backend is forced by ``--attention-backend`` or by ``-ac``/``--attention-config``'s
+  ``backend``, not both (``engine/arg_utils.py:2488-2499``: "mutually exclusive");
 - a forced backend must accept every layer (``platforms/cuda.py`` raises "Selected backend
-  … is not valid"): its ``supported_kv_cache_dtypes`` for the layer's dtype (TurboQuant's
-  boundary layers are ``auto``) and ``supports_sliding_window`` for sliding layers. With no
-  backend named, Gemma 4's mixed head sizes force TRITON_ATTN below sm_90, where FA4 is
-  unavailable (``model_executor/models/config.py`` ``Gemma4Config``);
+  … is not valid"; the reasons are ``AttentionBackend.validate_configuration``'s,
+  ``v1/attention/backend.py:263-330``): its own ``supports_head_size``, run here on the
+  card (FLASH_ATTN's takes a head above 256 only where FA4 is supported), its
+  ``supported_kv_cache_dtypes`` for the layer's dtype (TurboQuant's boundary layers and
+  ``--kv-cache-dtype-skip-layers`` are ``auto``) and ``supports_sliding_window`` for
+  sliding layers. With no backend named, Gemma 4's mixed head sizes get FA4 for every
+  layer where FA4 is supported and TRITON_ATTN where it is not
+  (``model_executor/models/config.py:209-256`` ``Gemma4Config``); FA4 is supported where
+  its kernels are in the wheel and the card is of a family ``_is_fa4_supported`` lists
+  (``vllm_flash_attn/flash_attn_interface.py:72-86``: 9.x, 10.x, 11.x; not 12.x);
+- ``--kv-cache-dtype-skip-layers`` takes space-separated patterns, each a layer index or
+  ``sliding_window``, matched whole (``model_executor/layers/attention/attention.py:289-304``):
+  ``5,11`` matches no layer, and with a ``turboquant_*`` dtype vLLM sorts the patterns
+  with ``key=int`` (``engine/arg_utils.py:2113-2122``), which raises on it;
 - ``--max-model-len`` above the config's ``max_position_embeddings`` is refused unless
   ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` (``config/model.py`` ``_get_and_verify_max_len``).
 """
@@ -42,17 +54,113 @@ def release(version: str) -> dict[str, Any]:
     return data
 
 
-def choose_backend(args: VllmArgs, shape: ModelShape, cap: tuple[int, int]) -> str | None:
+def fa_supported(facts: Mapping[str, Any], version: int, cap: tuple[int, int]) -> bool:
+    """``is_fa_version_supported(version)`` on a card of ``cap``: its kernels are in the
+    wheel and ``_is_faN_supported`` accepts the card (``flash_attn_interface.py:52-86``)."""
+    fa = (facts.get("flash_attn_versions") or {}).get(str(version))
+    if not fa or not fa.get("kernels"):
+        return False
+    families, least = fa.get("families") or [], fa.get("min_capability")
+    as_int = cap[0] * 10 + cap[1]  # DeviceCapability.to_int (platforms/interface.py:124)
+    if families and as_int // 10 not in {f // 10 for f in families}:
+        return False  # is_device_capability_family (platforms/interface.py:481-493)
+    return least is None or as_int >= least
+
+
+def head_size_ok(
+    facts: Mapping[str, Any], backend: str, head: int, cap: tuple[int, int]
+) -> bool | None:
+    """The backend's own ``supports_head_size(head)`` from the wheel, run on the card's
+    FlashAttention facts (None: the rule needs what the extract does not hold)."""
+    info = facts["attention_backends"].get(backend) or {}
+    rule = info.get("head_size_rule")
+    if not isinstance(rule, str):
+        return None
+    sizes = info.get("supported_head_sizes")
+
+    class Backend:  # the class the rule reads (cls): only its supported head sizes
+        @staticmethod
+        def get_supported_head_sizes() -> list[int]:
+            if sizes is None:
+                raise LookupError("computed head sizes")
+            return list(sizes)
+
+    names: dict[str, Any] = {
+        "__builtins__": {},
+        "is_fa_version_supported": lambda v: fa_supported(facts, v, cap),
+    }
+    try:
+        exec(compile(rule, f"<{backend}.supports_head_size>", "exec"), names)
+        return bool(names["supports_head_size"](Backend, head))
+    except (LookupError, NameError, TypeError):
+        return None
+
+
+def choose_backend(
+    args: VllmArgs, shape: ModelShape, cap: tuple[int, int], facts: Mapping[str, Any]
+) -> str | None:
     """The backend every layer gets, or None when vLLM picks one per layer."""
-    if args.backend and args.backend.lower() != "auto":
-        return args.backend.upper()
-    if shape.hybrid_head_dims and cap < (9, 0):
-        return "TRITON_ATTN"  # Gemma4Config.verify_and_update_config: no FA4 below sm_90
+    if forced := args.forced_backend:
+        return forced
+    heads = {max(x.head_k, x.head_v) for x in shape.kv_layers}
+    if shape.hybrid_head_dims:  # Gemma4Config.verify_and_update_config (config.py:209-256)
+        limit = facts.get("gemma4_fa4_max_head_dim")
+        if fa_supported(facts, 4, cap) and limit is not None and max(heads) <= limit:
+            return None  # FA4 for every layer (flash_attn_version 4); vLLM picks per layer
+        return "TRITON_ATTN"  # "FA4 not available, forcing TRITON_ATTN backend"
     return None
+
+
+def skip_set(shape: ModelShape, args: VllmArgs, boundary: frozenset[int]) -> frozenset[int]:
+    """Layers cached at ``auto``: TurboQuant's boundary layers and the patterns of
+    ``--kv-cache-dtype-skip-layers`` (attention.py:289-304)."""
+    slide = "sliding_window" in args.skip_layers
+    named = {x.index for x in shape.kv_layers if str(x.index) in args.skip_layers}
+    return boundary | named | {x.index for x in shape.kv_layers if slide and x.sliding}
 
 
 def layer_dtypes(shape: ModelShape, kv_dtype: str, skip: frozenset[int]) -> dict[int, str]:
     return {x.index: "auto" if x.index in skip else kv_dtype for x in shape.kv_layers}
+
+
+def _config_checks(args: VllmArgs, shape: ModelShape) -> list[Check]:
+    out: list[Check] = []
+    if args.backend is not None and args.config_backend not in (None, "auto"):
+        out.append(
+            Check(
+                name="attention-config",
+                status="fail",
+                fix="one of --attention-backend and -ac/--attention-config's backend",
+                detail=f"--attention-backend {args.backend} and --attention-config.backend "
+                f"{args.config_backend}: vLLM refuses both, 'attention_backend and "
+                "attention_config.backend are mutually exclusive' (engine/arg_utils.py:2490)",
+            )
+        )
+    layers = {str(x.index) for x in shape.kv_layers}
+    stray = [p for p in args.skip_layers if p not in layers and p != "sliding_window"]
+    if stray and args.kv_dtype.startswith("turboquant_"):
+        out.append(
+            Check(
+                name="skip-layers",
+                status="fail",
+                fix="space-separated layer indices: --kv-cache-dtype-skip-layers 5 11",
+                detail=f"--kv-cache-dtype-skip-layers {' '.join(map(repr, stray))}: with a "
+                "turboquant_* dtype vLLM sorts the patterns with key=int and raises "
+                "ValueError on it (engine/arg_utils.py:2113-2122)",
+            )
+        )
+    elif stray:
+        out.append(
+            Check(
+                name="skip-layers",
+                status="warn",
+                fix="space-separated layer indices: --kv-cache-dtype-skip-layers 5 11",
+                detail=f"--kv-cache-dtype-skip-layers {' '.join(map(repr, stray))} matches "
+                "no layer: vLLM compares each pattern whole with a layer index or "
+                "sliding_window (attention.py:289-304), so nothing is skipped for it",
+            )
+        )
+    return out
 
 
 def rule_checks(
@@ -66,7 +174,7 @@ def rule_checks(
     env: Mapping[str, str],
 ) -> list[Check]:
     version = facts["vllm"]
-    out: list[Check] = []
+    out: list[Check] = _config_checks(args, shape)
     if args.kv_dtype not in facts["kv_cache_dtypes"]:
         out.append(
             Check(
@@ -77,15 +185,17 @@ def rule_checks(
             )
         )
     backends = facts["attention_backends"]
-    if args.backend and args.backend.upper() not in {*backends, "AUTO"}:
-        out.append(
-            Check(
-                name="attention-backend",
-                status="fail",
-                detail=f"--attention-backend {args.backend} is not in vLLM {version}",
-                fix="one of " + ", ".join(sorted(backends)),
+    for flag, name in (("--attention-backend", args.backend),
+                       ("--attention-config.backend", args.config_backend)):  # fmt: skip
+        if name and name.upper() not in {*backends, "AUTO"}:
+            out.append(
+                Check(
+                    name="attention-backend",
+                    status="fail",
+                    detail=f"{flag} {name} is not in vLLM {version}",
+                    fix="one of " + ", ".join(sorted(backends)),
+                )
             )
-        )
     known = set(facts["env_vars"])
     for name in sorted(v for v in env if v.startswith("VLLM_") and v not in known):
         fix = (
@@ -122,7 +232,8 @@ def rule_checks(
             )
         )
     if backend is None or backend in backends:  # an unknown one is refused above, not passed
-        out += _backend_checks(backends, backend, shape, layer_dtypes(shape, args.kv_dtype, skip))
+        dtypes = layer_dtypes(shape, args.kv_dtype, skip)
+        out += _backend_checks(facts, backend, shape, dtypes, cap)
     limit, length = shape.trained_context, args.max_model_len
     if limit and length and length > limit and env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") != "1":
         out.append(
@@ -138,8 +249,13 @@ def rule_checks(
 
 
 def _backend_checks(
-    backends: Mapping[str, Any], backend: str | None, shape: ModelShape, dtypes: Mapping[int, str]
+    facts: Mapping[str, Any],
+    backend: str | None,
+    shape: ModelShape,
+    dtypes: Mapping[int, str],
+    cap: tuple[int, int],
 ) -> list[Check]:
+    backends = facts["attention_backends"]
     if backend is None:
         tq = [i for i, d in dtypes.items() if d.startswith("turboquant_")]
         if not tq:
@@ -151,11 +267,20 @@ def _backend_checks(
                 )
             ]
         backend = "TURBOQUANT"  # the only backend offering turboquant_* dtypes
-    facts = backends.get(backend) or {}
-    allowed, sliding_ok = facts.get("kv_cache_dtypes"), facts.get("sliding_window")
+    info = backends.get(backend) or {}
+    allowed, sliding_ok = info.get("kv_cache_dtypes"), info.get("sliding_window")
     bad_dtype = sorted({d for d in dtypes.values() if allowed is not None and d not in allowed})
     slides = [x.index for x in shape.kv_layers if x.sliding]
     problems = []
+    if backend != "TURBOQUANT":  # TurboQuant validates its packed slot size, not the head
+        refused: dict[int, list[int]] = {}
+        for x in shape.kv_layers:
+            for head in {x.head_k, x.head_v}:
+                if head_size_ok(facts, backend, head, cap) is False:
+                    refused.setdefault(head, []).append(x.index)
+        for head, layers in sorted(refused.items()):
+            why = _head_why(facts, backend, head, cap)
+            problems.append(f"head_size not supported: {head} ({_ranges(layers)}){why}")
     if bad_dtype:
         layers = [i for i, d in dtypes.items() if d in bad_dtype]
         problems.append(f"kv_cache_dtype {'/'.join(bad_dtype)} not supported ({_ranges(layers)})")
@@ -183,6 +308,16 @@ def _backend_checks(
             detail=f"{backend} rejects this model: " + "; ".join(problems),
         )
     ]
+
+
+def _head_why(facts: Mapping[str, Any], backend: str, head: int, cap: tuple[int, int]) -> str:
+    """What the card lacks, where the rule asks for FA4: the families that have it."""
+    rule = (facts["attention_backends"].get(backend) or {}).get("head_size_rule") or ""
+    if "is_fa_version_supported(4)" not in rule:
+        return ""
+    fa4 = (facts.get("flash_attn_versions") or {}).get("4") or {}
+    families = ", ".join(f"{f // 10}.x" for f in fa4.get("families") or [])
+    return f": only with FA4, which needs a {families} card (this one is {cap[0]}.{cap[1]})"
 
 
 def _ranges(ids: Sequence[int]) -> str:

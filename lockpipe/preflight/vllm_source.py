@@ -11,7 +11,15 @@ with :mod:`ast`:
 - ``vllm/v1/attention/backends/registry.py``: ``AttentionBackendEnum`` members
   (``--attention-backend`` choices) and each backend's class; from each class: its
   ``supported_kv_cache_dtypes``, whether ``supports_sliding_window`` returns True, and
-  its kernel block sizes, following base classes within the wheel.
+  its kernel block sizes, following base classes within the wheel; and its own
+  ``supports_head_size`` (the first in its class chain, annotations dropped) with the
+  ``get_supported_head_sizes`` list the base class's rule reads, which
+  :func:`lockpipe.preflight.vllm_rules.head_size_ok` runs on the card's facts;
+- ``vllm/vllm_flash_attn/flash_attn_interface.py``: for each FlashAttention version, whether
+  its kernels are in the wheel (the ``_vllm_faN_C`` extension its ``try`` imports, or the
+  ``cute/interface.py`` it looks for) and the compute capabilities ``_is_faN_supported``
+  accepts (``has_device_capability(N)``, ``is_device_capability_family(N)``);
+- ``vllm/model_executor/models/config.py``: ``Gemma4Config``'s largest head size for FA4.
 
 The output records the wheel's file name and sha256 and each source file's sha256.
 """
@@ -19,6 +27,7 @@ The output records the wheel's file name and sha256 and each source file's sha25
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import json
 import sys
@@ -30,6 +39,9 @@ from typing import Any
 ENVS = "vllm/envs.py"
 CACHE = "vllm/config/cache.py"
 REGISTRY = "vllm/v1/attention/backends/registry.py"
+FLASH = "vllm/vllm_flash_attn/flash_attn_interface.py"
+BACKEND = "vllm/v1/attention/backend.py"
+MODEL_CONFIGS = "vllm/model_executor/models/config.py"
 
 
 class Wheel:
@@ -133,6 +145,10 @@ def backend(wheel: Wheel, path: str) -> dict[str, Any]:
                     found.setdefault("kv_cache_dtype_rule", ast.unparse(stmt).split("\n", 1)[1])
                 if stmt.name == "get_supported_kernel_block_sizes":
                     found.setdefault("kernel_block_sizes", ast.unparse(stmt).split("return ")[-1])
+                if stmt.name == "supports_head_size":
+                    found.setdefault("head_size_rule", _plain_function(stmt))
+                if stmt.name == "get_supported_head_sizes":
+                    found.setdefault("supported_head_sizes", _returned_ints(stmt))
         base = node.bases[0] if node.bases else None
         cls = base.id if isinstance(base, ast.Name) else ""
         if cls == "AttentionBackend":
@@ -145,7 +161,108 @@ def backend(wheel: Wheel, path: str) -> dict[str, Any]:
     if "kv_cache_dtype_rule" in found:
         facts["kv_cache_dtype_rule"] = found["kv_cache_dtype_rule"].strip()
     facts["kernel_block_sizes"] = found.get("kernel_block_sizes")
+    if reached_base:  # AttentionBackend's own rule and list (v1/attention/backend.py)
+        root = _class(wheel.source(BACKEND), "AttentionBackend")
+        for stmt in root.body if root else []:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == "supports_head_size":
+                found.setdefault("head_size_rule", _plain_function(stmt))
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == "get_supported_head_sizes":
+                found.setdefault("supported_head_sizes", _returned_ints(stmt))
+    facts["head_size_rule"] = found.get("head_size_rule")
+    facts["supported_head_sizes"] = found.get("supported_head_sizes")
     return facts
+
+
+def _plain_function(fn: ast.FunctionDef) -> str:
+    """The function's source without decorators or annotations: runnable with no imports."""
+    plain = copy.deepcopy(fn)
+    plain.decorator_list, plain.returns = [], None
+    for a in (*plain.args.posonlyargs, *plain.args.args, *plain.args.kwonlyargs):
+        a.annotation = None
+    return ast.unparse(plain)
+
+
+def _returned_ints(fn: ast.FunctionDef) -> list[int] | None:
+    rets = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    if len(rets) == 1 and isinstance(rets[0], ast.List):
+        return [
+            e.value
+            for e in rets[0].elts
+            if isinstance(e, ast.Constant) and isinstance(e.value, int)
+        ]
+    return None  # computed: not decidable statically
+
+
+def flash_attn_versions(wheel: Wheel) -> dict[str, dict[str, Any]]:
+    """Per FlashAttention version: its kernels in the wheel, and the capabilities
+    ``_is_faN_supported`` accepts."""
+    tree = wheel.source(FLASH)
+    members = set(wheel.zip.namelist())
+    folder = FLASH.rsplit("/", 1)[0]
+    out: dict[str, dict[str, Any]] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.FunctionDef) and node.name.startswith("_is_fa")):
+            continue
+        version = node.name.removeprefix("_is_fa").removesuffix("_supported")
+        calls = [n for n in ast.walk(node) if isinstance(n, ast.Call)]
+        ints = [
+            (c.func.attr, c.args[0].value)
+            for c in calls
+            if isinstance(c.func, ast.Attribute)
+            and c.args
+            and isinstance(c.args[0], ast.Constant)
+            and isinstance(c.args[0].value, int)
+        ]
+        out[version] = {
+            "kernels": _kernels(tree, int(version), folder, members),
+            "min_capability": next((v for f, v in ints if f == "has_device_capability"), None),
+            "families": [v for f, v in ints if f == "is_device_capability_family"],
+            "source": f"{FLASH}:{node.lineno}",
+        }
+    return out
+
+
+def _kernels(tree: ast.Module, version: int, folder: str, members: set[str]) -> str | None:
+    """The wheel member whose presence sets ``FA{version}_AVAILABLE`` (None: absent)."""
+    flag = f"FA{version}_AVAILABLE"
+    for node in tree.body:
+        if not isinstance(node, ast.Try):
+            continue
+        sets = any(
+            isinstance(n, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == flag for t in n.targets)
+            and isinstance(n.value, ast.Constant)
+            and n.value.value is True
+            for n in node.body
+        )
+        if not sets:
+            continue
+        for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+            if isinstance(n, ast.ImportFrom) and n.level == 1:  # from . import _vllm_faN_C
+                stem = f"{folder}/{n.names[0].name}"
+                return next((m for m in sorted(members) if m.startswith(stem + ".")), None)
+            if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "join":
+                parts = _strings(n.args)
+                path = "/".join([folder, *parts])
+                return path if parts and path in members else None
+    return None
+
+
+def gemma4_fa4_max_head(tree: ast.Module) -> int | None:
+    """``Gemma4Config.verify_and_update_config``: FA4 for all layers when the largest head
+    size is at most this (``max_head_dim <= N``)."""
+    node = _class(tree, "Gemma4Config")
+    for n in ast.walk(node) if node else []:
+        if (
+            isinstance(n, ast.Compare)
+            and isinstance(n.left, ast.Name)
+            and n.left.id == "max_head_dim"
+            and isinstance(n.ops[0], ast.LtE)
+            and isinstance(n.comparators[0], ast.Constant)
+        ):
+            value = n.comparators[0].value
+            return value if isinstance(value, int) else None
+    return None
 
 
 def extract(path: Path) -> dict[str, Any]:
@@ -167,6 +284,8 @@ def extract(path: Path) -> dict[str, Any]:
         "env_vars": env_names(wheel.source(ENVS)),
         "kv_cache_dtypes": literal_values(wheel.source(CACHE), "CacheDType"),
         "attention_backends": backends,
+        "flash_attn_versions": flash_attn_versions(wheel),
+        "gemma4_fa4_max_head_dim": gemma4_fa4_max_head(wheel.source(MODEL_CONFIGS)),
         "sources": dict(sorted(wheel.read_files.items())),
     }
 

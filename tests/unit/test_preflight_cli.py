@@ -75,7 +75,10 @@ def test_the_seeds_qwen_mtp_slot_fits_on_the_3090_and_a_second_does_not(tmp_path
     weights = sum(
         lock["payloads"][p]["size"] for p in lock["targets"]["llama-cuda-mtp"]["payloads"]
     )
-    need_mib = (weights + per_slot) / 2**20 + config.DEFAULT_LLAMA_COMPUTE_MIB
+    # the draft-mtp context's compute buffer holds its KQ mask: every cell x the 512
+    # ubatch rows (common.h's n_ubatch) x f16 (llama-graph.cpp:26-43, llama_cuda.py)
+    mtp_mask = 131072 * 512 * 2
+    need_mib = (weights + per_slot + mtp_mask) / 2**20 + config.DEFAULT_LLAMA_COMPUTE_MIB
 
     code, by = run(tmp_path, "--gpu", "rtx3090", "--driver", "610.57.04", "llama-cuda-mtp")
     mtp = by["llama-cuda-mtp"]

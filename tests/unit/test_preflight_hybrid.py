@@ -209,7 +209,8 @@ def test_budget_adds_state_and_mtp_kv_per_slot(tmp_path: Path) -> None:
     assert (n["kv_per_slot"], n["recurrent_per_slot"], n["mtp_kv_per_slot"]) == (kv, state, mtp)
     assert (n["attention_layers"], n["recurrent_layers"], n["n_rs_seq"]) == (2, 6, 3)
     assert n["per_slot_mib"] == (kv + state + mtp) / MIB
-    assert n["need_mib"] == 4 + 1024 + 2 * (kv + state + mtp) / MIB
+    mask = 4096 * 512 * 2  # the MTP context's KQ mask: its cells x 512 ubatch rows x f16
+    assert n["need_mib"] == 4 + 1024 + (2 * (kv + state + mtp) + mask) / MIB
     names = [f.name for f in figures]
     assert "recurrent state per slot" in names and "MTP KV per slot" in names
     assert all(c.status == "pass" for c in plan_llama.type_checks(t))
@@ -252,13 +253,22 @@ def test_the_budget_is_what_the_server_logged_plus_weights_and_compute(
     flags: str, kv: str, state: str, mtp: str
 ) -> None:
     """Every cache llama-server logged, counted once: a --kv-unified stream is shared by
-    the slots, so its KV is not multiplied by --parallel."""
+    the slots, so its KV is not multiplied by --parallel. On the CUDA card, beyond what the
+    CPU build logged: the MTP context's KQ mask (its cells x 512 ubatch rows x f16) and
+    flash attention's f16 copies of a q8_0 cache (one layer's K and V over every cell of
+    every stream), in the main context (-ctk/-ctv) or the MTP one (-ctkd/-ctvd)."""
     s = from_gguf(synthetic_meta(), source="synthetic")
     t = target(s, ["llama-server", *flags.split()])
     _, cells = plan_llama.slot_checks(t)
+    assert cells is not None
     _, _, n = plan_llama.budget(t, cells)
     logged = float(kv) + float(state) + float(mtp)
-    assert n["need_mib"] == pytest.approx(4 + 1024 + logged, abs=0.01)  # weights 4 MiB
+    every_cell = cells.full_cells * cells.streams
+    mask = cells.full_cells * min(cells.n_ctx, 512) * 2 if "draft-mtp" in flags else 0
+    f16_layer = 2 * HEAD * KV_HEADS * 2  # K and V of one layer, f16, per cell
+    copies = sum(f16_layer * every_cell for flag in ("-ctk q8_0", "-ctkd q8_0") if flag in flags)
+    cuda = (mask + copies) / MIB
+    assert n["need_mib"] == pytest.approx(4 + 1024 + logged + cuda, abs=0.01)  # weights 4 MiB
 
 
 def test_without_draft_mtp_there_are_no_snapshots_and_no_mtp_kv(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ def failures(args: VllmArgs, env: Mapping[str, str] | None = None, cap: Any = SM
         facts=release("0.29.0"),
         args=args,
         shape=shape,
-        backend=choose_backend(args, shape, cap),
+        backend=choose_backend(args, shape, cap, release("0.29.0")),
         skip=vllm_kv.boundary_skip(shape, args.kv_dtype),
         cap=cap,
         env=env or {},
@@ -81,7 +81,7 @@ def test_the_locked_frank_small_command_is_refused() -> None:
 def test_triton_attn_rejects_turboquant_dtypes() -> None:
     """No --attention-backend: Gemma4Config forces TRITON_ATTN below sm_90 (the seeds' crash)."""
     args = VllmArgs(kv_dtype="turboquant_k8v4")
-    assert choose_backend(args, gemma4(), SM86) == "TRITON_ATTN"
+    assert choose_backend(args, gemma4(), SM86, release("0.29.0")) == "TRITON_ATTN"
     [bad] = failures(args)
     assert bad.detail.startswith("TRITON_ATTN rejects") and "turboquant_k8v4" in bad.detail
 
