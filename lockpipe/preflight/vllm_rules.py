@@ -125,7 +125,8 @@ def layer_dtypes(shape: ModelShape, kv_dtype: str, skip: frozenset[int]) -> dict
 
 def _config_checks(args: VllmArgs, shape: ModelShape) -> list[Check]:
     out: list[Check] = []
-    if args.backend is not None and args.config_backend not in (None, "auto"):
+    config = args.config_backend
+    if args.backend is not None and config is not None and config.lower() != "auto":
         out.append(
             Check(
                 name="attention-config",
