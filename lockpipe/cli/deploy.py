@@ -1,7 +1,8 @@
 """``lockpipe deploy TARGET``: render, check and optionally install a podman quadlet.
 
-Also ``lockpipe deploy --wait-port PORT``, the ExecStartPre the unit runs: wait until no
-socket holds the port (listener, accepted, TIME_WAIT), or fail with the socket table.
+Also ``lockpipe deploy --wait-port PORT``: wait until no socket holds the port (listener,
+accepted, TIME_WAIT), or fail with the socket table; the unit's own ExecStartPre does the
+same with the host's /bin/sh, so that nothing of lockpipe's runs when it starts.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,13 @@ from lockpipe import cmd
 from lockpipe.cli.options import state_dir
 from lockpipe.deploy import keys
 from lockpipe.deploy.external import external_target
-from lockpipe.deploy.gate import check_fingerprint, check_smoke, last_smoke, pinned_image
+from lockpipe.deploy.gate import (
+    Verdict,
+    check_built,
+    check_fingerprint,
+    check_reference,
+    pinned_image,
+)
 from lockpipe.deploy.install import default_dir, install, start
 from lockpipe.deploy.plan import (
     DeployOptions,
@@ -27,8 +32,10 @@ from lockpipe.deploy.plan import (
     inputs_for_external,
     inputs_for_published,
     inputs_for_target,
+    require_digest,
 )
 from lockpipe.deploy.render import DeployInputs, render_quadlet
+from lockpipe.deploy.store import check_payloads, unit_store
 from lockpipe.deploy.unit import parse_unit
 from lockpipe.deploy.verify import find_generator, generator_dryrun, plain_service, systemd_verify
 from lockpipe.errors import DeployError, EngineError, UsageError
@@ -38,12 +45,6 @@ from lockpipe.log import echo
 from lockpipe.payloads.store import default_store
 from lockpipe.smoke.gpu import discover_host
 from lockpipe.smoke.ports import wait_port_clear
-
-
-def _wait_cmd() -> tuple[str, ...]:
-    """How the unit calls ``lockpipe deploy --wait-port``: this install's absolute path."""
-    found = shutil.which("lockpipe")
-    return (found, "deploy") if found else (sys.executable, "-m", "lockpipe", "deploy")
 
 
 def podman_version(override: str | None) -> keys.Version:
@@ -82,40 +83,51 @@ def _facts(args: argparse.Namespace, image: str) -> HostFacts:
                      gpu_host=host)  # fmt: skip
 
 
+def _noted(opts: DeployOptions, verdict: Verdict) -> DeployOptions:
+    return DeployOptions(**{**vars(opts), "note": verdict.note})
+
+
+def _store(args: argparse.Namespace, lock: Lock, name: str, verdict: Verdict) -> Path:
+    """The store the unit mounts, its payloads checked (a target without any mounts none)."""
+    env = dict(os.environ)
+    if not lock.target(name).payloads:
+        return default_store(env)
+    store = unit_store(args.store, verdict.store, env)
+    check_payloads(lock, name, store, install=args.install is not None)
+    return store
+
+
 def _inputs(args: argparse.Namespace, name: str, opts: DeployOptions) -> DeployInputs:
     lock = load_lock(args.lock)
+    state = state_dir(args, lock)
+    report = (args.smoke_report or state / "smoke" / "smoke.json").expanduser()
     ext = external_target(lock, name)
     if ext is not None:
-        return inputs_for_external(ext, _facts(args, ext.pinned()), opts)
-    state = state_dir(args, lock)
+        image = ext.pinned()
+        verdict = check_reference(report, name, image, force=args.force)
+        return inputs_for_external(ext, _facts(args, image), _noted(opts, verdict))
     if args.image or args.published:
-        return _published_inputs(args, lock, name, state, opts)
+        return _published_inputs(args, lock, name, report, opts)
     pinned = pinned_image(state, name, args.engine)
     check_fingerprint(pinned, lock.fingerprints.get(name), force=args.force)
-    report = (args.smoke_report or state / "smoke" / "smoke.json").expanduser()
-    opts = DeployOptions(**{**vars(opts), "note": check_smoke(report, pinned, force=args.force)})
-    store = (args.store or default_store(dict(os.environ))).expanduser()
-    return inputs_for_target(lock, name, pinned, store, _facts(args, pinned.image), opts)
+    verdict = check_built(report, pinned, force=args.force)
+    store = _store(args, lock, name, verdict)
+    facts = _facts(args, pinned.image)
+    return inputs_for_target(lock, name, pinned, store, facts, _noted(opts, verdict))
 
 
 def _published_inputs(
-    args: argparse.Namespace, lock: Lock, name: str, state: Path, opts: DeployOptions
+    args: argparse.Namespace, lock: Lock, name: str, report: Path, opts: DeployOptions
 ) -> DeployInputs:
     """--image/--published: pin ``ref@digest``; the smoke gate looks for that reference."""
     from lockpipe.cli.publish import image_for
 
     image = image_for(args, name)
-    report = (args.smoke_report or state / "smoke" / "smoke.json").expanduser()
-    entry = last_smoke(report, name)
-    if entry is not None and entry.get("image") == image and entry.get("ok"):
-        note = f"smoke passed on {image} ({report})"
-    else:
-        note = f"{name}: no passing smoke run of {image} in {report}: deploying it untested"
-        echo(f"warning: {note}; run lockpipe smoke --gpu --image {image} {name}", style="yellow")
-    opts = DeployOptions(**{**vars(opts), "note": note})
-    store = (args.store or default_store(dict(os.environ))).expanduser()
+    require_digest(image)  # before the gate, whose fix would name the tag
+    verdict = check_reference(report, name, image, force=args.force)
+    store = _store(args, lock, name, verdict)
     facts = _facts(args, image)
-    return inputs_for_published(lock, name, image, store, facts, opts)
+    return inputs_for_published(lock, name, image, store, facts, _noted(opts, verdict))
 
 
 def verify(text: str, name: str, version: keys.Version, *, user: bool) -> None:
@@ -142,8 +154,10 @@ def do_deploy(args: argparse.Namespace) -> int:
     if len(args.targets) != 1:
         raise UsageError("deploy takes one TARGET, e.g. lockpipe deploy frank-small")
     name = args.targets[0]
-    opts = DeployOptions(gpu_mode=args.gpu_mode, wait_cmd=_wait_cmd(), bind=args.bind,
-                         health_cmd=args.health_cmd, start_timeout=args.start_timeout,
+    if args.start and args.install is None:
+        raise UsageError("--start needs --install")
+    opts = DeployOptions(gpu_mode=args.gpu_mode, bind=args.bind, health_cmd=args.health_cmd,
+                         start_timeout=args.start_timeout,
                          port_wait=int(args.port_timeout))  # fmt: skip
     inputs = _inputs(args, name, opts)
     text = render_quadlet(inputs).render()
@@ -156,10 +170,10 @@ def do_deploy(args: argparse.Namespace) -> int:
         verify(text, name, inputs.podman, user=user)
     if args.install is not None:
         directory = Path(args.install) if args.install else default_dir(os.environ)
-        install(text, name, directory.expanduser(), port=inputs.port,
-                port_timeout=args.port_timeout)  # fmt: skip
-        if args.start:
+        done = install(text, name, directory.expanduser(), port=inputs.port,
+                       port_timeout=args.port_timeout, user=user)  # fmt: skip
+        if done.stopped and not args.start:
+            echo(f"starting {name}.service again, now on the new unit (the install stopped it)")
+        if args.start or done.stopped:
             start(name, user=user)
-    elif args.start:
-        raise UsageError("--start needs --install")
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import replace
+from pathlib import Path
 
 from lockpipe.cli.options import state_dir
 from lockpipe.engines import get_engine
@@ -23,7 +24,14 @@ from lockpipe.publish.pull import PulledImage
 from lockpipe.smoke.config import SmokeSpec, load_smoke
 from lockpipe.smoke.external import external_image
 from lockpipe.smoke.gpucheck import gpu_gate, needs_gpu
-from lockpipe.smoke.report import CheckResult, SmokeReport, render, write_json, write_junit
+from lockpipe.smoke.report import (
+    CheckResult,
+    SmokeReport,
+    read_records,
+    render,
+    write_json,
+    write_junit,
+)
 from lockpipe.smoke.runner import SmokeOptions, current_record, smoke_target
 
 
@@ -66,6 +74,7 @@ def do_smoke(args: argparse.Namespace) -> int:
     specs = load_smoke(args.expect)
     options = _payload_options(args)
     out = (args.out or state / "smoke").expanduser()
+    read_records(out / "smoke.json")  # this run's results merge into it: check it first
     smoke = SmokeOptions(
         store=options.store, state=state, out=out, gpu=args.gpu, gpu_mode=args.gpu_mode,
         port_timeout=args.port_timeout, port=args.port,
@@ -90,7 +99,8 @@ def do_smoke(args: argparse.Namespace) -> int:
             reports.append(_smoke_one(loaded, n, specs[n], engine, options, one))
         except LockpipeError as exc:  # one target's failure keeps the others' reports
             errors.append(exc)
-            reports.append(_failed(n, engine.name, exc))
+            image = _image_of(loaded, n, state, engine, pulled)
+            reports.append(_failed(n, engine.name, exc, image))
         render(reports[-1], console)
     write_json(reports, out / "smoke.json")
     write_junit(reports, out / "smoke.junit.xml")
@@ -130,7 +140,22 @@ def _smoke_one(lock: Lock, name: str, spec: SmokeSpec, engine: Engine, options: 
     return smoke_target(lock, name, spec, engine, paths, replace(smoke, gated=True))
 
 
-def _failed(name: str, engine: str, exc: LockpipeError) -> SmokeReport:
-    """A report for a target whose smoke could not run: one failed row with the reason."""
+def _image_of(
+    lock: Lock, name: str, state: Path, engine: Engine, pulled: dict[str, PulledImage]
+) -> tuple[str, str]:
+    """(reference, image ID) the run of ``name`` was for, as far as known without running."""
+    if name in pulled:
+        return pulled[name].reference, pulled[name].image_id
+    ext = lock.target(name).external
+    if ext is not None:
+        return (ext.pinned(f"targets.{name}") if ext.digest else ""), ""
+    record = read_record(state, engine.name, name)
+    return (record.tag, record.image_id) if record is not None else ("", "")
+
+
+def _failed(name: str, engine: str, exc: LockpipeError, image: tuple[str, str]) -> SmokeReport:
+    """A report for a target whose smoke could not run: one failed row with the reason,
+    filed under the image it was for, so it replaces that image's earlier result."""
     row = CheckResult(name="setup", ok=False, detail=str(exc))
-    return SmokeReport(target=name, image="", image_id="", engine=engine, results=(row,))
+    return SmokeReport(target=name, image=image[0], image_id=image[1], engine=engine,
+                       results=(row,))  # fmt: skip

@@ -1,20 +1,21 @@
-"""Which image a deploy pins, and whether the last smoke run allows it.
+"""Which image a deploy pins, and whether a smoke run allows it.
 
 The image is the one the build record holds, by image ID (never its tag, which the next
-build moves). A smoke report, where one exists, must show the target passing against
-that same image; ``--force`` overrides both refusals with a loud warning.
+build moves). The smoke report (``smoke.json``, one result per target and image) must
+show this target's latest run on that same image passing: no result is a refusal like a
+failed one. ``--force`` overrides every refusal with a loud warning.
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lockpipe.errors import DeployError
 from lockpipe.imagebuild.records import BuildRecord, read_record, record_path
 from lockpipe.log import echo
+from lockpipe.smoke.report import SmokeRecord, read_records
 
 # quadlet runs podman; buildah shares podman's image storage (containers-storage).
 PODMAN_STORAGE = ("podman", "buildah")
@@ -66,43 +67,80 @@ def check_fingerprint(pinned: Pinned, fingerprint: str | None, *, force: bool) -
         )
 
 
-def last_smoke(report: Path, target: str) -> dict[str, Any] | None:
-    """The target's entry in a smoke.json (the last one if several), or None."""
-    try:
-        doc = json.loads(report.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise DeployError(f"{report}: unreadable smoke report ({exc}); re-run lockpipe smoke "
-                          "or remove the file") from None  # fmt: skip
-    entries = [r for r in doc.get("reports", []) if r.get("target") == target]
-    return entries[-1] if entries else None
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """What the smoke gate allowed: the unit header's line, and the store the run mounted."""
+
+    note: str
+    store: Path | None = None  # the payload store of the result judged (None: not recorded)
 
 
-def check_smoke(report: Path, pinned: Pinned, *, force: bool) -> str:
-    """Refuse a target whose last smoke failed or ran another image; say what was checked."""
+def smoke_records(report: Path, target: str) -> tuple[SmokeRecord, ...]:
+    """The results ``report`` keeps for ``target``, oldest first; DeployError on a bad file."""
+    records, _ = read_records(report, DeployError)
+    return tuple(r for r in records if r.target == target)
+
+
+def _ran(r: SmokeRecord) -> str:
+    """One result as a person reads it: which image, how it went, when."""
+    when = f" at {r.at}" if r.at else ""
+    if r.image_id or r.image:
+        what = f"image {r.image_id.removeprefix('sha256:')[:12]}" if r.image_id else r.image
+        return f"{what} ({'passed' if r.ok else 'failed'}{when})"
+    return f"a run that started no image{when} ({r.reason or 'see the report'})"
+
+
+def _store(r: SmokeRecord) -> Path | None:
+    return Path(r.store) if r.store else None
+
+
+def check_smoke(
+    report: Path, target: str, image: str, matches: Callable[[SmokeRecord], bool], *,
+    force: bool, fix: str,
+) -> Verdict:  # fmt: skip
+    """Refuse unless ``report``'s latest result for ``target`` on this ``image`` passed.
+
+    ``matches`` picks the results of this image (by image ID, or by published reference);
+    ``image`` is how the messages name it. No result for it, or a failed one, is refused
+    (``--force`` deploys anyway, with a red warning); the verdict names what was checked."""
+    runs = smoke_records(report, target)
+    mine = [r for r in runs if matches(r)]
+    if not mine:
+        if runs:
+            held = "; ".join(_ran(r) for r in runs[-3:])
+            why = f"{report} has no smoke result for image {image}, only for {held}"
+        elif report.exists():
+            why = f"{report} has no smoke result for it"
+        else:
+            why = f"no smoke report at {report}"
+        _refuse(f"{target}: {why}; {fix}", force)
+        return Verdict(note=f"Smoke: none for {image} in {report}: deployed untested (forced).")
+    last = mine[-1]
+    if not last.ok:
+        which = ", ".join(last.failed) or "see the report"
+        _refuse(
+            f"{target}: its last smoke run in {report} failed ({which}) on image {image}; {fix}",
+            force,
+        )
+        return Verdict(note=f"Smoke: failed on {image} (forced).", store=_store(last))
+    when = f" at {last.at}" if last.at else ""
+    return Verdict(note=f"Smoke: passed on {image}{when} ({report}).", store=_store(last))
+
+
+def check_built(report: Path, pinned: Pinned, *, force: bool) -> Verdict:
+    """The gate for a local build: a passing result on the build record's image ID."""
     target = pinned.record.target
-    entry = last_smoke(report, target)
-    fix = f"run `lockpipe smoke --gpu {target}` against this image and fix what fails"
-    if entry is None:
-        note = f"{target} has no smoke result in {report}: deploying an untested image"
-        echo(f"warning: {note}", style="yellow")
-        return note
-    ran = str(entry.get("image_id", "")).removeprefix("sha256:")
-    if ran != pinned.image:
-        _refuse(
-            f"{target}: the last smoke run in {report} tested image {ran[:12] or '?'}, not "
-            f"{pinned.short} that the build record holds; {fix}",
-            force,
-        )
-        return f"smoke ran {ran[:12]}, not this image (forced)"
-    if not entry.get("ok"):
-        failed = [r["name"] for r in entry.get("results", []) if r.get("status") == "FAIL"]
-        which = ", ".join(failed) or "see the report"
-        _refuse(
-            f"{target}: its last smoke run in {report} failed ({which}) on image "
-            f"{pinned.short}; {fix}",
-            force,
-        )
-        return "smoke failed (forced)"
-    return f"smoke passed on {pinned.short} ({report})"
+    return check_smoke(
+        report, target, pinned.short,
+        lambda r: r.image_id.removeprefix("sha256:") == pinned.image, force=force,
+        fix=f"run `lockpipe smoke --gpu {target}` against this image and fix what fails",
+    )  # fmt: skip
+
+
+def check_reference(report: Path, target: str, image: str, *, force: bool) -> Verdict:
+    """The gate for an image deployed by reference (published, external): that reference."""
+    return check_smoke(
+        report, target, image, lambda r: r.image == image, force=force,
+        fix=f"run `lockpipe smoke --gpu --image {image} {target}` on a host that holds it "
+        "and fix what fails",
+    )  # fmt: skip

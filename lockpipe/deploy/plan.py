@@ -7,11 +7,12 @@ LD_LIBRARY_PATH, the GPU discovery) come in as :class:`HostFacts`, so this stays
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from lockpipe.deploy import cdi, keys
+from lockpipe.deploy import cdi, keys, unit
 from lockpipe.deploy.external import ExternalTarget
 from lockpipe.deploy.gate import Pinned
 from lockpipe.deploy.render import (
@@ -44,7 +45,6 @@ class HostFacts:
 @dataclass(frozen=True, kw_only=True)
 class DeployOptions:
     gpu_mode: DeployGpuMode = "cdi"
-    wait_cmd: tuple[str, ...] = ("lockpipe", "deploy")
     bind: str = DEFAULT_BIND
     health_cmd: str | None = None  # default: per runtime, see render.health_for
     start_timeout: int = DEFAULT_START_TIMEOUT
@@ -74,7 +74,21 @@ def _gpu(opts: DeployOptions, facts: HostFacts) -> GpuAttach:
 
 
 def _health(opts: DeployOptions, runtime: str, port: int) -> Health:
+    """--health-cmd (checked here, where the option is named), else the runtime's default."""
+    if opts.health_cmd is not None:
+        unit.verbatim(opts.health_cmd, "--health-cmd")
     return Health(cmd=opts.health_cmd or health_for(runtime, port))
+
+
+def _bind(opts: DeployOptions) -> str:
+    """--bind as an IP address; DeployError otherwise (it is written into PublishPort=)."""
+    try:
+        return str(ipaddress.ip_address(opts.bind))
+    except ValueError:
+        raise DeployError(
+            f"--bind {opts.bind!r} is not an IP address: give the host address to publish "
+            "the port on, e.g. 127.0.0.1 (loopback, the default) or 0.0.0.0 (every interface)"
+        ) from None
 
 
 def _common_header(name: str, facts: HostFacts, gpu: GpuAttach | None) -> list[str]:
@@ -97,13 +111,18 @@ def inputs_for_target(
     return _served(lock, name, pinned.image, line, store, facts, opts)
 
 
+def require_digest(image: str) -> None:
+    """DeployError unless ``image`` is pinned by digest (a tag moves under the unit)."""
+    if "@sha256:" not in image:
+        raise DeployError(f"--image {image!r}: give it by digest, REF@sha256:… (images.json)")
+
+
 def inputs_for_published(
     lock: Lock, name: str, image: str, store: Path, facts: HostFacts, opts: DeployOptions
 ) -> DeployInputs:
     """A target published by digest (``--image``/``--published``): ``Image=ref@digest``,
     which podman pulls on this host instead of a build here; the rest as for a built one."""
-    if "@sha256:" not in image:
-        raise DeployError(f"--image {image!r}: give it by digest, REF@sha256:… (images.json)")
+    require_digest(image)
     line = f"Image: {image}, published by digest (lockpipe publish), pulled here, not built."
     return _served(lock, name, image, line, store, facts, opts)
 
@@ -128,9 +147,8 @@ def _served(
         image_entrypoint=facts.image_entrypoint,
         port=serve.port,
         podman=facts.podman,
-        wait_cmd=opts.wait_cmd,
         health=_health(opts, serve.runtime, serve.port),
-        bind=opts.bind,
+        bind=_bind(opts),
         store=store if target.payloads else None,
         gpu=gpu,
         start_timeout=opts.start_timeout,
@@ -156,9 +174,8 @@ def inputs_for_external(ext: ExternalTarget, facts: HostFacts, opts: DeployOptio
         image_entrypoint=facts.image_entrypoint,
         port=ext.port,
         podman=facts.podman,
-        wait_cmd=opts.wait_cmd,
         health=_health(opts, ext.runtime, ext.port),
-        bind=opts.bind,
+        bind=_bind(opts),
         gpu=gpu,
         env=ext.env,
         start_timeout=opts.start_timeout,

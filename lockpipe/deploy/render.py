@@ -13,13 +13,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lockpipe.deploy import keys
-from lockpipe.deploy.unit import Entry, Unit, quote_arg, quote_args, sections, specifiers
+from lockpipe.deploy.unit import (
+    Entry,
+    Unit,
+    label,
+    quote_arg,
+    quote_args,
+    sections,
+    verbatim,
+)
 from lockpipe.smoke.gpu import GpuAttach
 from lockpipe.smoke.runner import STORE_IN_CONTAINER
 
 DEFAULT_BIND = "127.0.0.1"
 DEFAULT_START_TIMEOUT = 900  # seconds: a 27B GGUF or a vLLM compile + CUDA graphs, from cold
 DEFAULT_PORT_WAIT = 90  # seconds ExecStartPre waits for the port's old sockets to go
+# ExecStartPre's port wait, run by the host's /bin/sh: until no TCP socket is bound to
+# port $1 (listener, accepted connection, TIME_WAIT; the local address column of
+# /proc/net/tcp{,6}, as lockpipe.smoke.ports reads it), at most $2 seconds. Nothing of
+# lockpipe's runs when the unit starts, so a rebuilt or removed venv cannot break it.
+WAIT_PORT_SH = (
+    'hex=$(printf %04X "$1"); n=0; '
+    'while grep -Eq "^ *[0-9]+: [0-9A-F]+:$hex " /proc/net/tcp /proc/net/tcp6 2>/dev/null; do '
+    '[ "$n" -lt "$2" ] || { echo "port $1 still in use after $2 s (ss -tanp sport = :$1)" >&2; '
+    "exit 1; }; n=$((n + 1)); sleep 1; done"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,7 +59,6 @@ class DeployInputs:
     image_entrypoint: tuple[str, ...] | None  # None: not known, so always set Entrypoint
     port: int
     podman: keys.Version
-    wait_cmd: tuple[str, ...]  # ExecStartPre program: waits for the port to clear
     health: Health
     bind: str = DEFAULT_BIND
     store: Path | None = None  # the payload store, mounted read-only at /store
@@ -79,6 +96,11 @@ def health_for(runtime: str, port: int) -> str:
     return f"curl -fsS -o /dev/null {url}"
 
 
+def _host(bind: str) -> str:
+    """The host part of PublishPort=: an IPv6 address in brackets."""
+    return f"[{bind}]" if ":" in bind else bind
+
+
 def _env_line(name: str, value: str) -> str:
     return quote_arg(f"{name}={value}")
 
@@ -86,27 +108,29 @@ def _env_line(name: str, value: str) -> str:
 def container_entries(i: DeployInputs) -> list[Entry]:
     # No command (an external image): its own entrypoint and command run untouched.
     entry, args = split_entrypoint(i.command, i.image_entrypoint) if i.command else (None, ())
-    out: list[Entry] = [("Image", i.image), ("ContainerName", i.name)]
+    out: list[Entry] = [("Image", verbatim(i.image, "--image")),
+                        ("ContainerName", verbatim(i.name, "the target name"))]  # fmt: skip
     if entry is not None:
         if i.podman >= (keys.since("Entrypoint") or (5, 0)):
-            out.append(("Entrypoint", specifiers(entry)))
+            out.append(("Entrypoint", verbatim(entry, f"targets.{i.name}.serve.command[0]")))
         else:  # quadlet before 5.0 has no Entrypoint=
             out.append(("PodmanArgs", quote_arg(f"--entrypoint={entry}")))
     if args:
         out.append(("Exec", quote_args(args)))
-    out.append(("PublishPort", f"{i.bind}:{i.port}:{i.port}"))
+    out.append(("PublishPort", verbatim(f"{_host(i.bind)}:{i.port}:{i.port}", "--bind")))
     if i.store is not None:
-        out.append(("Volume", f"{i.store}:{STORE_IN_CONTAINER}:ro"))
+        out.append(("Volume", verbatim(f"{i.store}:{STORE_IN_CONTAINER}:ro", "--store")))
     if i.gpu is not None:
-        out += [("AddDevice", d) for d in i.gpu.devices]
-        out += [("Volume", f"{m.source}:{m.target}:ro") for m in i.gpu.mounts]
+        out += [("AddDevice", verbatim(d, "a GPU device")) for d in i.gpu.devices]
+        out += [("Volume", verbatim(f"{m.source}:{m.target}:ro", "a GPU driver file"))
+                for m in i.gpu.mounts]  # fmt: skip
     env = {**i.env, **(i.gpu.env if i.gpu is not None else {})}
     out += [("Environment", _env_line(k, v)) for k, v in sorted(env.items())]
     h = i.health
     health = [("HealthCmd", h.cmd), ("HealthInterval", h.interval), ("HealthTimeout", h.timeout),
               ("HealthRetries", str(h.retries)), ("HealthStartPeriod", h.start_period)]  # fmt: skip
     if i.podman >= (keys.since("HealthCmd") or (4, 5)):
-        out += health
+        out += [(k, verbatim(v, "--health-cmd" if k == "HealthCmd" else k)) for k, v in health]
     else:  # quadlet 4.4 has no Health* keys: the same podman run flags
         flag = {"StartPeriod": "start-period"}
         flags = [f"--health-{flag.get(k[6:], k[6:].lower())}={v}" for k, v in health]
@@ -121,12 +145,11 @@ def render_quadlet(i: DeployInputs) -> Unit:
     """The ``.container`` unit; validated against podman ``i.podman``'s quadlet keys."""
     container = container_entries(i)
     keys.check(container, i.podman, f"{i.name}.container")
-    wait = quote_args([*i.wait_cmd, "--wait-port", str(i.port), "--port-timeout",
-                       str(i.port_wait)])  # fmt: skip
+    wait = quote_args(["/bin/sh", "-c", WAIT_PORT_SH, "wait-port", str(i.port), str(i.port_wait)])
     return Unit(
         header=i.provenance,
         sections=sections(
-            ("Unit", [("Description", i.description), ("After", "network-online.target")]),
+            ("Unit", [("Description", label(i.description)), ("After", "network-online.target")]),
             ("Container", container),
             (
                 "Service",

@@ -1,7 +1,17 @@
 """A systemd unit as ordered sections of (key, value) lines, and systemd's quoting rules.
 
-Values are kept as systemd reads them; :func:`quote_args` writes a command line the way
-systemd (and quadlet, which splits ``Exec=`` with the same rules) splits it back.
+Values are kept as systemd reads them. Each free-text value goes through one of:
+
+- :func:`label` (``Description=``): one line, ``%`` doubled (systemd expands specifiers).
+- :func:`verbatim` (``HealthCmd=``, ``Volume=``, ``PublishPort=``, ``AddDevice=``): quadlet
+  passes the value to podman as one argument without escaping it, and systemd then
+  expands ``%`` specifiers and ``$`` variables in the ExecStart it makes: both are doubled,
+  and what a unit line cannot hold (a line break, a trailing backslash: a continuation)
+  is refused, naming the input.
+- :func:`quote_args` (``Exec=``, ``Environment=``, ``ExecStartPre=``): a command line the
+  way systemd (and quadlet, which splits ``Exec=`` with the same rules) splits it back.
+
+:meth:`Unit.render` refuses any value that would spill onto another line.
 """
 
 from __future__ import annotations
@@ -10,8 +20,25 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from lockpipe.errors import DeployError
+
 Entry = tuple[str, str]
 _PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./{}\[\]-]+")
+# The characters podman's quadlet quotes a word for (pkg/systemd/parser/split.go,
+# charNeedEscape): whitespace, control characters, quotes and the backslash.
+_QUADLET_QUOTES = re.compile(r"[\s\x00-\x1f\x7f\"'\\]", re.ASCII)
+_C_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _spills(value: str) -> str | None:
+    """Why ``value`` cannot be one unit line as it is, and the fix; None when it can."""
+    if any(c in value for c in "\n\r\x00"):
+        return ("holds a line break (or NUL), which ends a unit line; put it on one line "
+                "(join shell commands with ';' or '&&')")  # fmt: skip
+    if value.endswith("\\"):
+        return ("ends with a backslash, which systemd reads as a line continuation; drop "
+                "the trailing backslash")  # fmt: skip
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -32,12 +59,18 @@ class Unit:
         return [v for k, v in self.section(section) if k == key]
 
     def render(self) -> str:
-        lines = [f"# {h}" if h else "#" for h in self.header]
+        """The unit file; DeployError for a value that would not stay on its own line."""
+        lines = [f"# {c}" if c else "#" for h in self.header for c in h.splitlines() or [""]]
         for s in self.sections:
             if lines:
                 lines.append("")
             lines.append(f"[{s.name}]")
-            lines += [f"{k}={v}" for k, v in s.entries]
+            for k, v in s.entries:
+                why = _spills(v)
+                if why is not None:
+                    raise DeployError(f"[{s.name}] {k}={v!r} {why} (lockpipe should have "
+                                      "refused it earlier: please report it)")  # fmt: skip
+                lines.append(f"{k}={v}")
         return "\n".join(lines) + "\n"
 
 
@@ -46,20 +79,52 @@ def specifiers(text: str) -> str:
     return text.replace("%", "%%").replace("$", "$$")
 
 
+def label(text: str) -> str:
+    """Free text for a setting systemd shows (``Description=``): whitespace runs and line
+    breaks become one space, trailing backslashes go, ``%`` is doubled (specifiers)."""
+    return " ".join(text.split()).rstrip("\\").rstrip().replace("%", "%%")
+
+
+def verbatim(value: str, what: str) -> str:
+    """A value quadlet hands podman as one argument, unescaped, into the ExecStart systemd
+    expands: ``%`` and ``$`` doubled. DeployError naming ``what`` (the option or input it
+    came from) and the fix when no unit line can carry it as it is."""
+    why = _spills(value)
+    if why is None and value != value.strip():
+        why = "starts or ends with whitespace, which quadlet drops; drop the whitespace"
+    if why is None and len(value) >= 2 and value[0] == value[-1] == '"':
+        why = ("is wrapped in double quotes, which quadlet strips; drop the outer quotes "
+               "(quote inside the command instead, e.g. sh -c '…')")  # fmt: skip
+    if why is not None:
+        raise DeployError(f"{what} {value!r} {why}")
+    return specifiers(value)
+
+
+def _c_escape(word: str) -> str:
+    return "".join(_C_ESCAPES.get(c, c) for c in word)
+
+
+def quote_word(word: str) -> str:
+    """One word as podman's quadlet writes it into the ExecStart it makes (escapeWords):
+    double-quoted with C escapes when it holds whitespace, a quote, a backslash or a
+    control character; ``%`` and ``$`` are left as they are."""
+    return f'"{_c_escape(word)}"' if _QUADLET_QUOTES.search(word) else word
+
+
 def quote_arg(arg: str) -> str:
     """One word as systemd's command-line splitting reads it back (double quotes, C escapes)."""
     if _PLAIN.fullmatch(arg) and "%" not in arg:
         return arg
-    body = arg.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{specifiers(body)}"'
+    return f'"{specifiers(_c_escape(arg))}"'
 
 
 def quote_args(args: Sequence[str]) -> str:
     return " ".join(quote_arg(a) for a in args)
 
 
-def split_args(text: str) -> list[str]:
-    """The inverse of :func:`quote_args` (double-quoted words, backslash escapes, ``%%``)."""
+def split_words(text: str) -> list[str]:
+    """A command line split as quadlet splits ``Exec=`` (double-quoted words, backslash
+    escapes), ``%%`` and ``$$`` left for systemd."""
     out: list[str] = []
     i, n = 0, len(text)
     while i < n:
@@ -76,13 +141,16 @@ def split_args(text: str) -> list[str]:
                 break
             if c == "\\" and i + 1 < n:
                 i += 1
-                c = {"n": "\n"}.get(text[i], text[i])
-            elif c in "%$" and text[i : i + 2] == c * 2:
-                i += 1
+                c = {"n": "\n", "r": "\r", "t": "\t"}.get(text[i], text[i])
             word.append(c)
             i += 1
         out.append("".join(word))
     return out
+
+
+def split_args(text: str) -> list[str]:
+    """The inverse of :func:`quote_args`: the words systemd runs (``%%``, ``$$`` undone)."""
+    return [w.replace("%%", "%").replace("$$", "$") for w in split_words(text)]
 
 
 def sections(*pairs: tuple[str, Iterable[Entry]]) -> tuple[Section, ...]:

@@ -4,7 +4,10 @@ Where podman's quadlet generator is installed (podman >= 4.4), its ``-dryrun`` t
 ``.container`` into the ``.service`` systemd will run, or names what it rejects. Where it
 is not (Debian 12's podman 4.3), :func:`plain_service` renders the equivalent
 ``podman run`` service, so ``systemd-analyze verify`` still checks the [Unit], [Service]
-and [Install] sections and every program they start.
+and [Install] sections and every program they start. It reads each [Container] value
+and writes each word as quadlet does (pkg/systemd/parser: ``Lookup``, ``splitString``,
+``escapeWords``), which leaves ``%`` and ``$`` to systemd: a specifier the unit failed to
+escape reaches ``systemd-analyze`` as it would reach systemd.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lockpipe import cmd
-from lockpipe.deploy.unit import Entry, Unit, quote_args, sections, split_args
+from lockpipe.deploy.unit import Entry, Unit, quote_word, sections, split_words
 from lockpipe.errors import DeployError, EngineError
 
 GENERATORS = (
@@ -57,25 +60,33 @@ def generator_dryrun(generator: Path, unit_dir: Path, *, user: bool, expect: str
     return units[expect]
 
 
+def lookup(value: str) -> str:
+    """A value as quadlet's ``Lookup`` reads it: trailing whitespace and one pair of
+    surrounding double quotes dropped, nothing unescaped."""
+    value = value.rstrip()
+    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value
+
+
 def podman_run_args(container: Sequence[Entry]) -> list[str]:
     """The ``podman run`` arguments quadlet would make from these [Container] entries, after
-    its fixed ``podman run --cidfile=%t/%N.cid --replace --rm --cgroups=split -d``."""
+    its fixed ``podman run --cidfile=%t/%N.cid --replace --rm --cgroups=split -d``, with
+    ``%%`` and ``$$`` still in them for systemd (as in the ExecStart quadlet writes)."""
     args: list[str] = []
     notify = "conmon"
     image, exec_args, extra = "", [], []
     for key, value in container:
         if key == "Image":
-            image = value
+            image = lookup(value)
         elif key == "Exec":
-            exec_args = split_args(value)
+            exec_args = split_words(value)
         elif key == "Environment":
-            args += ["--env", *split_args(value)]
+            args += [w for kv in split_words(value) for w in ("--env", kv)]
         elif key == "PodmanArgs":
-            extra += split_args(value)
+            extra += split_words(value)
         elif key == "Notify":
             notify = "healthy" if value == "healthy" else "container"
         elif key in FLAGS:
-            args.append(f"{FLAGS[key]}={split_args(value)[0] if key == 'Entrypoint' else value}")
+            args += [FLAGS[key], lookup(value)]
         else:
             raise DeployError(f"no podman run flag known for [Container] {key}= here")
     return [*args, f"--sdnotify={notify}", *extra, image, *exec_args]
@@ -83,8 +94,8 @@ def podman_run_args(container: Sequence[Entry]) -> list[str]:
 
 def plain_service(unit: Unit, podman: str = "/usr/bin/podman") -> Unit:
     """A ``.service`` equivalent to the quadlet, for ``systemd-analyze verify`` without it."""
-    run = f"{podman} run {CIDFILE} --replace --rm --cgroups=split -d " + quote_args(
-        podman_run_args(unit.section("Container"))
+    run = f"{podman} run {CIDFILE} --replace --rm --cgroups=split -d " + " ".join(
+        quote_word(w) for w in podman_run_args(unit.section("Container"))
     )
     stop = f"{podman} rm -v -f -i {CIDFILE}"
     service: list[Entry] = [

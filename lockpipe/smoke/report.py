@@ -1,8 +1,13 @@
 """What a smoke run found: check results, shown as a table, kept as JSON and JUnit XML.
 
+``smoke.json`` accumulates: it keeps one result per target and image, and a run replaces
+only the entries of the targets and images it ran (so a later run of another target
+never erases a failure; deploy's gate reads it back with :func:`read_records`, which
+checks its shape). Each entry records the payload store the run mounted.
+
 JUnit is the shape CI reads (GitHub Actions reporters, Jenkins' junit step): one
-<testsuite> per target, one <testcase> per check, a <failure> with a one-line message and
-the whole detail as its text, <skipped> for a check that could not run here.
+<testsuite> per target of this run, one <testcase> per check, a <failure> with a one-line
+message and the whole detail as its text, <skipped> for a check that could not run here.
 """
 
 from __future__ import annotations
@@ -12,12 +17,14 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
 
+from lockpipe.errors import LockpipeError, SmokeError
 from lockpipe.fs import write_atomic
 
 # XML 1.0 forbids most control characters, and server logs do contain them.
@@ -57,6 +64,7 @@ class SmokeReport:
     engine: str
     results: tuple[CheckResult, ...]
     log_path: Path | None = None
+    store: Path | None = None  # the payload store mounted at /store (None: no payloads)
 
     @property
     def failures(self) -> list[CheckResult]:
@@ -110,6 +118,7 @@ def to_json(report: SmokeReport) -> dict[str, Any]:
         "ok": report.ok,
         "seconds": round(report.seconds, 3),
         "log_path": str(report.log_path) if report.log_path else None,
+        "store": str(report.store) if report.store else None,
         "results": [
             {
                 "name": r.name,
@@ -126,9 +135,102 @@ def to_json(report: SmokeReport) -> dict[str, Any]:
     }
 
 
-def write_json(reports: Sequence[SmokeReport], path: Path) -> None:
-    """Write ``{"reports": [...]}`` atomically, so a reader never sees half a file."""
-    doc = {"reports": [to_json(r) for r in reports]}
+@dataclass(frozen=True, kw_only=True)
+class SmokeRecord:
+    """One entry of ``smoke.json`` as read back: what deploy's gate judges."""
+
+    target: str
+    image: str  # the reference that ran (a tag, or REF@sha256:…); "" if none started
+    image_id: str  # "sha256:…"; "" when the run never got that far
+    ok: bool
+    failed: tuple[str, ...]  # the checks that failed
+    reason: str  # the first failure's first line ("" when none failed)
+    store: str | None  # the payload store the run mounted
+    at: str | None  # when it was written (UTC, ISO 8601); None in files before it was kept
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """What a later run replaces: the same target run on the same image."""
+        return self.target, self.image_id, self.image
+
+
+FIX = "move it aside (or remove it) and run lockpipe smoke again to write a new one"
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "target": (str,), "image": (str,), "image_id": (str,), "ok": (bool,), "results": (list,),
+    "store": (str, type(None)), "at": (str, type(None)),
+}  # fmt: skip
+_OPTIONAL = ("store", "at")  # absent in files written before they were kept
+
+
+def _kind(value: object) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    return "null" if value is None else names.get(type(value), f"a {type(value).__name__}")
+
+
+def _record(entry: object, where: str) -> SmokeRecord:
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} is {_kind(entry)}, not an object")
+    for name, types in _FIELDS.items():
+        if name not in entry and name in _OPTIONAL:
+            continue
+        if name not in entry or not isinstance(entry[name], types):
+            found = _kind(entry[name]) if name in entry else "missing"
+            raise ValueError(f"{where}.{name} is {found}")
+    failed: list[str] = []
+    reason = ""
+    for i, r in enumerate(entry["results"]):
+        if not (isinstance(r, dict) and isinstance(r.get("name"), str)
+                and isinstance(r.get("status"), str)):  # fmt: skip
+            raise ValueError(f"{where}.results[{i}] is not a check with a name and a status")
+        if r["status"] == "FAIL":
+            failed.append(r["name"])
+            detail = r.get("detail")
+            if not reason and isinstance(detail, str) and detail.strip():
+                reason = detail.strip().splitlines()[0]
+    return SmokeRecord(target=entry["target"], image=entry["image"], image_id=entry["image_id"],
+                       ok=entry["ok"], failed=tuple(failed), reason=reason,
+                       store=entry.get("store"), at=entry.get("at"))  # fmt: skip
+
+
+def read_records(
+    path: Path, error: type[LockpipeError] = SmokeError
+) -> tuple[tuple[SmokeRecord, ...], list[dict[str, Any]]]:
+    """The entries of a ``smoke.json`` (none when it does not exist), checked, with their JSON.
+
+    ``error`` (SmokeError by default) names the file, what is wrong and the fix when it
+    cannot be read or is not the shape :func:`write_json` writes."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return (), []
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise error(f"{path}: unreadable smoke report ({exc}); {FIX}") from None
+    try:
+        if not isinstance(doc, dict) or not isinstance(doc.get("reports"), list):
+            what = _kind(doc)
+            if isinstance(doc, dict):
+                has = f"whose reports is {_kind(doc['reports'])}" if "reports" in doc else ""
+                what = f"an object {has or 'without reports'}"
+            raise ValueError(f'expected an object {{"reports": [...]}}, found {what}')
+        entries: list[dict[str, Any]] = doc["reports"]
+        records = tuple(_record(e, f"reports[{i}]") for i, e in enumerate(entries))
+    except ValueError as exc:
+        raise error(f"{path}: not a smoke report: {exc}; {FIX}") from None
+    return records, entries
+
+
+def write_json(reports: Sequence[SmokeReport], path: Path, *, now: datetime | None = None) -> None:
+    """Merge this run's ``reports`` into ``path`` and write it atomically.
+
+    Each report replaces the entry of the same target and image (if any); every other
+    entry stays, so a run of one target never drops another's result. SmokeError (before
+    anything is written) when the file there is not a smoke report."""
+    at = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    new = [{**to_json(r), "at": at} for r in reports]
+    replaced = {(e["target"], e["image_id"], e["image"]) for e in new}
+    records, entries = read_records(path)
+    kept = [e for r, e in zip(records, entries, strict=True) if r.key not in replaced]
+    doc = {"reports": [*kept, *new]}
     write_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 

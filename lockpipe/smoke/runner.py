@@ -269,8 +269,9 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
         c.run("log scan", lambda: _scan(log, target.serve.runtime))
     else:  # an external runtime: its fatal lines are not known from any source here
         c.skip("log scan", f"no known fatal lines for {target.serve.runtime}; log kept")
-    return SmokeReport(target=name, image=tag, image_id=image_id,
-                       engine=engine.name, results=tuple(c.results), log_path=log_path)  # fmt: skip
+    return SmokeReport(target=name, image=tag, image_id=image_id, engine=engine.name,
+                       results=tuple(c.results), log_path=log_path,
+                       store=store if target.payloads else None)  # fmt: skip
 
 
 def _run_checks(c: _Checks, spec: SmokeSpec, engine: Engine, container: str, image: str) -> None:

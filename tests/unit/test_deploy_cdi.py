@@ -11,12 +11,14 @@ import pytest
 
 from lockpipe.cli.deploy import do_deploy
 from lockpipe.deploy import cdi
+from lockpipe.deploy import install as installing
 from lockpipe.deploy.install import install
 from lockpipe.deploy.plan import DeployOptions, HostFacts, _gpu
 from lockpipe.deploy.render import render_quadlet
 from lockpipe.errors import DeployError, GpuAttachError
 from lockpipe.smoke.gpu import HostGpu
 from lockpipe.smoke.ports import free_port
+from tests.unit.test_deploy_cli import fetched
 from tests.unit.test_deploy_render import LOCK, inputs
 
 # What `nvidia-ctk cdi generate` writes (keys sorted, so `kind` comes last), cut short.
@@ -38,6 +40,14 @@ devices:
   name: all
 kind: nvidia.com/gpu
 """
+
+
+@pytest.fixture(autouse=True)
+def _no_systemd(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing runs here to stop: installs ask no systemctl (test_deploy_install does)."""
+    monkeypatch.setattr(installing, "stop_running", lambda name, **kw: False)
+
+
 NVIDIA_JSON = {
     "cdiVersion": "0.6.0", "kind": "nvidia.com/gpu",
     "devices": [{"name": "all", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}}],
@@ -107,17 +117,17 @@ def test_install_of_a_cdi_unit_without_a_spec_names_the_fix(tmp_path: Path) -> N
 def test_install_of_a_cdi_unit_with_a_spec_writes_it(tmp_path: Path) -> None:
     static, dynamic = dirs(tmp_path)
     (static / "nvidia.yaml").write_text(NVIDIA_YAML)
-    path = install(cdi_unit(), "frank-small", tmp_path / "units", port=free_port(),
+    done = install(cdi_unit(), "frank-small", tmp_path / "units", port=free_port(),
                    port_timeout=1.0, cdi_dirs=(static, dynamic))  # fmt: skip
-    assert "AddDevice=nvidia.com/gpu=all" in path.read_text()
+    assert "AddDevice=nvidia.com/gpu=all" in done.path.read_text()
 
 
 def test_install_of_a_manual_unit_needs_no_spec(tmp_path: Path) -> None:
     static, dynamic = dirs(tmp_path)
     manual = render_quadlet(inputs("llama-cuda", "manual")).render()
-    path = install(manual, "llama-cuda", tmp_path / "units", port=free_port(), port_timeout=1.0,
+    done = install(manual, "llama-cuda", tmp_path / "units", port=free_port(), port_timeout=1.0,
                    cdi_dirs=(static, dynamic))  # fmt: skip
-    assert path.read_text() == manual
+    assert done.path.read_text() == manual
 
 
 def test_rendering_for_cdi_without_a_spec_warns_in_one_line(
@@ -134,11 +144,12 @@ def test_rendering_for_cdi_without_a_spec_warns_in_one_line(
 
 def _args(tmp_path: Path, **over: object) -> argparse.Namespace:
     base: dict[str, object] = dict(
-        lock=LOCK, engine=None, state=tmp_path / "state", force=False,
+        lock=LOCK, engine=None, state=tmp_path / "state",
         targets=["frank-small"], wait_port=None, port_timeout=1.0, podman_version="5.4",
         no_inspect=True, gpu_mode="cdi", bind="127.0.0.1", health_cmd=None, start_timeout=900,
         smoke_report=None, store=tmp_path / "store", out=tmp_path / "out", no_verify=True,
         install=None, start=False, image=DIGEST_REF, published=False,
+        force=True,  # the image has no smoke result: what is checked here is the CDI spec
     )  # fmt: skip
     return argparse.Namespace(**{**base, **over})
 
@@ -147,6 +158,7 @@ def test_cli_renders_without_a_spec_and_refuses_to_install(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(cdi, "CDI_DIRS", dirs(tmp_path))
+    fetched(tmp_path / "store", "frank-small")
     assert do_deploy(_args(tmp_path)) == 0
     assert f"Image={DIGEST_REF}" in (tmp_path / "out" / "frank-small.container").read_text()
     assert "warning: no CDI spec of kind nvidia.com/gpu" in capsys.readouterr().err

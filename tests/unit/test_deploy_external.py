@@ -33,7 +33,7 @@ def lock(digest: str | None = None) -> Lock:
 
 
 def opts() -> DeployOptions:
-    return DeployOptions(gpu_mode="manual", wait_cmd=("/usr/local/bin/lockpipe", "deploy"))
+    return DeployOptions(gpu_mode="manual")
 
 
 def test_the_committed_lock_leaves_the_digest_unpinned_and_deploy_says_how_to_pin_it() -> None:
@@ -80,7 +80,7 @@ def test_pinned_frank_large_unit() -> None:
     assert unit.values("Container", "Entrypoint") == [] and unit.values("Container", "Exec") == []
     env = unit.values("Container", "Environment")
     assert "HALOGEN_CTX=200192" in env and "HALOGEN_MAX_TOK=24576" in env
-    assert split_args(unit.values("Service", "ExecStartPre")[0])[2:4] == ["--wait-port", "7770"]
+    assert split_args(unit.values("Service", "ExecStartPre")[0])[3:] == ["wait-port", "7770", "90"]
     assert "2 slots of 200192" in unit.values("Unit", "Description")[0]
 
 

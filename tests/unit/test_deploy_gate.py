@@ -1,4 +1,4 @@
-"""The deploy gate: a build record to pin, and a smoke report that passed on that image."""
+"""The deploy gate: a build record to pin, and a smoke result that passed on that image."""
 
 from __future__ import annotations
 
@@ -8,16 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from lockpipe.deploy.gate import check_fingerprint, check_smoke, pinned_image
+from lockpipe.deploy.gate import check_built, check_fingerprint, check_reference, pinned_image
 from lockpipe.errors import DeployError
 from lockpipe.imagebuild.records import write_record
 from tests.unit.test_deploy_render import IMAGE_ID, pinned
 
 
-def smoke(path: Path, *, ok: bool, image: str = IMAGE_ID) -> Path:
-    report = {"target": "llama-cuda", "image_id": f"sha256:{image}", "ok": ok,
-              "results": [{"name": "generation", "status": "PASS" if ok else "FAIL"}]}  # fmt: skip
-    path.write_text(json.dumps({"reports": [report]}))
+def entry(*, ok: bool, image: str = IMAGE_ID, **extra: object) -> dict[str, object]:
+    return {"target": "llama-cuda", "image": "t", "image_id": f"sha256:{image}", "ok": ok,
+            "results": [{"name": "generation", "status": "PASS" if ok else "FAIL"}],
+            **extra}  # fmt: skip
+
+
+def smoke(path: Path, *, ok: bool, image: str = IMAGE_ID, more: tuple[object, ...] = ()) -> Path:
+    path.write_text(json.dumps({"reports": [*more, entry(ok=ok, image=image)]}))
     return path
 
 
@@ -41,7 +45,7 @@ def test_docker_images_are_refused(tmp_path: Path) -> None:
 def test_failed_smoke_refuses_naming_report_and_fix(tmp_path: Path) -> None:
     report = smoke(tmp_path / "smoke.json", ok=False)
     with pytest.raises(DeployError) as info:
-        check_smoke(report, pinned("llama-cuda", "t"), force=False)
+        check_built(report, pinned("llama-cuda", "t"), force=False)
     assert str(report) in str(info.value) and "failed (generation)" in str(info.value)
     assert "lockpipe smoke --gpu llama-cuda" in str(info.value) and "--force" in str(info.value)
 
@@ -50,21 +54,47 @@ def test_force_deploys_with_a_loud_warning(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     report = smoke(tmp_path / "smoke.json", ok=False)
-    assert check_smoke(report, pinned("llama-cuda", "t"), force=True) == "smoke failed (forced)"
+    verdict = check_built(report, pinned("llama-cuda", "t"), force=True)
+    assert verdict.note == "Smoke: failed on 3f3f3f3f3f3f (forced)."
     assert "WARNING (--force)" in capsys.readouterr().err
 
 
 def test_smoke_of_another_image_refuses(tmp_path: Path) -> None:
     report = smoke(tmp_path / "smoke.json", ok=True, image="ee" * 32)
-    with pytest.raises(DeployError, match=r"tested image eeeeeeeeeeee, not 3f3f3f3f3f3f"):
-        check_smoke(report, pinned("llama-cuda", "t"), force=False)
+    with pytest.raises(DeployError, match=r"no smoke result for image 3f3f3f3f3f3f, only for "
+                       r"image eeeeeeeeeeee \(passed\)"):  # fmt: skip
+        check_built(report, pinned("llama-cuda", "t"), force=False)
 
 
-def test_passing_smoke_and_missing_report(tmp_path: Path) -> None:
-    report = smoke(tmp_path / "smoke.json", ok=True)
-    assert check_smoke(report, pinned("llama-cuda", "t"), force=False).startswith("smoke passed")
-    missing = check_smoke(tmp_path / "none.json", pinned("llama-cuda", "t"), force=False)
-    assert "untested" in missing
+def test_the_latest_result_of_this_image_is_judged(tmp_path: Path) -> None:
+    older = entry(ok=True)
+    report = smoke(tmp_path / "smoke.json", ok=False, more=(older,))
+    with pytest.raises(DeployError, match="failed"):
+        check_built(report, pinned("llama-cuda", "t"), force=False)
+    report = smoke(tmp_path / "smoke.json", ok=True, more=(entry(ok=False),))
+    assert check_built(report, pinned("llama-cuda", "t"), force=False).note.startswith(
+        "Smoke: passed on 3f3f3f3f3f3f"
+    )
+
+
+def test_passing_smoke_gives_its_store_and_a_missing_report_refuses(tmp_path: Path) -> None:
+    path = tmp_path / "smoke.json"
+    path.write_text(json.dumps({"reports": [entry(ok=True, store="/srv/store",
+                                                  at="2026-11-02T10:00:00Z")]}))  # fmt: skip
+    verdict = check_built(path, pinned("llama-cuda", "t"), force=False)
+    assert verdict.store == Path("/srv/store")
+    assert verdict.note == f"Smoke: passed on 3f3f3f3f3f3f at 2026-11-02T10:00:00Z ({path})."
+    with pytest.raises(DeployError, match=r"no smoke report at .*none\.json"):
+        check_built(tmp_path / "none.json", pinned("llama-cuda", "t"), force=False)
+
+
+def test_a_published_image_is_judged_by_its_reference(tmp_path: Path) -> None:
+    ref = "r.example/x@sha256:" + "ab" * 32
+    path = tmp_path / "smoke.json"
+    path.write_text(json.dumps({"reports": [entry(ok=True, image=IMAGE_ID) | {"image": ref}]}))
+    assert check_reference(path, "llama-cuda", ref, force=False).note.startswith("Smoke: passed")
+    with pytest.raises(DeployError, match=r"lockpipe smoke --gpu --image r\.example/y@"):
+        check_reference(path, "llama-cuda", ref.replace("/x@", "/y@"), force=False)
 
 
 def test_fingerprint_drift_refuses() -> None:

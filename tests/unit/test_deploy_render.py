@@ -9,6 +9,7 @@ LOCKPIPE_UPDATE_GOLDEN=1 pytest tests/unit/test_deploy_render.py, and review the
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -16,9 +17,23 @@ import pytest
 from lockpipe.deploy import keys
 from lockpipe.deploy.gate import Pinned
 from lockpipe.deploy.plan import DeployGpuMode, DeployOptions, HostFacts, inputs_for_target
-from lockpipe.deploy.render import DeployInputs, render_quadlet, split_entrypoint
-from lockpipe.deploy.unit import Unit, split_args
-from lockpipe.errors import GpuAttachError
+from lockpipe.deploy.render import (
+    WAIT_PORT_SH,
+    DeployInputs,
+    Health,
+    render_quadlet,
+    split_entrypoint,
+)
+from lockpipe.deploy.unit import (
+    Unit,
+    label,
+    quote_word,
+    sections,
+    split_args,
+    split_words,
+    verbatim,
+)
+from lockpipe.errors import DeployError, GpuAttachError
 from lockpipe.imagebuild.records import BuildRecord
 from lockpipe.lock.model import Lock, load_lock
 from lockpipe.smoke.gpu import HostGpu
@@ -68,8 +83,7 @@ def inputs(
     loaded = lock()
     facts = HostFacts(podman=podman, image_entrypoint=entrypoint, image_ld_path=None,
                       gpu_host=HOST)  # fmt: skip
-    opts = DeployOptions(gpu_mode=mode, wait_cmd=("/usr/local/bin/lockpipe", "deploy"),
-                         note="Smoke: passed on 3f3f3f3f3f3f (test).")  # fmt: skip
+    opts = DeployOptions(gpu_mode=mode, note="Smoke: passed on 3f3f3f3f3f3f (test).")
     return inputs_for_target(loaded, target, pinned(target, loaded.target(target).tag), STORE,
                              facts, opts)  # fmt: skip
 
@@ -132,11 +146,10 @@ def test_manual_gpu_without_a_driver_names_the_fix() -> None:
     assert i.gpu is not None and i.gpu.mode == "cdi"
 
 
-def test_service_waits_for_the_port_and_restarts() -> None:
+def test_service_waits_for_the_port_with_the_hosts_shell_and_restarts() -> None:
     unit = render(inputs("llama-cuda", "cdi"))
-    assert unit.values("Service", "ExecStartPre") == [
-        "/usr/local/bin/lockpipe deploy --wait-port 7771 --port-timeout 90"
-    ]
+    (pre,) = unit.values("Service", "ExecStartPre")
+    assert split_args(pre) == ["/bin/sh", "-c", WAIT_PORT_SH, "wait-port", "7771", "90"]
     assert unit.values("Service", "Restart") == ["on-failure"]
     assert unit.values("Unit", "After") == ["network-online.target"]
     assert unit.values("Install", "WantedBy") == ["default.target"]
@@ -166,3 +179,58 @@ def test_podman_4_has_no_entrypoint_or_notify_healthy() -> None:
 def test_every_quadlet_release_accepts_the_render(version: keys.Version) -> None:
     unit = render(inputs("llama-cuda", "manual", podman=version))
     assert keys.problems(unit.section("Container"), version) == []
+
+
+# --- free text: escaped or refused, never written raw -----------------------------------------
+
+
+def test_free_text_is_escaped_for_systemd_in_the_rendered_unit() -> None:
+    i = inputs("llama-cpu", "cdi")
+    odd = i.__class__(**{**vars(i), "description": "gemma at 100%\nof ${HOME} \\",
+                         "health": Health(cmd='curl -w %{http_code} "$URL"')})  # fmt: skip
+    text = render(odd).render()
+    assert "\nDescription=gemma at 100%% of ${HOME}\n" in text
+    assert '\nHealthCmd=curl -w %%{http_code} "$$URL"\n' in text
+
+
+def test_a_health_command_on_podman_4_4_is_escaped_inside_podman_args() -> None:
+    i = inputs("llama-cpu", "cdi", podman=(4, 4))
+    unit = render(i.__class__(**{**vars(i), "health": Health(cmd="date +%F; echo $X")}))
+    (args,) = [a for a in unit.values("Container", "PodmanArgs") if "health" in a]
+    assert "--health-cmd=date +%F; echo $X" in split_args(args)
+    assert "%%F" in args and "$$X" in args
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("a\nb", "holds a line break"), ("a\\", "ends with a backslash"),
+     (" a", "starts or ends with whitespace"), ('"a b"', "wrapped in double quotes")],
+)  # fmt: skip
+def test_verbatim_refuses_what_no_unit_line_holds_naming_the_input(value: str, why: str) -> None:
+    with pytest.raises(DeployError, match=rf"^--store {re.escape(repr(value))} (is )?{why}"):
+        verbatim(value, "--store")
+    assert verbatim("/srv/100%/$x", "--store") == "/srv/100%%/$$x"
+
+
+def test_render_refuses_a_value_that_would_spill_onto_another_line() -> None:
+    unit = Unit(header=("two\nlines",), sections=sections(("Unit", [("Description", "ok")])))
+    assert unit.render().startswith("# two\n# lines\n\n[Unit]\nDescription=ok\n")
+    for bad in ("a\nExecStartPost=/bin/true", "continued \\"):
+        broken = Unit(header=(), sections=sections(("Unit", [("Description", bad)])))
+        with pytest.raises(DeployError, match=r"\[Unit\] Description="):
+            broken.render()
+
+
+def test_labels_are_one_line_with_percent_doubled() -> None:
+    assert label("a\n  b\t100% \\\\") == "a b 100%%"
+
+
+@pytest.mark.parametrize(
+    ("word", "quoted"),
+    [("plain", "plain"), ("%t/%N.cid", "%t/%N.cid"), ("$$HOME", "$$HOME"),
+     ("a b", '"a b"'), ('say "hi"', '"say \\"hi\\""'), ("back\\slash", '"back\\\\slash"'),
+     ("it's", '"it\'s"'), ("tab\there", '"tab\\there"')],
+)  # fmt: skip
+def test_quote_word_writes_a_word_as_podmans_quadlet_does(word: str, quoted: str) -> None:
+    assert quote_word(word) == quoted
+    assert split_words(quoted) == [word]

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
-from lockpipe.smoke.report import CheckResult, SmokeReport, render, write_json, write_junit
+from lockpipe.errors import SmokeError
+from lockpipe.smoke.report import (
+    CheckResult,
+    SmokeReport,
+    read_records,
+    render,
+    write_json,
+    write_junit,
+)
 
 LOG = Path("/tmp/smoke/frank-small.log")
 LONG = "x" * 300
@@ -75,6 +86,37 @@ def test_json_round_trip(tmp_path: Path) -> None:
     assert first["log_path"] == str(LOG) and doc["reports"][1]["log_path"] is None
     assert first["results"][1]["measured"] == {"pp@67k": 1290.4, "tg@85k": 12.1}
     assert [c["status"] for c in first["results"]] == ["PASS", "FAIL", "FAIL", "SKIP"]
+
+
+def test_json_accumulates_one_result_per_target_and_image(tmp_path: Path) -> None:
+    path = tmp_path / "smoke.json"
+    write_json([frank(), cpu()], path, now=datetime(2026, 11, 2, 10, tzinfo=timezone.utc))
+    rebuilt = replace(cpu(), image_id="sha256:" + "ef" * 32, store=Path("/srv/store"))
+    fixed = replace(frank(), results=frank().results[:1])
+    write_json([fixed, rebuilt], path, now=datetime(2026, 11, 3, 9, tzinfo=timezone.utc))
+    records, _ = read_records(path)
+    assert [(r.target, r.image_id[7:9], r.ok, r.at) for r in records] == [
+        ("llama-cpu", "cd", True, "2026-11-02T10:00:00Z"),  # the other image's result stays
+        ("frank-small", "ab", True, "2026-11-03T09:00:00Z"),  # this image's: replaced
+        ("llama-cpu", "ef", True, "2026-11-03T09:00:00Z"),
+    ]
+    assert records[2].store == "/srv/store" and records[0].store is None
+
+
+def test_a_failed_result_names_its_checks_and_first_reason(tmp_path: Path) -> None:
+    write_json([frank()], tmp_path / "smoke.json")
+    (record,) = read_records(tmp_path / "smoke.json")[0]
+    assert record.failed == ("throughput", "audio") and record.reason.startswith("tg@85k: 12.10")
+
+
+def test_writing_into_a_file_of_another_shape_refuses_and_keeps_it(tmp_path: Path) -> None:
+    path = tmp_path / "smoke.json"
+    path.write_text('{"reports": {"frank-small": true}}')
+    with pytest.raises(SmokeError, match=r"not a smoke report: .* whose reports is an object; "
+                       r"move it aside \(or remove it\)"):  # fmt: skip
+        write_json([cpu()], path)
+    assert path.read_text() == '{"reports": {"frank-small": true}}'
+    assert read_records(tmp_path / "absent.json") == ((), [])
 
 
 def test_junit_structure(tmp_path: Path) -> None:

@@ -190,6 +190,15 @@ def test_without_an_accept_probe_there_is_no_long_run(
     assert all(max_tokens < 256 for max_tokens, _ in server.requests)
 
 
+def test_the_report_records_the_store_the_container_mounted(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """deploy mounts the same store: smoke.json keeps it with the result."""
+    serve(monkeypatch, FakeLlama(short=4.0, long=2.0))
+    report = smoke(tmp_path, state, expectations(tmp_path, {CPU_SHAPE: {}}), FakeEngine())
+    assert report.store == STORE
+
+
 FAKE_SMI = """#!/bin/sh
 # FAKE nvidia-smi for tests: one idle RTX 3090, no process holding memory.
 case "$1" in

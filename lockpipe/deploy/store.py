@@ -1,0 +1,59 @@
+"""The payload store a unit mounts at /store, and whether its payloads are there.
+
+The store is the one named (``--store``, ``LOCKPIPE_STORE``), else the one the passing
+smoke run mounted (``smoke.json`` records it), else the payloads verb's default with a
+warning. A unit whose payloads are missing crash-loops every ``RestartSec``: installing
+one is refused, naming the missing payloads and the fetch; rendering one (for another
+host) only warns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from lockpipe.errors import DeployError
+from lockpipe.lock.model import Lock
+from lockpipe.log import echo
+from lockpipe.payloads.store import default_store, payload_path
+
+
+def unit_store(given: Path | None, smoked: Path | None, env: Mapping[str, str]) -> Path:
+    """``given``, else the smoke run's ``smoked`` store, else the default (with a warning)."""
+    if given is not None:
+        store = given.expanduser().resolve()
+        if smoked is not None and smoked != store:
+            echo(f"warning: the smoke run mounted the store {smoked}; the unit mounts {store} "
+                 "(--store)", style="yellow")  # fmt: skip
+        return store
+    if smoked is not None:
+        echo(f"store: {smoked}, the one the smoke run mounted")
+        return smoked
+    store = default_store(env).expanduser().resolve()
+    echo(f"warning: no smoke result records a payload store; the unit mounts the default "
+         f"{store}: pass --store to name another", style="yellow")  # fmt: skip
+    return store
+
+
+def missing_payloads(lock: Lock, name: str, store: Path) -> tuple[str, ...]:
+    """The payloads of ``name`` not in ``store`` (a dangling snapshot link counts)."""
+    payloads = lock.target(name).payloads
+    return tuple(p for p in payloads if not payload_path(store, lock.payloads[p]).exists())
+
+
+def check_payloads(lock: Lock, name: str, store: Path, *, install: bool) -> None:
+    """Refuse to install (warn when only rendering) a unit whose payloads are not in ``store``."""
+    missing = missing_payloads(lock, name, store)
+    if not missing:
+        return
+    where = f"{store} does not exist" if not store.is_dir() else f"{store} lacks them"
+    fetch = f"lockpipe payloads --store {store} {name}"
+    if install:
+        raise DeployError(
+            f"{name}: the unit mounts the payload store {store}, but its payloads "
+            f"{', '.join(missing)} are not there ({where}), so it would crash-loop at start; "
+            f"fetch them (`{fetch}`) or pass --store with the store the smoke run used"
+        )
+    echo(f"warning: {name}'s payloads {', '.join(missing)} are not in {store} here: the "
+         f"unit starts only on a host whose store holds them (`{fetch}` there)",
+         style="yellow")  # fmt: skip
