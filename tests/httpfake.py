@@ -25,7 +25,8 @@ from typing import Any
 
 
 class FakeServer(ThreadingHTTPServer):
-    """``handler`` answering on 127.0.0.1 at a free port, in a daemon thread, until :meth:`stop`.
+    """``handler`` answering on 127.0.0.1 at ``port`` (a free one by default), in a daemon
+    thread, until :meth:`stop`.
 
     It serves from the end of this ``__init__``; a subclass sets its state right
     after, before anyone can know the port to call it. ``lock`` is there for
@@ -34,8 +35,8 @@ class FakeServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        super().__init__(("127.0.0.1", 0), handler)
+    def __init__(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), handler)
         self.lock = threading.Lock()
         threading.Thread(target=self.serve_forever, daemon=True).start()
 

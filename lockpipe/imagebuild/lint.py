@@ -1,7 +1,9 @@
 """Pure Dockerfile checks for the pinning rules.
 
 - every FROM is pinned by digest, is ``scratch`` or an earlier stage, or is
-  an ARG the pipeline fills with a digest from the lock;
+  an ARG the pipeline fills with a digest from the lock; so is every image a
+  ``COPY --from=`` / ``ADD --from=`` or a ``RUN --mount=…,from=`` (bind or
+  cache) names, where an earlier stage may also go by its index;
 - no ``latest`` anywhere an image is named;
 - targets that forbid it (frank-small) have no COPY or ADD;
 - no download in a RUN step without a checksum check, and no ``# syntax=``
@@ -11,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass
@@ -87,33 +90,65 @@ def _from_image(args: str) -> tuple[str, str | None]:
     return image, alias
 
 
-def _check_from(ins: Instruction, stages: set[str], pinned_args: Set[str]) -> list[Finding]:
+def _pin(line: int, shown: str, image: str, pinned_args: Set[str], why: str = "") -> list[Finding]:
+    """The finding for ``image`` (not a stage) unless it is pinned by digest or is an ARG
+    the lock fills; ``shown`` is how the instruction named it."""
+    arg = _ARG_REF.match(image)
+    if arg and arg.group(1) not in pinned_args:
+        fix = f"ARG {arg.group(1)} is not filled from the lock; name it in the target's bases"
+        return [Finding(line, "pin", f"{shown}: {fix}")]
+    if arg or DIGEST_RE.match(image.partition("@")[2]):
+        return []
+    fix = "pin it by digest (@sha256:…) or fill it from the lock through an ARG"
+    return [Finding(line, "pin", f"{shown}: {why}{fix}")]
+
+
+def _is_stage(name: str, stages: list[str], *, by_index: bool) -> bool:
+    """Whether ``name`` is an earlier stage: by its name (any case), or, where the
+    instruction allows it (``--from``), by its index."""
+    if by_index and name.isdigit():
+        return int(name) < len(stages)
+    return bool(name) and name.lower() in stages
+
+
+def _check_from(ins: Instruction, stages: list[str], pinned_args: Set[str]) -> list[Finding]:
     image, alias = _from_image(ins.args)
     out = []
-    arg = _ARG_REF.match(image)
-    if arg:
-        if arg.group(1) not in pinned_args:
-            out.append(
-                Finding(
-                    ins.line,
-                    "pin",
-                    f"FROM {image}: ARG {arg.group(1)} is not filled "
-                    "from the lock; name it in the target's bases",
-                )
-            )
-    elif image.lower() not in stages and image != "scratch":
-        digest = image.partition("@")[2]
-        if not DIGEST_RE.match(digest):
-            out.append(
-                Finding(
-                    ins.line,
-                    "pin",
-                    f"FROM {image}: pin it by digest (@sha256:…) "
-                    "or fill it from the lock through an ARG",
-                )
-            )
-    if alias:
-        stages.add(alias)
+    if not _is_stage(image, stages, by_index=False) and image != "scratch":
+        out = _pin(ins.line, f"FROM {image}", image, pinned_args)
+    stages.append(alias or "")  # "": a stage without a name, still counted by its index
+    return out
+
+
+def _named_images(ins: Instruction) -> Iterator[tuple[str, str]]:
+    """(how it was written, image) for each ``--from=`` of a COPY or ADD and each ``from=``
+    of a RUN ``--mount``: the leading flags only, not the words of the command."""
+    keyword, args = ins.keyword, ins.args
+    if keyword == "ONBUILD":  # the instruction it carries runs in a child image's build
+        inner, _, args = args.partition(" ")
+        keyword = inner.upper()
+    for flag in itertools.takewhile(lambda w: w.startswith("--"), args.split()):
+        name, _, value = flag.partition("=")
+        if name == "--from" and keyword in ("COPY", "ADD"):
+            yield f"{keyword} --from={value}", value
+        elif name == "--mount" and keyword == "RUN":
+            for option in value.strip("\"'").split(","):
+                key, _, image = option.partition("=")
+                if key.strip() == "from":
+                    yield f"RUN --mount=…,from={image}", image
+
+
+def _check_named(ins: Instruction, stages: list[str], pinned_args: Set[str]) -> list[Finding]:
+    """Each image named outside FROM: an earlier stage (by name or index), or pinned."""
+    out = []
+    for shown, image in _named_images(ins):
+        if _is_stage(image, stages, by_index=True):
+            continue
+        if re.search(r"(^|[:/])latest(@|$)", image):
+            out.append(Finding(ins.line, "latest", f"{shown}: 'latest' is not a pin; use a "
+                               "version and a digest"))  # fmt: skip
+        why = "not an earlier stage, so an image pulled at build time: "
+        out += _pin(ins.line, shown, image, pinned_args, why)
     return out
 
 
@@ -128,7 +163,7 @@ def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True
     """Every rule broken by ``text``; an empty list when it is clean."""
     syntax = _syntax_directive(text)
     findings: list[Finding] = [syntax] if syntax else []
-    stages: set[str] = set()
+    stages: list[str] = []  # each stage's name ("" if it has none), in order
     for ins in instructions(text):
         if re.search(r"(^|[:/\s=])latest(\s|$|@)", ins.args) and ins.keyword in ("FROM", "ARG"):
             findings.append(
@@ -138,6 +173,7 @@ def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True
                     f"{ins.keyword} {ins.args}: 'latest' is not a pin; use a version and a digest",
                 )
             )
+        findings += _check_named(ins, stages, pinned_args)
         if ins.keyword == "FROM":
             findings += _check_from(ins, stages, pinned_args)
         elif ins.keyword in ("COPY", "ADD") and not allow_copy:

@@ -3,18 +3,20 @@
 ``smoke`` and ``deploy`` given ``REF@sha256:…`` run that reference (the engine
 pulls it); what they check it against comes from here: the config digest,
 which is the image ID the engine will report for it, and its environment
-(LD_LIBRARY_PATH for the GPU attach). Every byte is digest-checked.
+(LD_LIBRARY_PATH for the GPU attach). Every byte is digest-checked, and each
+document's shape too: a registry is an outside source.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
-from typing import Any
 
-from lockpipe.errors import IntegrityError, RegistryError, UsageError
+from lockpipe.errors import RegistryError, UsageError
+from lockpipe.jsonshape import Reader
 from lockpipe.lock.refs import parse_ref
+
+NOT_AN_IMAGE = "an index? publish gives one image manifest per target: pass its digest"
+BROKEN = "the registry serves what no engine can run: republish it, or ask its owner"
 
 
 @dataclass(frozen=True)
@@ -22,14 +24,6 @@ class PulledImage:
     reference: str  # REF@sha256:…, as given
     image_id: str  # the config digest: the image ID an engine shows once it pulled it
     env: dict[str, str]
-
-
-def _checked(what: str, data: bytes, digest: str) -> bytes:
-    actual = "sha256:" + hashlib.sha256(data).hexdigest()
-    if actual != digest:
-        raise IntegrityError(f"{what}: the registry served bytes with digest {actual}, not "
-                             f"{digest}; do not trust this registry's copy")  # fmt: skip
-    return data
 
 
 def image_digest(image: str) -> str:
@@ -43,21 +37,35 @@ def image_digest(image: str) -> str:
     return ref.digest
 
 
+def config_digest(image: str, manifest: dict[str, object]) -> str:
+    """The config digest an image manifest names; RegistryError naming ``image`` when the
+    manifest has none (an index) or holds it in another shape."""
+    reader = Reader(where=image, root="the manifest", error=RegistryError, fix=BROKEN)
+    if reader.get(manifest, ("config",), dict, default={}) == {}:
+        raise RegistryError(f"{image}: the manifest has no config ({NOT_AN_IMAGE})")
+    return reader.get(manifest, ("config", "digest"), str)
+
+
 def read_published(image: str) -> PulledImage:
-    """The image's config digest and environment; UsageError without a digest."""
+    """The image's config digest and environment; UsageError without a digest.
+
+    The manifest and its config are checked against their digests (DigestMismatch,
+    exit 9) and their shapes (RegistryError naming the reference and the path)."""
+    from lockpipe.registry import platforms as pf
     from lockpipe.registry.client import registry_for
     from lockpipe.registry.push import get_manifest
 
     digest = image_digest(image)
     reg, ep = registry_for(image)
-    body, _ = get_manifest(reg, ep.repository, digest)
-    manifest: dict[str, Any] = json.loads(_checked(image, body, digest))
-    config = manifest.get("config", {}).get("digest")
-    if not isinstance(config, str):
-        raise RegistryError(f"{image}: the manifest has no config (an index? publish gives "
-                            "one image manifest per target)")  # fmt: skip
-    resp = reg.request("GET", ep.repository, f"blobs/{config}")
-    doc = json.loads(_checked(f"{image} config", resp.content, config))
-    pairs = (doc.get("config") or {}).get("Env") or []
-    env = dict(p.split("=", 1) for p in pairs if "=" in p)
-    return PulledImage(reference=image, image_id=config, env=env)
+    body, _ = get_manifest(reg, ep.repository, digest)  # digest-checked, a JSON object
+    manifest = Reader(where=image, root="the manifest", error=RegistryError).parse(body)
+    config = config_digest(image, manifest)
+    blob = reg.request("GET", ep.repository, f"blobs/{config}").content
+    pf.check_digest(f"{image} config {config}", blob, config)
+    reader = Reader(where=f"{image} config {config}", root="the config", error=RegistryError,
+                    fix=BROKEN)  # fmt: skip
+    doc = reader.parse(blob)
+    pairs = reader.get(doc, ("config", "Env"), list, default=[])
+    env = [reader.get(doc, ("config", "Env", i), str) for i in range(len(pairs))]
+    return PulledImage(reference=image, image_id=config,
+                       env=dict(p.split("=", 1) for p in env if "=" in p))  # fmt: skip

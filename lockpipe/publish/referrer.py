@@ -5,7 +5,10 @@ signer's, a scanner's, BuildKit's own provenance), so the first one listed is
 not necessarily lockpipe's. Each candidate's statement is read, digest-checked
 and accepted only when its ``buildType`` is lockpipe's; a candidate that is
 not JSON or is someone else's is set aside with its reason, so a missing
-statement is reported with what was found instead.
+statement is reported with what was found instead. lockpipe's own statements
+may be many too (an older lockpipe's, a ``publish --force``'s): the well-formed
+ones come newest first, and a malformed one is kept apart with what it lacks, so
+that it never hides a good one, nor counts as the provenance publish attaches.
 """
 
 from __future__ import annotations
@@ -16,7 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from lockpipe.errors import IntegrityError, RegistryError
-from lockpipe.imagebuild.provenance import BUILD_TYPE, MEDIA_TYPE, dumps
+from lockpipe.imagebuild.provenance import (
+    BUILD_TYPE,
+    MEDIA_TYPE,
+    PREDICATE_TYPE,
+    STATEMENT_TYPE,
+    dumps,
+)
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
@@ -27,8 +36,52 @@ EMPTY = b"{}"
 class Found:
     """lockpipe's statements about one image, and why the other candidates were set aside."""
 
-    statements: tuple[tuple[str, dict[str, Any]], ...]  # (referrer manifest digest, statement)
+    # (referrer manifest digest, statement): the well-formed ones, newest first
+    statements: tuple[tuple[str, dict[str, Any]], ...]
     skipped: tuple[str, ...]  # one line per other in-toto referrer
+    malformed: tuple[str, ...] = ()  # one line per lockpipe statement of another shape
+
+
+REQUIRED = (
+    ("predicate", "buildDefinition", "externalParameters"),
+    ("predicate", "buildDefinition", "internalParameters"),
+    ("predicate", "buildDefinition", "resolvedDependencies"),
+    ("predicate", "runDetails", "byproducts"),
+)
+
+
+def missing_fields(doc: dict[str, Any]) -> list[str]:
+    """The fields verify reads that the statement lacks or has in another shape."""
+    out = []
+    for path in REQUIRED:
+        node: Any = doc
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        kind = list if path[-1] in ("resolvedDependencies", "byproducts") else dict
+        if not isinstance(node, kind) or (kind is list and not node):
+            out.append(".".join(path))
+    deps = doc["predicate"]["buildDefinition"]["resolvedDependencies"] if not out else []
+    if any(not isinstance(d, dict) or "name" not in d for d in deps):
+        out.append("predicate.buildDefinition.resolvedDependencies[].name")
+    return out
+
+
+def malformed(doc: dict[str, Any]) -> str | None:
+    """What makes ``doc`` no statement verify can read (one line, with the fix), or None."""
+    if doc.get("_type") != STATEMENT_TYPE or doc.get("predicateType") != PREDICATE_TYPE:
+        return f"the referrer is not an in-toto {PREDICATE_TYPE} statement"
+    missing = missing_fields(doc)
+    if missing:
+        return (f"the statement has no {', '.join(missing)}: not one lockpipe wrote; attach a "
+                "fresh one with nox -s publish -- --force")  # fmt: skip
+    return None
+
+
+def finished_on(doc: dict[str, Any]) -> str:
+    """``runDetails.metadata.finishedOn`` (the build's time, ISO 8601 UTC), or "" if none."""
+    meta = doc["predicate"]["runDetails"].get("metadata")
+    when = meta.get("finishedOn") if isinstance(meta, dict) else None
+    return when if isinstance(when, str) else ""
 
 
 def _descriptor(media_type: str, data: bytes) -> dict[str, Any]:
@@ -80,7 +133,7 @@ def find_provenance(pinned: str) -> Found:
 
     reg, ep = registry_for(pinned)
     subject = pinned.rpartition("@")[2]
-    statements, skipped = [], []
+    statements, skipped, bad = [], [], []
     for desc in referrers(reg, ep.repository, subject, artifact_type=MEDIA_TYPE):
         digest = str(desc.get("digest"))
         doc = _statement(pinned, digest)
@@ -88,19 +141,26 @@ def find_provenance(pinned: str) -> Found:
             skipped.append(f"referrer {digest}: {doc}")
         elif build_type(doc) != BUILD_TYPE:
             skipped.append(f"referrer {digest}: buildType {build_type(doc)!r}, not lockpipe's")
+        elif why := malformed(doc):
+            bad.append(f"provenance referrer {digest}: {why}")
         else:
             statements.append((digest, doc))
-    return Found(tuple(statements), tuple(skipped))
+    # Newest build first; of equal times, the one attached (listed) later.
+    order = sorted(range(len(statements)), key=lambda i: (finished_on(statements[i][1]), i))
+    return Found(tuple(statements[i] for i in reversed(order)), tuple(skipped), tuple(bad))
 
 
 def _statement(pinned: str, digest: str) -> dict[str, Any] | str:
     """The statement a referrer carries, or why it carries none (a line for the report)."""
+    from lockpipe.registry import platforms as pf
     from lockpipe.registry.client import registry_for
     from lockpipe.registry.push import get_manifest
 
     reg, ep = registry_for(pinned)
     try:
         art, _ = get_manifest(reg, ep.repository, digest)  # digest-checked
+    except IntegrityError:
+        raise  # altered bytes: nothing this registry serves can be trusted
     except RegistryError as exc:
         return f"its manifest is unreadable ({exc})"
     layers = json.loads(art).get("layers")
@@ -108,9 +168,8 @@ def _statement(pinned: str, digest: str) -> dict[str, Any] | str:
         return "it carries no statement layer"
     blob_digest = str(layers[0].get("digest"))
     resp = reg.request("GET", ep.repository, f"blobs/{blob_digest}")
-    if "sha256:" + hashlib.sha256(resp.content).hexdigest() != blob_digest:
-        raise IntegrityError(f"{pinned}: referrer {digest}'s blob {blob_digest} does not match "
-                             "its bytes; do not trust this registry's copy")  # fmt: skip
+    pf.check_digest(f"{pinned} referrer {digest}'s blob {blob_digest}", resp.content,
+                    blob_digest)  # fmt: skip
     try:
         doc = json.loads(resp.content)
     except ValueError:

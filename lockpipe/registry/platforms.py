@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lockpipe.errors import RegistryError
+from lockpipe.errors import IntegrityError, RegistryError
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -28,13 +28,20 @@ def sha256_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+class DigestMismatch(IntegrityError, RegistryError):
+    """Bytes a registry served that do not hash to the digest they were asked by (or
+    claimed): an IntegrityError, exit 9, that is also a RegistryError, so a mirror serving
+    them is passed over for the next source as any failing mirror is."""
+
+
 def check_digest(what: str, data: bytes, digest: str) -> None:
-    """Raise unless ``data`` hashes to ``digest`` (sha256 only: what the lock pins)."""
+    """DigestMismatch unless ``data`` hashes to ``digest`` (sha256 only: what the lock pins)."""
     actual = sha256_digest(data)
     if actual != digest:
-        raise RegistryError(
+        raise DigestMismatch(
             f"{what}: the bytes do not match their digest ({digest} claimed, {actual} received); "
-            "a proxy or mirror altered them: retry, or bypass it"
+            "the registry, a mirror or a proxy altered them: do not trust this copy; retry, "
+            "or bypass the mirror or proxy"
         )
 
 
@@ -155,7 +162,8 @@ def config_descriptor(what: str, manifest: Mapping[str, Any]) -> tuple[str, str]
 
 
 def version_label(config: Mapping[str, Any]) -> str | None:
-    labels = (config.get("config") or {}).get("Labels") or {}
+    inner = config.get("config")
+    labels = inner.get("Labels") if isinstance(inner, dict) else None
     value = labels.get("org.opencontainers.image.version") if isinstance(labels, dict) else None
     return value if isinstance(value, str) and value else None
 

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from lockpipe.errors import RegistryError
+from lockpipe.jsonshape import Reader
 from lockpipe.lock.refs import DIGEST_RE
 from lockpipe.registry import platforms as pf
 from lockpipe.registry.client import registry_for
@@ -91,11 +92,20 @@ def referrers(
         path += f"?artifactType={quote(artifact_type, safe='')}"  # the + in …in-toto+json
     resp = reg.request("GET", repository, path, ok=(200, 404))
     if resp.status_code == 200 and "json" in resp.headers.get("Content-Type", ""):
-        index = pf.parse_json(f"{reg.host}/{repository} referrers", resp.content)
+        where = f"{reg.host}/{repository} referrers/{subject_digest}"
+        index = pf.parse_json(where, resp.content)
     else:
+        where = f"{reg.host}/{repository}:{fallback_tag(subject_digest)}"
         index = _fallback_index(reg, repository, subject_digest)
-    found = [d for d in index.get("manifests") or [] if isinstance(d, dict)]
+    found = [d for d in _listed(where, index) if isinstance(d, dict)]
     return [d for d in found if artifact_type is None or d.get("artifactType") == artifact_type]
+
+
+def _listed(where: str, index: dict[str, Any]) -> list[Any]:
+    """An index's ``manifests``; RegistryError naming ``where`` when it is not a list."""
+    reader = Reader(where=where, root="the index", error=RegistryError,
+                    fix="the registry is broken")  # fmt: skip
+    return reader.get(index, ("manifests",), list, default=[])
 
 
 def attach_referrer(reg: Registry, repository: str, manifest: bytes, subject_digest: str) -> str:
@@ -125,7 +135,8 @@ def attach_referrer(reg: Registry, repository: str, manifest: bytes, subject_dig
     if doc.get("annotations"):
         descriptor["annotations"] = doc["annotations"]
     index = _fallback_index(reg, repository, subject_digest)
-    listed = [d for d in index.get("manifests") or [] if isinstance(d, dict)]
+    where = f"{reg.host}/{repository}:{fallback_tag(subject_digest)}"
+    listed = [d for d in _listed(where, index) if isinstance(d, dict)]
     if any(d.get("digest") == digest for d in listed):
         return digest
     index["manifests"] = [*listed, descriptor]

@@ -1,13 +1,15 @@
 """What a smoke test asks a running server, over its OpenAI-compatible HTTP API.
 
 Each function returns what it measured or raises CheckFailed with what was
-expected and what came back; the runner turns those into report rows.
+expected and what came back; the runner turns those into report rows. Every
+answer is read through :class:`~lockpipe.jsonshape.Reader`: one of another shape
+(a list where an object belongs, a missing ``choices[0]``) is a failed check
+naming the endpoint and the path, never an exception of its own.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from typing import Any
 import requests
 
 from lockpipe.errors import CheckFailed
+from lockpipe.jsonshape import Reader
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,11 +53,19 @@ def wait_ready(base: str, deadline: float, exited: Callable[[], str | None]) -> 
     raise CheckFailed(f"{base}/health not ready before the deadline (last: {last})")
 
 
+def _answer(url: str, root: str = "the answer") -> Reader:
+    return Reader(where=url, root=root, error=CheckFailed)
+
+
 def model_ids(base: str) -> list[str]:
     """The ids ``/v1/models`` lists."""
-    resp = requests.get(f"{base}/v1/models", timeout=10)
+    url = f"{base}/v1/models"
+    resp = requests.get(url, timeout=10)
     resp.raise_for_status()
-    return [str(m["id"]) for m in resp.json().get("data", [])]
+    answer = _answer(url)
+    doc = answer.parse(resp.content)
+    listed = answer.get(doc, ("data",), list, default=[])
+    return [answer.get(doc, ("data", i, "id"), str) for i in range(len(listed))]
 
 
 def complete(
@@ -68,19 +79,20 @@ def complete(
                                "temperature": 0, "seed": 0}  # fmt: skip
     if ignore_eos:
         body["ignore_eos"] = True
+    url = f"{base}/v1/completions"
     start = time.monotonic()
-    resp = requests.post(f"{base}/v1/completions", json=body, timeout=300)
+    resp = requests.post(url, json=body, timeout=300)
     seconds = time.monotonic() - start
     if resp.status_code != 200:
         raise CheckFailed(f"/v1/completions answered {resp.status_code}: {resp.text[:300]}")
-    data = resp.json()
-    usage = data.get("usage", {})
+    answer = _answer(url)
+    doc = answer.parse(resp.content)
     return Generation(
-        text=str(data["choices"][0]["text"]),
-        prompt_tokens=int(usage.get("prompt_tokens", 0)),
-        completion_tokens=int(usage.get("completion_tokens", 0)),
+        text=answer.get(doc, ("choices", 0, "text"), str),
+        prompt_tokens=answer.get(doc, ("usage", "prompt_tokens"), int, default=0),
+        completion_tokens=answer.get(doc, ("usage", "completion_tokens"), int, default=0),
         seconds=seconds,
-        timings=data["timings"] if isinstance(data.get("timings"), dict) else {},
+        timings=answer.get(doc, ("timings",), dict, default={}),
     )
 
 
@@ -107,10 +119,12 @@ def chat(base: str, model: str, parts: list[dict[str, object]], max_tokens: int 
     """One user turn with ``parts``; the assistant's text."""
     body = {"model": model, "temperature": 0, "max_tokens": max_tokens,
             "messages": [{"role": "user", "content": parts}]}  # fmt: skip
-    resp = requests.post(f"{base}/v1/chat/completions", json=body, timeout=300)
+    url = f"{base}/v1/chat/completions"
+    resp = requests.post(url, json=body, timeout=300)
     if resp.status_code != 200:
         raise CheckFailed(f"/v1/chat/completions answered {resp.status_code}: {resp.text[:300]}")
-    return str(resp.json()["choices"][0]["message"]["content"])
+    answer = _answer(url)
+    return answer.get(answer.parse(resp.content), ("choices", 0, "message", "content"), str)
 
 
 def metrics_text(base: str) -> str:
@@ -130,21 +144,23 @@ def stream_timing(base: str, model: str, prompt: str, max_tokens: int) -> tuple[
     """
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
             "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    url = f"{base}/v1/completions"
+    events = _answer(f"{url} (streamed)", "an event")
     start = time.monotonic()
     first = None
     tokens = 0
-    with requests.post(f"{base}/v1/completions", json=body, stream=True, timeout=1800) as resp:
+    with requests.post(url, json=body, stream=True, timeout=1800) as resp:
         if resp.status_code != 200:
             raise CheckFailed(f"streaming /v1/completions answered {resp.status_code}")
         for raw in resp.iter_lines():
             line = raw.decode(errors="replace")
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
-            event = json.loads(line[6:])
+            event = events.parse(line[6:])
             if event.get("choices") and first is None:
                 first = time.monotonic()
-            if event.get("usage"):
-                tokens = int(event["usage"].get("completion_tokens", tokens))
+            if events.get(event, ("usage",), dict, default={}):  # null but in the last event
+                tokens = events.get(event, ("usage", "completion_tokens"), int, default=tokens)
     end = time.monotonic()
     first = first or end
     return first - start, end - first, tokens

@@ -1,26 +1,31 @@
 """Verify a published image against its provenance and against the lock as it is now.
 
-The manifest is fetched by digest and its bytes hashed; the provenance is the
-in-toto referrer whose subject is that digest. Then every resolved dependency
-is compared with the current lock: a base digest, a pip file's sha256, the
-source archive's sha256, a context file, the target's fingerprint. Each
-mismatch is one line naming the entry and the fix. The comparison itself
-(:func:`compare`) is pure, so unit tests check it from literal statements.
+The manifest is fetched by digest (the registry client checks its bytes against it:
+DigestMismatch, exit 9) and must name a config; the provenance is every lockpipe
+in-toto referrer whose subject is that digest, newest first
+(:func:`lockpipe.publish.referrer.find_provenance`). A malformed statement is passed
+over with a warning, and the newest well-formed one that matches is used. Matching
+means: about this image, and every resolved dependency as the current lock has it (a
+base digest, a pip file's sha256, the source archive's sha256, a context file, the
+target's fingerprint). Each mismatch is one line naming the entry and the fix. The
+comparison itself (:func:`compare`) is pure, so unit tests check it from literal
+statements.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
-from lockpipe.errors import CheckFailed, IntegrityError, RegistryError
-from lockpipe.imagebuild.provenance import BUILD_TYPE, MEDIA_TYPE, PREDICATE_TYPE, STATEMENT_TYPE
+from lockpipe.errors import CheckFailed, RegistryError
+from lockpipe.imagebuild.provenance import BUILD_TYPE, MEDIA_TYPE
 from lockpipe.lock.fingerprint import context_files
 from lockpipe.lock.model import Lock
-from lockpipe.publish.pull import image_digest
+from lockpipe.log import echo
+from lockpipe.publish.pull import config_digest, image_digest
+from lockpipe.publish.referrer import Found, malformed, missing_fields
 
+__all__ = ["MOVED", "Verified", "compare", "fetch_statements", "missing_fields", "verify_image"]
 MOVED = "the lock moved since this image was built: rebuild and publish it again, or verify "
 MOVED += "against the lock it was built from"
 
@@ -33,60 +38,32 @@ class Verified:
     checked: int  # resolved dependencies compared
 
 
-def _digest_of(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def fetch_statement(image: str) -> tuple[dict[str, Any], dict[str, Any], str]:
-    """(image manifest, lockpipe's statement, its referrer's digest), each digest-checked.
+def fetch_statements(image: str) -> tuple[dict[str, Any], Found]:
+    """(image manifest, lockpipe's statements about it). The manifest's bytes are checked
+    against the digest (by the registry client) and it must name a config.
 
     Other in-toto referrers (a signer's, BuildKit's) are passed over; when none is
     lockpipe's, the RegistryError lists what was found and why each was set aside.
     """
     from lockpipe.publish.referrer import find_provenance
+    from lockpipe.registry import platforms as pf
     from lockpipe.registry.client import registry_for
     from lockpipe.registry.push import get_manifest
 
     digest = image_digest(image)
     reg, ep = registry_for(image)
-    body, _ = get_manifest(reg, ep.repository, digest)
-    if _digest_of(body) != digest:
-        raise IntegrityError(f"{image}: the registry served a manifest with digest "
-                             f"{_digest_of(body)}; do not trust this registry's copy")  # fmt: skip
+    body, _ = get_manifest(reg, ep.repository, digest)  # digest-checked
+    manifest = pf.parse_json(image, body)
+    config_digest(image, manifest)  # an image manifest, its config named as compare reads it
     found = find_provenance(image)
-    if not found.statements:
+    if not found.statements and not found.malformed:
         others = "".join(f"\n  {line}" for line in found.skipped)
         raise RegistryError(
             f"{image}: no lockpipe provenance referrer ({MEDIA_TYPE}, buildType {BUILD_TYPE}) "
             "for this digest; publish it with nox -s publish (which attaches it), or check the "
             f"digest{others}"
         )
-    ref_digest, doc = found.statements[0]
-    return json.loads(body), doc, ref_digest
-
-
-REQUIRED = (
-    ("predicate", "buildDefinition", "externalParameters"),
-    ("predicate", "buildDefinition", "internalParameters"),
-    ("predicate", "buildDefinition", "resolvedDependencies"),
-    ("predicate", "runDetails", "byproducts"),
-)
-
-
-def missing_fields(doc: dict[str, Any]) -> list[str]:
-    """The fields :func:`compare` reads that the statement lacks or has in another shape."""
-    out = []
-    for path in REQUIRED:
-        node: Any = doc
-        for key in path:
-            node = node.get(key) if isinstance(node, dict) else None
-        kind = list if path[-1] in ("resolvedDependencies", "byproducts") else dict
-        if not isinstance(node, kind) or (kind is list and not node):
-            out.append(".".join(path))
-    deps = doc["predicate"]["buildDefinition"]["resolvedDependencies"] if not out else []
-    if any(not isinstance(d, dict) or "name" not in d for d in deps):
-        out.append("predicate.buildDefinition.resolvedDependencies[].name")
-    return out
+    return manifest, found
 
 
 def _sha256(node: object) -> str | None:
@@ -105,12 +82,9 @@ def compare(
     lock: Lock, target: str, digest: str, manifest: dict[str, Any], doc: dict[str, Any]
 ) -> list[str]:
     """Every way the statement disagrees with the image or the lock, one line each."""
-    if doc.get("_type") != STATEMENT_TYPE or doc.get("predicateType") != PREDICATE_TYPE:
-        return [f"the referrer is not an in-toto {PREDICATE_TYPE} statement"]
-    missing = missing_fields(doc)
-    if missing:
-        return [f"the statement has no {', '.join(missing)}: not one lockpipe wrote; attach a "
-                "fresh one with nox -s publish -- --force"]  # fmt: skip
+    why = malformed(doc)
+    if why:
+        return [why]
     problems = []
     listed = doc.get("subject")
     subjects = [_sha256(s) for s in listed] if isinstance(listed, list) else []
@@ -123,7 +97,8 @@ def compare(
         problems.append(f"target: this image was built for {built}, not {target}; "
                         "name the target it was built for")  # fmt: skip
     image_id = _sha256(doc["predicate"]["runDetails"]["byproducts"][0])
-    config = str(manifest.get("config", {}).get("digest", ""))
+    named = manifest.get("config")
+    config = str(named.get("digest") or "") if isinstance(named, dict) else ""
     if config.removeprefix("sha256:") != image_id:
         problems.append(f"config: the image's config is {config}, the build produced "
                         f"sha256:{image_id}: not the image the statement describes")  # fmt: skip
@@ -168,13 +143,31 @@ def _against_lock(lock: Lock, target: str, params: dict[str, Any]) -> list[str]:
 
 
 def verify_image(lock: Lock, target: str, image: str) -> Verified:
-    """Raise CheckFailed naming each mismatch; RegistryError when there is no provenance."""
+    """The newest of lockpipe's statements about ``image`` that matches it and the lock.
+
+    A malformed statement is a warning. CheckFailed naming each mismatch of the newest
+    well-formed one when none matches, or what each lacks when none is well-formed;
+    RegistryError when there is no lockpipe provenance at all.
+    """
     lock.target(target)
     digest = image_digest(image)
-    manifest, doc, ref_digest = fetch_statement(image)
-    problems = compare(lock, target, digest, manifest, doc)
-    if problems:
-        lines = "\n  ".join(problems)
-        raise CheckFailed(f"{image} (provenance referrer {ref_digest}) does not match "
-                          f"{lock.path} for {target}:\n  {lines}")  # fmt: skip
-    return Verified(target=target, image=image, provenance=ref_digest, checked=len(_deps(doc)))
+    manifest, found = fetch_statements(image)
+    for line in found.malformed:
+        echo(f"warning: {image}: {line}; passed over", style="yellow")
+    if not found.statements:
+        lines = "\n  ".join(found.malformed)
+        raise CheckFailed(f"{image}: no well-formed lockpipe provenance; attach a fresh one "
+                          f"with nox -s publish -- {target} --force:\n  {lines}")  # fmt: skip
+    mismatches = []
+    for ref_digest, doc in found.statements:
+        problems = compare(lock, target, digest, manifest, doc)
+        if not problems:
+            return Verified(target=target, image=image, provenance=ref_digest,
+                            checked=len(_deps(doc)))  # fmt: skip
+        mismatches.append((ref_digest, problems))
+    ref_digest, problems = mismatches[0]  # the newest
+    older = len(mismatches) - 1
+    also = f" (nor do {older} older statement(s))" if older else ""
+    lines = "\n  ".join(problems)
+    raise CheckFailed(f"{image} (provenance referrer {ref_digest}) does not match "
+                      f"{lock.path} for {target}{also}:\n  {lines}")  # fmt: skip

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from lockpipe.errors import LintError
 from lockpipe.imagebuild.lint import instructions, lint_dockerfile, unpinned_apt
+from tests.lockfactory import make_repo
 
 REPO = Path(__file__).resolve().parents[2]
 D = "sha256:" + "0" * 64
@@ -92,3 +97,80 @@ def test_finding_renders_path_line_rule_and_fix() -> None:
 def test_committed_dockerfiles_are_clean(context: str, pinned: set[str], allow_copy: bool) -> None:
     text = (REPO / "images" / context / "Dockerfile").read_text()
     assert lint_dockerfile(text, pinned_args=pinned, allow_copy=allow_copy) == []
+
+
+# -- images named outside FROM: COPY/ADD --from=, RUN --mount=…,from= ------------------------
+
+STAGES = "ARG BASE\nFROM ${BASE} AS Build\nRUN true\nFROM ${BASE}\n"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "COPY --from=build /a /a",  # an earlier stage, by name (case-insensitive)
+        "COPY --from=0 /a /a",  # by index
+        "COPY --chown=1:1 --from=1 /a /a",
+        f"COPY --from=busybox@{D} /bin/busybox /bin/busybox",
+        "COPY --from=${BASE} /a /a",  # filled from the lock
+        "RUN --mount=type=bind,from=build,source=/a,target=/a true",
+        f"RUN --mount=type=cache,target=/root/.cache,from=ghcr.io/x/uv:0.5@{D} true",
+        "RUN --mount=type=bind,source=r.txt,target=/r.txt --network=none true",
+        "RUN echo --from=busybox:1.36 --mount=type=bind,from=x:1",  # words of the command
+    ],
+)
+def test_images_named_outside_from_that_are_stages_or_pinned_are_clean(line: str) -> None:
+    assert rules(f"{STAGES}{line}\n", pinned={"BASE"}) == []
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("COPY --from=docker.io/library/busybox:1.36 /bin/busybox /bin/", ["pin"]),
+        ("ADD --from=busybox:1.36 /bin/busybox /bin/", ["pin"]),
+        ("COPY --from=busybox:latest /bin/busybox /bin/", ["latest", "pin"]),
+        ("COPY --from=2 /a /a", ["pin"]),  # no third stage: an image named "2"
+        ("COPY --from=later /a /a", ["pin"]),  # not an *earlier* stage
+        ("COPY --from=${OTHER} /a /a", ["pin"]),
+        ("RUN --mount=type=bind,from=ghcr.io/astral-sh/uv:0.5,source=/uv,target=/uv true",
+         ["pin"]),
+        ("RUN --mount=type=cache,from=ghcr.io/x/cache:0.5,target=/c true", ["pin"]),
+        ("RUN --mount=from=x:1,type=bind,target=/x --mount=type=bind,from=y:2,target=/y true",
+         ["pin", "pin"]),
+        ("ONBUILD COPY --from=busybox:1.36 /a /a", ["pin"]),
+    ],
+)  # fmt: skip
+def test_images_named_outside_from_must_be_pinned(line: str, expected: list[str]) -> None:
+    text = f"{STAGES}{line}\nFROM ${{BASE}} AS later\n"
+    assert rules(text, pinned={"BASE"}) == expected
+
+
+def test_an_unpinned_copy_from_says_what_to_do() -> None:
+    (finding,) = lint_dockerfile(f"{STAGES}COPY --from=busybox:1.36 /a /a\n", pinned_args={"BASE"})
+    assert finding.line == 5 and finding.message == (
+        "COPY --from=busybox:1.36: not an earlier stage, so an image pulled at build time: "
+        "pin it by digest (@sha256:…) or fill it from the lock through an ARG"
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ("COPY --from=docker.io/library/busybox:1.36 /bin/busybox /bin/busybox",
+         "COPY --from=docker.io/library/busybox:1.36"),
+        ("RUN --mount=type=bind,from=ghcr.io/astral-sh/uv:0.5,source=/uv,target=/bin/uv uv -V",
+         "RUN --mount=…,from=ghcr.io/astral-sh/uv:0.5"),
+        ("RUN --mount=type=cache,from=ghcr.io/x/cache:0.5,target=/root/.cache true",
+         "RUN --mount=…,from=ghcr.io/x/cache:0.5"),
+    ],
+)  # fmt: skip
+def test_lint_through_the_cli_refuses_an_unpinned_image_outside_from(
+    line: str, shown: str, tmp_path: Path
+) -> None:
+    lock = make_repo(tmp_path, dockerfile=f"ARG BASE\nFROM ${{BASE}}\n{line}\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "lockpipe", "lint", "--lock", str(lock)], cwd=REPO, text=True,
+        capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
+    )  # fmt: skip
+    assert out.returncode == LintError.return_code, out.stderr
+    assert f"images/app/Dockerfile:3: [pin] {shown}: not an earlier stage" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -1,0 +1,118 @@
+"""``lockpipe smoke`` against a server whose JSON answers have an unexpected shape.
+
+The server is a FAKE of an OpenAI-compatible llama-server (tests/fake_openai.py): a
+real HTTP server on 127.0.0.1, started by a FAKE engine's ``run`` on the host port the
+runner chose, and stopped by its ``stop``. Each answer is right but for the one a test
+replaces. A wrong
+shape must be a failed check whose one-line reason names the endpoint; the run goes on,
+``smoke.json`` and ``smoke.junit.xml`` are written, and no traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lockpipe.cli import serve
+from lockpipe.cli.main import main
+from lockpipe.errors import CHECK_FAILED_RUN
+from lockpipe.imagebuild.plan import plan_target
+from lockpipe.imagebuild.records import BuildRecord, write_record
+from lockpipe.imagebuild.run import build_key
+from lockpipe.lock.model import load_lock
+from tests.fake_openai import GOOD, IMAGE, STREAM, ServingEngine
+from tests.lockfactory import doc, make_repo
+
+pytestmark = pytest.mark.integration
+
+
+def _repo(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """(lock, state, expectations): target ``app`` on the CPU, with a vision check and a
+    throughput probe, and a build record of IMAGE by the fake engine."""
+    document = doc()
+    document["targets"]["app"]["build_args"]["GGML_CUDA"] = "OFF"
+    document["targets"]["app"]["serve"]["modalities"] = ["text", "vision"]
+    lock = make_repo(tmp_path, document)
+    state = tmp_path / "state"
+    loaded = load_lock(lock)
+    write_record(state, BuildRecord(
+        target="app", tag=loaded.target("app").tag, image_id=IMAGE, engine="podman",
+        key=build_key(plan_target(loaded, "app"), "podman", "5.0"), engine_version="5.0",
+        reproducible=True, reproducible_how="fake", fingerprint="f", source_date_epoch=0,
+        built_at="now", seconds=0.0,
+    ))  # fmt: skip
+    expect = tmp_path / "smoke.json"
+    expect.write_text(json.dumps({"version": 1, "targets": {"app": {
+        "ready_seconds": 20,
+        "generation": [{"prompt": "1, 2, 3, 4, 5,", "expect": ["6"]}],
+        "image": {"prompt": "Which colour?", "expect": ["red"], "rgb": [255, 0, 0]},
+        "probes": {"kv=default,ctx=default,par=default": {"pp@64": {"value": 1, "unit": "t/s"}}},
+    }}}))  # fmt: skip
+    return lock, state, expect
+
+
+def _smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+           answers: dict[str, Any]) -> tuple[int, dict[str, Any]]:  # fmt: skip
+    """Exit code of ``lockpipe smoke app`` and its checks by name, from smoke.json."""
+    lock, state, expect = _repo(tmp_path)
+    monkeypatch.setattr(serve, "get_engine", lambda name: ServingEngine(answers))
+    out = tmp_path / "out"
+    code = main(["smoke", "app", "--engine", "podman", "--lock", str(lock), "--state",
+                 str(state), "--store", str(tmp_path / "store"), "--expect", str(expect),
+                 "--out", str(out), "--quiet"])  # fmt: skip
+    assert (out / "smoke.junit.xml").is_file()
+    (report,) = json.loads((out / "smoke.json").read_text())["reports"]
+    return code, {c["name"]: c for c in report["results"]}
+
+
+def test_right_answers_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, checks = _smoke(tmp_path, monkeypatch, GOOD)
+    assert code == 0, {n: c["detail"] for n, c in checks.items() if c["status"] != "PASS"}
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "answer", "check", "reason"),
+    [
+        ("/v1/models", [{"id": "app"}], "models",
+         "/v1/models: the answer is a list, not an object"),
+        ("/v1/models", {"data": {"id": "app"}}, "models",
+         "/v1/models: data is an object, not a list"),
+        ("/v1/models", {"data": [{"name": "app"}]}, "models",
+         "/v1/models: the answer has no data[0].id"),
+        ("/v1/models", {"data": ["app"]}, "models",
+         "/v1/models: data[0] is a string, not an object"),
+        ("/v1/completions", ["6"], "generation[0]",
+         "/v1/completions: the answer is a list, not an object"),
+        ("/v1/completions", {"choices": []}, "generation[0]",
+         "/v1/completions: the answer has no choices[0]"),
+        ("/v1/completions", {"choices": [{"text": None}]}, "generation[0]",
+         "/v1/completions: choices[0].text is null, not a string"),
+        ("/v1/completions", {"choices": [{"text": "6"}], "usage": [4]}, "generation[0]",
+         "/v1/completions: usage is a list, not an object"),
+        ("/v1/completions", {"choices": [{"text": "6"}], "usage": {"completion_tokens": "4"}},
+         "generation[0]", "/v1/completions: usage.completion_tokens is a string, not an integer"),
+        ("/v1/chat/completions", {"choices": [{"message": "red"}]}, "image",
+         "/v1/chat/completions: choices[0].message is a string, not an object"),
+        ("/v1/chat/completions", {"choices": [{"message": {"content": None}}]}, "image",
+         "/v1/chat/completions: choices[0].message.content is null, not a string"),
+        (STREAM, ["the"], "throughput probes",
+         "/v1/completions (streamed): an event is a list, not an object"),
+        (STREAM, {"choices": [], "usage": 4}, "throughput probes",
+         "/v1/completions (streamed): usage is an integer, not an object"),
+    ],
+)  # fmt: skip
+def test_a_wrong_shape_is_a_failed_check_naming_the_endpoint(
+    endpoint: str, answer: Any, check: str, reason: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    code, checks = _smoke(tmp_path, monkeypatch, {**GOOD, endpoint: answer})
+    err = capsys.readouterr().err
+    assert code == CHECK_FAILED_RUN, err
+    assert "Traceback" not in err and "error:" not in err
+    failed = {n: c["detail"] for n, c in checks.items() if c["status"] == "FAIL"}
+    assert list(failed) == [check], failed
+    assert reason in failed[check] and "\n" not in failed[check], failed[check]
+    assert checks["log scan"]["status"] == "PASS"  # the run went on to the end
