@@ -58,10 +58,13 @@ def call(
     error: type[EngineError] = EngineError,
     quiet: bool = False,
     stdout_only: bool = False,
+    keep: Callable[[str], bool] | None = None,
 ) -> str:
     """Run ``args`` and return its stdout+stderr; raise ``error`` with the tail on failure.
 
     ``on_line`` receives each output line as it arrives (for build logs).
+    ``keep`` sees each line first; one it refuses (a tool's debug chatter, read for
+    what it reports) reaches neither ``on_line`` nor the output nor an error's tail.
     ``stdout_only``: return stdout alone, for answers that are parsed (JSON, an ID):
     podman 5 on a cgroups-v1 host warns on stderr ahead of its JSON. stderr still
     goes into the error's tail.
@@ -83,7 +86,7 @@ def call(
         start_new_session=True,  # its own process group: it and its children end together
     )
     try:
-        lines = _read_lines(proc, on_line)
+        lines = _read_lines(proc, on_line, keep)
         rc = proc.wait()
     except BaseException:
         kill_group(proc)
@@ -113,10 +116,16 @@ def _call_stdout(args: Sequence[str], argv: list[str], *, env: Mapping[str, str]
     return out
 
 
-def _read_lines(proc: subprocess.Popen[str], on_line: Callable[[str], None] | None) -> list[str]:
+def _read_lines(
+    proc: subprocess.Popen[str],
+    on_line: Callable[[str], None] | None,
+    keep: Callable[[str], bool] | None = None,
+) -> list[str]:
     lines: list[str] = []
     assert proc.stdout is not None
     for line in proc.stdout:
+        if keep is not None and not keep(line.rstrip("\n")):
+            continue
         lines.append(line)
         if on_line is not None:
             on_line(line.rstrip("\n"))
@@ -143,7 +152,12 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
 
 
 def _group_gone(proc: subprocess.Popen[str], seconds: float) -> bool:
-    """Whether every process of ``proc``'s group ended within ``seconds``."""
+    """Whether every process of ``proc``'s group ended within ``seconds``.
+
+    Zombies do not count: a grandchild that ended waits for init to reap it, which
+    some container inits do only every second or so, and the next, stronger signal
+    would then cut short a child still cleaning up after itself.
+    """
     deadline = time.monotonic() + seconds
     while True:
         proc.poll()  # reap the leader, or it stays in the group as a zombie
@@ -151,6 +165,24 @@ def _group_gone(proc: subprocess.Popen[str], seconds: float) -> bool:
             os.killpg(proc.pid, 0)
         except ProcessLookupError:
             return True
+        if proc.returncode is not None and not _running_in_group(proc.pid):
+            return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.02)
+
+
+def _running_in_group(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` runs, zombies aside (True where /proc cannot tell)."""
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return True
+    for entry in entries:
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # it ended meanwhile
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False

@@ -8,6 +8,8 @@ subclass these to carry more detail, but never set a code of their own
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class LockpipeError(Exception):
     """An unexpected failure the pipeline still reports in one line."""
@@ -132,6 +134,27 @@ class UsageError(LockpipeError):
 INTERRUPTED = 130  # Ctrl-C or SIGTERM; work in progress was cleaned up or kept to resume
 BROKEN_PIPE = 141  # the reader of stdout went away (`lockpipe plan | head`), as a shell says
 CHECK_FAILED_RUN = 1  # smoke ran and a check failed; not an error of the run itself
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM on its way out, with what the cleanup on the way did.
+
+    Not an error of the table: the command line prints it as ``interrupted`` and
+    exits with INTERRUPTED. ``removed``: what a cleanup removed or stopped, one
+    phrase each (a build's working containers, its temporary context). ``resumable``:
+    a download kept what it wrote, so running again resumes it.
+    """
+
+    def __init__(self, removed: Sequence[str] = (), *, resumable: bool = False) -> None:
+        super().__init__(*removed)
+        self.removed = list(removed)
+        self.resumable = resumable
+
+
+def interrupted(exc: BaseException, *removed: str, resumable: bool = False) -> Interrupted:
+    """The interrupt ``exc`` as an Interrupted that also names ``removed``."""
+    before = exc if isinstance(exc, Interrupted) else Interrupted()
+    return Interrupted([*before.removed, *removed], resumable=before.resumable or resumable)
 
 
 def table() -> list[tuple[int, str, str]]:

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from lockpipe.cli import options
-from lockpipe.errors import BROKEN_PIPE, INTERRUPTED, LockpipeError
+from lockpipe.errors import BROKEN_PIPE, INTERRUPTED, Interrupted, LockpipeError
 from lockpipe.log import console, set_quiet
 
 # verb: ("module:function", help)
@@ -59,6 +59,11 @@ EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "publish": options.add_publish_options,
     "verify": options.add_verify_options,
 }
+# The verbs whose work is downloading: an interrupted run keeps what it wrote and the
+# next run resumes (payloads fetches; smoke fetches each target's payloads first).
+# Other verbs say so only when a download of theirs was cut (Interrupted.resumable:
+# a build's source archive); refresh-digests never resumes an unpinned archive.
+DOWNLOAD_VERBS = frozenset({"payloads", "smoke"})
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -90,7 +95,10 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def run(argv: Sequence[str]) -> int:
-    args = parse(argv)
+    return dispatch(parse(argv))
+
+
+def dispatch(args: argparse.Namespace) -> int:
     module, _, function = VERBS[args.verb][0].partition(":")
     verb: Callable[[argparse.Namespace], int] = getattr(
         importlib.import_module(f"lockpipe.cli.{module}"), function
@@ -102,20 +110,31 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def interrupt_message(verb: str | None, exc: KeyboardInterrupt) -> str:
+    """``interrupted``, whether running again resumes, then one line per thing cleaned up."""
+    cleaned = exc.removed if isinstance(exc, Interrupted) else []
+    resumable = verb in DOWNLOAD_VERBS or (isinstance(exc, Interrupted) and exc.resumable)
+    head = "interrupted"
+    if resumable:
+        head += "; run again to resume (downloads keep what was written)"
+    return "\n".join([head, *(f"  {line}" for line in cleaned)])
+
+
 def main(argv: list[str] | None = None) -> int:
     # A CI cancel or `kill` sends SIGTERM: treat it as Ctrl-C, so smoke containers are
     # removed, download journals flushed and builds stopped by the same cleanup.
     signal.signal(signal.SIGTERM, _interrupt)
     set_quiet(options.quiet())
+    verb = None
     try:
-        return run(sys.argv[1:] if argv is None else argv)
+        args = parse(sys.argv[1:] if argv is None else argv)
+        verb = args.verb
+        return dispatch(args)
     except LockpipeError as exc:
         console.print(f"error: {exc}", style="bold red", markup=False, highlight=False)
         return exc.return_code
-    except KeyboardInterrupt:
-        console.print(
-            "interrupted; run again to resume (downloads keep what was written)", style="red"
-        )
+    except KeyboardInterrupt as exc:
+        console.print(interrupt_message(verb, exc), style="red", markup=False, highlight=False)
         return INTERRUPTED
     except BrokenPipeError:  # `lockpipe plan | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

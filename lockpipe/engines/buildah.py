@@ -8,7 +8,9 @@ run/logs/stop go through podman's CLI, which shares buildah's image storage.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -25,7 +27,12 @@ from lockpipe.engines.base import (
     normalize_id,
 )
 from lockpipe.engines.basenames import settle_first_names
-from lockpipe.errors import BuildError, EngineError
+from lockpipe.errors import BuildError, EngineError, interrupted
+from lockpipe.log import echo
+
+# buildah logs each container it creates at debug level only ("Container ID: …").
+DEBUG_LINE = re.compile(r'^time="[^"]*" level=(?:debug|info) msg=')
+CREATED = re.compile(r'msg="Container ID: ([0-9a-f]{64})"')
 
 
 class BuildahEngine:
@@ -54,7 +61,18 @@ class BuildahEngine:
             ]  # fmt: skip
             for k, v in sorted(req.build_args.items()):
                 args += ["--build-arg", f"{k}={v}"]
-            cmd.call([*args, str(req.context)], on_line=log, error=BuildError)
+            made = WorkingContainers()
+            try:
+                cmd.call(made.argv([*args, str(req.context)]), on_line=log, error=BuildError,
+                         keep=made.keep)  # fmt: skip
+            except KeyboardInterrupt as exc:
+                raise interrupted(exc, *made.remove()) from None
+            except BaseException:  # a failed build, or a failure here (a closed stdout)
+                for line in made.remove():
+                    if not line.startswith("buildah removed"):  # what buildah did not
+                        with contextlib.suppress(OSError):
+                            echo(line, style="yellow")
+                raise
             return normalize_id(iidfile.read_text().strip())
 
     def image_id(self, ref: str) -> str | None:
@@ -124,6 +142,50 @@ class BuildahEngine:
 
     def stop(self, container: str) -> None:
         cmd.call(["podman", "rm", "--force", "--ignore", "--time", "0", container], quiet=True)
+
+
+class WorkingContainers:
+    """The working containers of one ``buildah bud``, read from its debug log.
+
+    ``--force-rm`` has buildah remove them itself when a step fails, a RUN step that
+    Ctrl-C ended included. A buildah ended by a signal elsewhere (a COPY, a commit, the
+    pull) leaves them: :meth:`remove` removes those, and never a container of another
+    build, as it knows only the IDs this buildah logged creating. The debug lines are
+    read for those IDs alone; they reach neither the build log nor an error's tail.
+    """
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    def argv(self, args: list[str]) -> list[str]:
+        """``args`` (``buildah bud …``) at debug level, removing its containers on failure."""
+        assert args[:2] == ["buildah", "bud"], args
+        return ["buildah", "--log-level", "debug", "bud", "--force-rm", *args[2:]]
+
+    def keep(self, line: str) -> bool:
+        """Whether ``line`` belongs in the build log; a created container's ID is noted."""
+        if not DEBUG_LINE.match(line):
+            return True
+        found = CREATED.search(line)
+        if found and found.group(1) not in self.created:
+            self.created.append(found.group(1))
+        return False
+
+    def remove(self) -> list[str]:
+        """Remove what is left of this build's working containers; one line per container."""
+        if not self.created:
+            return []
+        try:
+            out = cmd.call(["buildah", "containers", "--json"], quiet=True, stdout_only=True)
+            left = {c["id"]: c["containername"] for c in json.loads(out) or []
+                    if c["id"] in self.created}  # fmt: skip
+            if left:
+                cmd.call(["buildah", "rm", *left], quiet=True)
+        except EngineError as exc:
+            return [f"could not remove the build's buildah working containers: {exc}"]
+        gone = [f"buildah removed its working container {c[:12]}" for c in self.created
+                if c not in left]  # fmt: skip
+        return gone + [f"removed buildah working container {n} ({c[:12]})" for c, n in left.items()]
 
 
 def run_argv(spec: RunSpec) -> list[str]:

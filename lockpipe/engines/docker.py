@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import uuid
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -30,6 +31,7 @@ from lockpipe.engines.base import (
 from lockpipe.engines.buildkit import Progress
 from lockpipe.engines.context import context_tar
 from lockpipe.engines.sdk import BUILD_HINT, PUSH_HINT, SdkEngine, sdk_call
+from lockpipe.engines.stop import BuildStop, stopped_by
 from lockpipe.errors import BuildError, EngineError, EngineMissing
 
 # BuildKit honours SOURCE_DATE_EPOCH from v0.11, first shipped in docker 23.
@@ -42,6 +44,40 @@ DEFAULT_HOST = "unix:///var/run/docker.sock"
 CONTAINERD_STORE = "io.containerd.snapshotter.v1"  # DriverStatus driver-type of that store
 # The docker SDK versions whose private APIClient._post/_url the build was tested with.
 SUPPORTED_SDK = ">=7.1,<8"
+
+
+class DockerStop(BuildStop):
+    """Ctrl-C during a docker build: cancel it by its ``buildid`` and wait for dockerd.
+
+    dockerd cancels a build whose connection closed, too, but then nothing reports
+    when its RUN processes are gone; ``POST /build/cancel`` leaves the answer open
+    until they are. A daemon without it (podman's docker API) is left the disconnect.
+    """
+
+    engine = "docker"
+
+    def __init__(self, client: Any, url: str, tag: str) -> None:
+        super().__init__(client, url, tag)
+        self.params = {"buildid": uuid.uuid4().hex}
+        self.cancelled = False
+
+    def ask(self) -> None:
+        try:
+            post, url = private_post(self.client.api)
+            answer = post(url("/build/cancel"), params={"id": self.params["buildid"]}, timeout=10)
+            answer.raise_for_status()
+            self.cancelled = True
+        except Exception:  # the disconnect cancels it all the same
+            self.cancelled = False
+
+    def wait_seconds(self) -> float:
+        return super().wait_seconds() if self.cancelled else 0.0
+
+    def ended(self) -> str:
+        return f"cancelled docker's build of {self.tag}: dockerd ended its steps"
+
+    def left(self) -> str:
+        return f"left docker's build of {self.tag} to dockerd, which cancels it as we disconnect"
 
 
 class DockerEngine(SdkEngine):
@@ -102,6 +138,7 @@ class DockerEngine(SdkEngine):
         )
 
     @sdk_call("build", error=BuildError, hint=BUILD_HINT)
+    @stopped_by(DockerStop)
     def build(self, req: BuildRequest, log: Log) -> str:
         params = {
             "version": "2",
@@ -113,6 +150,7 @@ class DockerEngine(SdkEngine):
             **({"nocache": "1"} if req.no_cache else {}),
             **rewrite_params(self._version),
         }
+        params.update(self.stop_params())  # the build ID Ctrl-C cancels it by
         self._refuse_containerd_store()
         post, url = private_post(self.client.api)
         image = None

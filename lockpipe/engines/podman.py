@@ -10,6 +10,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
+import signal
+from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
@@ -25,6 +28,7 @@ from lockpipe.engines.base import (
 from lockpipe.engines.basenames import settle_first_names
 from lockpipe.engines.context import context_tar
 from lockpipe.engines.sdk import BUILD_HINT, PUSH_HINT, SdkEngine, sdk_call
+from lockpipe.engines.stop import STOP_WAIT, BuildStop, stopped_by
 from lockpipe.errors import BuildError, EngineError, EngineMissing
 
 ROOT_SOCKET = "unix:///run/podman/podman.sock"
@@ -39,6 +43,87 @@ def service_url() -> str:
     if os.getuid() != 0 and runtime:
         return f"unix://{runtime}/podman/podman.sock"
     return ROOT_SOCKET
+
+
+_MARKS: dict[str, bool] = {}  # service URL -> whether its builds' RUN steps can be found
+
+
+class PodmanStop(BuildStop):
+    """Ctrl-C during a podman build: end its RUN step's processes, and the build with them.
+
+    The service's API cannot cancel a build, and it runs a RUN step on to its end after
+    the client went. Ending the step's processes fails the build; ``forcerm`` then has
+    the service remove the build's working containers itself, so none of another build
+    is touched. The processes are told from every other build's by ``cgroupparent``: a
+    cgroup named for this build alone. That needs the service on this host, as root,
+    with the cgroupfs manager (systemd's takes slices only), as .ci/start-services sets.
+    """
+
+    engine = "podman"
+
+    def __init__(self, client: Any, url: str, tag: str) -> None:
+        super().__init__(client, url, tag)
+        self.cgroup = f"lockpipe-build-{secrets.token_hex(6)}" if marks_builds(client, url) else ""
+        self.params = {"forcerm": "true"}
+        if self.cgroup:
+            self.params["cgroupparent"] = f"/{self.cgroup}"
+        self.killed = 0
+
+    def ask(self) -> None:
+        self.poll()
+
+    def poll(self) -> None:
+        if self.cgroup:
+            self.killed += kill_cgroup(self.cgroup)
+
+    def wait_seconds(self) -> float:
+        return STOP_WAIT if self.cgroup else 0.0
+
+    def ended(self) -> str:
+        if self.stream is not None and not self.stream.failed:
+            return (f"podman's service finished building {self.tag} before it could be stopped "
+                    "(the image stays, with no build record)")  # fmt: skip
+        how = "its RUN step's processes ended; " if self.killed else ""
+        return f"stopped podman's build of {self.tag}: {how}its service removed its containers"
+
+    def left(self) -> str:
+        step = "the step it runs" if self.cgroup else (
+            "the RUN step it runs, whose processes cannot be told apart here"
+        )  # fmt: skip
+        return (f"left podman's build of {self.tag} to its service: it stops after {step}, "
+                "then removes the build's working containers")  # fmt: skip
+
+
+def marks_builds(client: Any, url: str) -> bool:
+    """Whether the service at ``url`` puts RUN steps in a cgroup named by the request."""
+    if url not in _MARKS:
+        try:
+            host = client.info()["host"]
+        except Exception:  # an old or odd service: builds go unmarked
+            host = {}
+        _MARKS[url] = (
+            url.startswith("unix://")
+            and host.get("cgroupManager") == "cgroupfs"
+            and host.get("security", {}).get("rootless") is False
+        )
+    return _MARKS[url]
+
+
+def kill_cgroup(name: str) -> int:
+    """SIGKILL each process of a cgroup named ``name`` (in any hierarchy); how many there were."""
+    killed = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            lines = Path(f"/proc/{entry}/cgroup").read_text().splitlines()
+        except OSError:
+            continue  # it ended meanwhile
+        if any(name in line.rpartition(":")[2].split("/") for line in lines):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry), signal.SIGKILL)
+                killed += 1
+    return killed
 
 
 class PodmanEngine(SdkEngine):
@@ -77,6 +162,7 @@ class PodmanEngine(SdkEngine):
         )
 
     @sdk_call("build", error=BuildError, hint=BUILD_HINT)
+    @stopped_by(PodmanStop)
     def build(self, req: BuildRequest, log: Log) -> str:
         for ref in settle_first_names("podman", req.bases, self.first_name, self.pull):
             log(f"pulled {ref}: podman records a base by its first local name")
@@ -89,6 +175,7 @@ class PodmanEngine(SdkEngine):
             "layers": "true",
             **({"nocache": "true"} if req.no_cache else {}),
         }
+        params.update(self.stop_params())  # forcerm, and the cgroup Ctrl-C finds RUN steps by
         with context_tar(req.context, req.timestamp) as body:
             resp = self.client.api.post(
                 "/build", params=params, data=body,

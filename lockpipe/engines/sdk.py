@@ -16,7 +16,6 @@ The SDKs themselves are imported lazily, so merely loading this module stays che
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Callable, Iterator
 from types import ModuleType
@@ -30,6 +29,7 @@ from lockpipe.engines.base import (
     env_dict,
     normalize_id,
 )
+from lockpipe.engines.stop import BuildStop, BuildStream
 from lockpipe.errors import BuildError, EngineError, EngineMissing
 
 P = ParamSpec("P")
@@ -131,6 +131,7 @@ class SdkEngine:
     client: Any
     url: str  # where the daemon's API answers, for messages
     _version: str  # the daemon's, read once when the engine is made
+    stopping: BuildStop | None = None  # the running build's, set by stop.stopped_by
 
     def version(self) -> str:
         """The daemon's version string, part of every build key."""
@@ -170,17 +171,23 @@ class SdkEngine:
         fix = fix_for(self.name, op, status, detail, ref, hint)
         return error(f"{what} failed ({why}: {detail}); {fix}")
 
+    def stop_params(self) -> dict[str, str]:
+        """What the running build's request adds so that Ctrl-C can stop it (stop.BuildStop)."""
+        return dict(self.stopping.params) if self.stopping is not None else {}
+
     def build_items(self, tag: str, resp: Any) -> Iterator[dict[str, Any]]:
         """The JSON items of a streamed /build answer for ``tag``, keep-alives skipped.
 
-        A refused request, or an item that reports an error, raises BuildError.
+        A refused request, or an item that reports an error, raises BuildError. The
+        answer is read in a thread (stop.BuildStream), so that Ctrl-C leaves it open
+        for the running build's BuildStop to read the daemon's end from.
         """
         if resp.status_code != 200:
             raise BuildError(f"{self.name} build of {tag}: {resp.status_code} {resp.text[:500]}")
-        for raw in resp.iter_lines():
-            if not raw.strip():
-                continue  # keep-alive
-            item = json.loads(raw)
+        stream = BuildStream(resp)
+        if self.stopping is not None:
+            self.stopping.stream = stream
+        for item in stream.items():
             if "error" in item:
                 raise BuildError(f"{self.name} build of {tag} failed: {item['error'].strip()}")
             yield item

@@ -9,14 +9,17 @@ the engine's build call.
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from lockpipe.engines.base import BuildRequest, Engine
-from lockpipe.errors import BuildError
+from lockpipe.errors import BuildError, interrupted
 from lockpipe.imagebuild.context import stage
 from lockpipe.imagebuild.plan import LABEL_PREFIX, BuildPlan, plan_target
 from lockpipe.imagebuild.provenance import record_build
@@ -54,20 +57,41 @@ def _up_to_date(engine: Engine, plan: BuildPlan, key: str, s: Settings) -> Build
     return record
 
 
+@contextmanager
+def build_folder(target: str) -> Iterator[str]:
+    """A temporary folder (``lockpipe-TARGET-…``) for one build's staged context.
+
+    It is removed however the build ends; Ctrl-C leaves as Interrupted naming it, once
+    it is gone, beside whatever the engine stopped or removed.
+    """
+    folder = tempfile.TemporaryDirectory(prefix=f"lockpipe-{target}-")
+    try:
+        yield folder.name
+    except KeyboardInterrupt as exc:
+        folder.cleanup()
+        gone = [f"removed the build's temporary folder {folder.name}"]
+        raise interrupted(exc, *([] if os.path.exists(folder.name) else gone)) from None
+    finally:
+        folder.cleanup()
+
+
 def run_build(
     engine: Engine, plan: BuildPlan, key: str, s: Settings, *, no_cache: bool = False
 ) -> BuildRecord:
     """Build ``plan`` (its source archive fetched and checked first); the record, not yet kept."""
     started = time.monotonic()
     labels = {**dict(plan.labels), f"{LABEL_PREFIX}.build-key": key}
-    with tempfile.TemporaryDirectory(prefix=f"lockpipe-{plan.target}-") as tmp:
+    with build_folder(plan.target) as tmp:
         extra = {}
         if plan.source is not None:
             # Only a build that runs fetches: a no-op build never loads the HTTP stack.
             from lockpipe.payloads.cache import fetch_verified
 
             src = plan.source
-            extra[src.filename] = fetch_verified(src.url, src.sha256, s.cache, s.mirror)
+            try:
+                extra[src.filename] = fetch_verified(src.url, src.sha256, s.cache, s.mirror)
+            except KeyboardInterrupt as exc:  # what was written stays: the next build resumes
+                raise interrupted(exc, resumable=True) from None
         bases = tuple(ref for _, ref in plan.bases)
         base_args = {arg: ref for arg, ref in plan.build_args if ref in bases}
         context = stage(
