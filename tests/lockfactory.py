@@ -67,3 +67,24 @@ def reparse(path: Path, mutate: Any) -> Any:
     document = json.loads(path.read_text())
     mutate(document)
     return parse_lock(document, path)
+
+
+def buildah_built(root: Path, base: tuple[str, str], tag: str) -> tuple[Path, Path]:
+    """The repository of :func:`make_repo` FROM ``base`` (ref, digest), its app target
+    built with buildah as ``tag``; (lock, state folder). Skips (fails on CI) without buildah."""
+    from lockpipe.engines import get_engine
+    from lockpipe.errors import EngineMissing
+    from lockpipe.imagebuild.run import Settings, build_target
+    from tests.policy import unavailable
+
+    try:
+        engine = get_engine("buildah")
+    except EngineMissing as exc:
+        unavailable(f"buildah is not usable: {exc}")
+    document = doc()
+    document["bases"]["busybox"] = {"ref": base[0], "digest": base[1]}
+    document["targets"]["app"]["tag"] = tag
+    lock = make_repo(root, document)
+    state = root / "state"
+    build_target(load_lock(lock), "app", engine, Settings(state=state, cache=root / "c"))
+    return lock, state

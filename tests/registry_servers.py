@@ -13,6 +13,11 @@
 - :class:`FaultProxy`: a real HTTP proxy in front of a registry that answers
   429 with Retry-After or 5xx for the next N requests, drops
   Docker-Content-Digest, or flips a byte of manifest bodies.
+- :class:`Diverter` and :class:`Storage`: a relay in front of a registry that
+  sends uploads (their ``Location``) and blob GETs (a 307) on to a storage
+  front on another host, 127.0.0.2, as registries with a storage backend do.
+  The storage front records the Authorization header of every request it is
+  sent, and reaches the registry with credentials of its own.
 - :func:`oci_layout` writes small OCI images (and a multi-arch index with an
   ``unknown/unknown`` attestation) that :func:`skopeo_copy` pushes.
 """
@@ -45,7 +50,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from tests.httpfake import FakeHandler
+from tests.httpfake import FakeHandler, FakeServer
 
 SERVICE = "lockpipe-test-registry"
 ISSUER = "lockpipe-test-issuer"
@@ -267,6 +272,68 @@ class _ProxyHandler(FakeHandler):
             body += b" "  # still valid JSON, so only the digest check can catch it
         proxy.seen.append((self.command, self.path, upstream.status_code))
         self.send_bytes(upstream.status_code, body, headers)
+
+
+class Storage(FakeServer):
+    """A storage front on 127.0.0.2 for the registry at ``upstream`` (host:port).
+
+    Whatever it is sent goes on to the registry with ``authorization`` in place of the
+    client's own (None: without any): it trusts the upload URLs the registry signed, as a
+    storage backend does. ``seen``: (method, path, the client's Authorization or None).
+    """
+
+    def __init__(self, upstream: str, authorization: str | None) -> None:
+        super().__init__(_StorageHandler, address="127.0.0.2")
+        self.upstream, self.authorization = upstream, authorization
+        self.seen: list[tuple[str, str, str | None]] = []
+
+
+class _StorageHandler(FakeHandler):
+    server: Storage
+
+    def do_GET(self) -> None:
+        srv = self.server
+        body = self.read_body()
+        with srv.lock:
+            srv.seen.append((self.command, self.path, self.headers.get("Authorization")))
+        upstream = self.forward(srv.upstream, body, {"Authorization": srv.authorization,
+                                                     "Host": srv.upstream})  # fmt: skip
+        self.send_answer(upstream)
+
+    do_HEAD = do_PUT = do_PATCH = do_POST = do_GET
+
+
+class Diverter(FakeServer):
+    """A relay on 127.0.0.1 in front of the registry at ``upstream`` (host:port).
+
+    With ``uploads`` set, an upload's 202 gets a ``Location`` at ``storage`` (a URL);
+    with ``blobs`` set, a blob GET is answered 307 to the same path at ``storage``.
+    """
+
+    def __init__(self, upstream: str, storage: str) -> None:
+        super().__init__(_DiverterHandler)
+        self.upstream, self.storage = upstream, storage
+        self.uploads = self.blobs = False
+
+
+class _DiverterHandler(FakeHandler):
+    server: Diverter
+
+    def do_GET(self) -> None:
+        srv = self.server
+        path = urlsplit(self.path).path
+        if srv.blobs and self.command == "GET" and "/blobs/sha256:" in path:
+            self.send_bytes(307, b"", {"Location": srv.storage + self.path})
+            return
+        upstream = self.forward(srv.upstream, self.read_body())
+        location = upstream.headers.get("Location", "")
+        if srv.uploads and self.command == "POST" and upstream.status_code == 202 and location:
+            moved = urlsplit(location)._replace(scheme="http", netloc=urlsplit(srv.storage).netloc)
+            self.send_answer(upstream, {"Location": moved.geturl()})
+            return
+        self.send_answer(upstream)
+
+    do_HEAD = do_PUT = do_PATCH = do_POST = do_DELETE = do_GET
 
 
 # --- images -----------------------------------------------------------------------------------

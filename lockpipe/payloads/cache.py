@@ -14,6 +14,7 @@ from pathlib import Path
 from lockpipe.fs import sha256_file
 from lockpipe.log import echo
 from lockpipe.payloads.download import download_url
+from lockpipe.urls import redact
 
 
 def cached(cache: Path, sha256: str) -> Path:
@@ -31,5 +32,5 @@ def fetch_verified(url: str, sha256: str, cache: Path, mirror: str | None = None
             return dest
         echo(f"warning: {dest} no longer has its sha256; fetching it again", style="yellow")
         dest.unlink()
-    echo(f"fetching {url}" + (f" (mirror {mirror} first)" if mirror else ""))
+    echo(f"fetching {redact(url)}" + (f" (mirror {redact(mirror)} first)" if mirror else ""))
     return download_url(url, sha256, dest, mirror=mirror, say=echo)

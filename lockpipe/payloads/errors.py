@@ -35,6 +35,18 @@ class RetryableHTTP(FetchError):
         self.status = status
 
 
+class Unreachable(RetryableHTTP):
+    """No connection to ``host``: its name does not resolve, or nothing answers there.
+
+    Worth a try or two (a resolver or a link may come back), but it is this host's
+    network, DNS or proxy that fails, not the server: fewer connections change nothing.
+    """
+
+    def __init__(self, message: str, host: str) -> None:
+        super().__init__(message)
+        self.host = host
+
+
 class RangeIgnored(FetchError):
     """The server answered a ranged request with the whole file (200)."""
 

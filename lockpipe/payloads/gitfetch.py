@@ -6,6 +6,7 @@ fetches them again. They share the run's connection gate, retry budget and
 redirect handling with the big files (:mod:`lockpipe.payloads.http`,
 :mod:`lockpipe.payloads.retry`), are streamed to ``<blob>.lockpipe-partial``
 while hashed, and take the blob's name only once size and git blob id match.
+That file is created when the first bytes arrive and removed on any failure.
 """
 
 from __future__ import annotations
@@ -37,13 +38,12 @@ def fetch_git_blob(
     """Place at ``blob`` the ``size`` bytes whose git blob id is ``git_sha1``, or raise."""
     problems: list[str] = []
     last: FetchError | None = None
-    partial = blob.with_name(blob.name + ".lockpipe-partial")
     for cand in cands:
-        fd = os.open(partial, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        out = _Out(blob.with_name(blob.name + ".lockpipe-partial"))
         try:
-            got, n = _get(label, cand, fd, size, ctx)
+            got, n = _get(label, cand, out, size, ctx)
             if n == size and got == git_sha1:
-                place(partial, fd, blob)
+                place(out.path, out.fd(), blob)
                 return
             last = IntegrityError(
                 f"{cand.kind} {cand.url}: git blob id mismatch: the lock pins {git_sha1}, "
@@ -52,9 +52,8 @@ def fetch_git_blob(
         except (HTTPFatal, RetryableHTTP, IntegrityError) as exc:
             last = exc
         finally:
-            os.close(fd)
+            out.close()  # placed: gone already; else nothing in it is worth keeping
         problems.append(f"{cand.kind} {last}")
-        partial.unlink(missing_ok=True)
     fix = f"\n{LFS_HINT}" if isinstance(last, IntegrityError) else ""
     message = f"{label}: no verified copy:\n  " + "\n  ".join(problems) + fix
     if isinstance(last, HTTPFatal):
@@ -62,8 +61,31 @@ def fetch_git_blob(
     raise (IntegrityError if isinstance(last, IntegrityError) else FetchError)(message)
 
 
-def _get(label: str, cand: Candidate, fd: int, size: int, ctx: Context) -> tuple[str, int]:
-    """Write the whole body to ``fd``; (git blob id, bytes). Retries as the big files do."""
+class _Out:
+    """The partial file of one try, created at its first byte, removed when closed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        return self._fd
+
+    def restart(self) -> None:
+        """The body comes again from byte 0."""
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        self.path.unlink(missing_ok=True)
+
+
+def _get(label: str, cand: Candidate, out: _Out, size: int, ctx: Context) -> tuple[str, int]:
+    """Write the whole body to ``out``; (git blob id, bytes). Retries as the big files do."""
     budget = Budget(ctx.tuning)
     streak = Streak(budget)
     with Permit(ctx.gate, ctx.stop) as permit:
@@ -79,7 +101,7 @@ def _get(label: str, cand: Candidate, fd: int, size: int, ctx: Context) -> tuple
                         f"{size:,}; the file changed upstream or the revision is wrong"
                     )
                 h = git_blob_hasher(size)
-                os.ftruncate(fd, 0)
+                out.restart()
                 for data in body(opened, ctx.tuning.chunk):
                     if ctx.stop.is_set():
                         raise Stopped
@@ -90,7 +112,7 @@ def _get(label: str, cand: Candidate, fd: int, size: int, ctx: Context) -> tuple
                         )
                     view = memoryview(data)
                     while view:
-                        view = view[os.pwrite(fd, view, got + len(data) - len(view)) :]
+                        view = view[os.pwrite(out.fd(), view, got + len(data) - len(view)) :]
                     h.update(data)
                     got += len(data)
                     budget.progress()

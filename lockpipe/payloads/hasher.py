@@ -10,21 +10,30 @@ is hashed exactly once and the finished file is never read again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
+from collections.abc import Callable
 
 from lockpipe.errors import FetchError
 from lockpipe.payloads.ranges import RangeSet
 
 READ_BLOCK = 4 << 20
+Reader = Callable[[int, int], bytes]  # (n, offset) -> bytes: os.pread without its fd
 
 
 class OrderedHasher:
-    """Hashes ``[0, size)`` of the file open as ``fd``, fed in any order."""
+    """Hashes ``[0, size)`` of a file, fed in any order.
 
-    def __init__(self, fd: int, size: int | None, on_disk: RangeSet, memory_cap: int) -> None:
-        self._fd = fd
+    ``file``: the file's descriptor, or a :data:`Reader` of it (a file created only
+    once bytes arrive has no descriptor yet).
+    """
+
+    def __init__(
+        self, file: int | Reader, size: int | None, on_disk: RangeSet, memory_cap: int
+    ) -> None:
+        self._read: Reader = functools.partial(os.pread, file) if isinstance(file, int) else file
         self._size = size
         self._disk = on_disk
         self._mem: dict[int, bytes] = {}
@@ -100,7 +109,7 @@ class OrderedHasher:
             while (step := self._next()) is not None:
                 data, n = step
                 if data is None:
-                    data = os.pread(self._fd, n, self._pos)
+                    data = self._read(n, self._pos)
                     if len(data) != n:
                         raise OSError(f"short read at byte {self._pos} of the partial file")
                 self._sha.update(data)  # releases the GIL: hashing overlaps the downloads

@@ -1,7 +1,8 @@
 """One ranged GET, with redirects followed by hand and answers sorted into errors.
 
-Redirects are followed here rather than by requests so that the token is sent
-to the host it belongs to and never to the CDN a redirect points at. Every
+Redirects are followed here rather than by requests so that the token (or the
+mirror's user and password) is sent to the origin it belongs to and never to
+the CDN a redirect points at, nor over http after https. Every
 failure becomes :class:`RetryableHTTP` (5xx, 408, 429, timeouts, dropped
 connections) or :class:`HTTPFatal` (everything retrying cannot fix), with the
 exceptions of requests and urllib3 sorted in :mod:`lockpipe.payloads.neterrors`:
@@ -22,6 +23,7 @@ import requests
 from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP
 from lockpipe.payloads.neterrors import NET_ERRORS, bad_url, classify
 from lockpipe.payloads.sources import Candidate, repo_page
+from lockpipe.urls import redact, same_origin
 
 MAX_REDIRECTS = 10
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
@@ -35,10 +37,14 @@ class Opened:
     start: int
     total: int | None  # the whole file's size, if the server said
     ranged: bool  # False: the server ignored Range and sends the whole file
-    url: str  # after redirects
+    url: str  # after redirects, as messages show it (no user and password)
 
 
 def _fix(status: int, cand: Candidate, url: str, sent_token: bool) -> str:
+    if status == 401 and cand.kind == "mirror":
+        if sent_token:
+            return "the mirror refused the user and password in --mirror; check them"
+        return "the mirror asks for credentials: give them in --mirror (http://USER:TOKEN@HOST/…)"
     if status == 401:
         if sent_token:
             return "the Hub refused the token (HF_TOKEN or the token file); check that it is valid"
@@ -73,7 +79,8 @@ def retry_after(value: str, now: float | None = None) -> float | None:
 
 def _status_error(resp: requests.Response, cand: Candidate, sent_token: bool) -> Exception:
     status = resp.status_code
-    where = resp.url if resp.url == cand.url else f"{cand.url} (redirected to {resp.url})"
+    shown = redact(resp.url)  # a redirect may name a user and password of its own
+    where = shown if resp.url == cand.url else f"{cand.url} (redirected to {shown})"
     if status >= 500 or status in (408, 429):
         after = retry_after(resp.headers.get("Retry-After", ""))
         return RetryableHTTP(f"{where}: HTTP {status}", after, status)
@@ -93,18 +100,18 @@ def open_range(
         headers["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
     url = cand.url
     try:
-        first_scheme, host = urlsplit(url).scheme, cand.host
+        urlsplit(url)
     except ValueError as exc:
         raise bad_url(url, exc) from None
+    auth = cand.authorization
     sent_token = False
     for _ in range(MAX_REDIRECTS + 1):
         hop = dict(headers)
         try:
-            # The token goes to the host it was issued for, never to a redirect target.
-            # Nor over a redirect that downgrades https to http on the same host.
-            parts = urlsplit(url)
-            if cand.token and parts.netloc == host and parts.scheme == first_scheme:
-                hop["Authorization"] = f"Bearer {cand.token}"
+            # The token goes to the origin it was issued for, never to a redirect target,
+            # nor over a redirect that downgrades https to http on the same host.
+            if auth and same_origin(url, cand.url):
+                hop["Authorization"] = auth
                 sent_token = True
             resp = session.get(
                 url, headers=hop, stream=True, timeout=timeout, allow_redirects=False
@@ -114,11 +121,11 @@ def open_range(
                 resp.close()
                 continue
         except NET_ERRORS as exc:  # requests, urllib3, http.client, urllib.parse
-            raise classify(url, exc, timeout) from None
+            raise classify(redact(url), exc, timeout) from None
         if resp.status_code not in (200, 206):
             resp.close()
             raise _status_error(resp, cand, sent_token)
-        return _opened(resp, cand, start, url)
+        return _opened(resp, cand, start, redact(url))
     raise HTTPFatal(f"{cand.url}: more than {MAX_REDIRECTS} redirects; check the URL", 310)
 
 

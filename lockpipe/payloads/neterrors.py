@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import http.client
 import re
+import socket
+from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import requests
 import urllib3.exceptions
 
-from lockpipe.payloads.errors import NO_ANSWER, HTTPFatal, RetryableHTTP
+from lockpipe.payloads.errors import NO_ANSWER, HTTPFatal, RetryableHTTP, Unreachable
+from lockpipe.urls import redact
 
 # What a request can raise for reasons outside this program: requests' exceptions are
 # OSErrors, its URL errors and urllib3's parse errors are ValueErrors, and a few of
@@ -27,12 +31,44 @@ _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\"()\[\]]+)")
 
 def reason(exc: BaseException) -> str:
     """The cause in words: "Connection refused" rather than three nested reprs."""
-    text = str(exc)
+    text = redact(str(exc))  # requests quotes the URL it was given in some of its errors
     found = _ERRNO.search(text)
     if found:
         return found[1].strip()
     text = text or type(exc).__name__
     return text if len(text) <= 200 else text[:200] + "…"
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it wraps: requests and urllib3 nest the socket's error two deep."""
+    todo, seen = [exc], set()
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        inner = [e.__cause__, e.__context__, getattr(e, "reason", None), *e.args]
+        todo += [x for x in inner if isinstance(x, BaseException)]
+
+
+def unreachable(url: str, exc: BaseException, timeout: tuple[float, float]) -> Unreachable | None:
+    """``exc`` as "no connection to the host" (DNS, refused, unreachable, connect timeout);
+    None for anything that happened once a connection was made."""
+    host = urlsplit(url).netloc
+    causes = list(_causes(exc))
+    if any(isinstance(e, socket.gaierror | urllib3.exceptions.NameResolutionError)
+           for e in causes):  # fmt: skip
+        return Unreachable(f"{url}: the host name {host} does not resolve (DNS: "
+                           f"{reason(exc)})", host)  # fmt: skip
+    # urllib3's NewConnectionError (any OSError of connect()) is a ConnectTimeoutError too
+    if any(isinstance(e, urllib3.exceptions.NewConnectionError | ConnectionRefusedError)
+           for e in causes):  # fmt: skip
+        return Unreachable(f"{url}: cannot connect to {host} ({reason(exc)})", host)
+    if any(isinstance(e, requests.exceptions.ConnectTimeout
+                      | urllib3.exceptions.ConnectTimeoutError) for e in causes):  # fmt: skip
+        return Unreachable(f"{url}: no connection to {host} within {timeout[0]:g} s", host)
+    return None
 
 
 def bad_url(url: str, exc: BaseException) -> HTTPFatal:
@@ -62,6 +98,8 @@ def classify(
                 NO_ANSWER,
             )
         return RetryableHTTP(f"{url}: TLS failed ({reason(exc)})")
+    if (cut := unreachable(url, exc, timeout)) is not None:
+        return cut
     if isinstance(exc, requests.exceptions.Timeout | urllib3.exceptions.TimeoutError):
         return RetryableHTTP(
             f"{url}: no answer in time ({timeout[0]:g} s to connect, {timeout[1]:g} s to read)"

@@ -9,6 +9,11 @@ partial file) is discarded with its partial file.
 The periodic flush runs in its own thread, so no connection waits on an
 fdatasync: a connection that stalls loses throughput a rate-limited server
 never gives back.
+
+The partial file is created, and its blocks reserved, only when the first
+bytes arrive: a host that never answers costs no disk, and a run that ends
+(fails, or is interrupted) before any byte came leaves nothing behind.
+Closing a partial file that holds no bytes removes it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,19 @@ from pathlib import Path
 from lockpipe.payloads.ranges import RangeSet
 
 
+def reserve(fd: int, size: int) -> None:
+    """Reserve the blocks of ``size`` bytes, so a full disk fails at the first bytes, not
+    at 97 %."""
+    if os.fstat(fd).st_size > size:
+        os.ftruncate(fd, size)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+        os.ftruncate(fd, size)  # a file system without fallocate: sparse is fine
+
+
 class Partial:
     """``{blob}.lockpipe-partial`` plus ``{blob}.lockpipe-journal``, open for writing."""
 
@@ -33,14 +51,32 @@ class Partial:
         self.sha256 = sha256
         self.size = size
         self.done = self._load()
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd: int | None = None
+        self._opening = threading.Lock()  # guards _fd
         self._every = every
         self._last = time.monotonic()
         self._lock = threading.Lock()  # guards done
         self._flushing = threading.Lock()
         self._flusher: tuple[threading.Thread, threading.Event] | None = None
-        if size is not None:
-            self.preallocate(size)
+        if self.done.total():
+            self._open()  # resumed bytes: the file is there
+
+    @property
+    def fd(self) -> int:
+        """The partial file, open for writing; created and reserved on first use."""
+        with self._opening:
+            return self._open()
+
+    def _open(self) -> int:
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            if self.size is not None:
+                reserve(self._fd, self.size)
+        return self._fd
+
+    def read(self, n: int, offset: int) -> bytes:
+        """``n`` bytes at ``offset`` (written ones: the file exists by then)."""
+        return os.pread(self.fd, n, offset)
 
     def _load(self) -> RangeSet:
         try:
@@ -49,6 +85,7 @@ class Partial:
                 doc.get("sha256") == self.sha256
                 and (self.size is None or doc.get("size") == self.size)
                 and self.path.is_file()
+                and doc["done"]  # a journal of nothing: nothing to resume
             )
             if ok:
                 if self.size is None:
@@ -59,17 +96,13 @@ class Partial:
         self.discard()
         return RangeSet()
 
-    def preallocate(self, size: int) -> None:
-        """Reserve the blocks now, so a full disk fails here and not at 97 %."""
-        self.size = size
-        if os.fstat(self.fd).st_size > size:
-            os.ftruncate(self.fd, size)
-        try:
-            os.posix_fallocate(self.fd, 0, size)
-        except OSError as exc:
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                raise
-            os.ftruncate(self.fd, size)  # a file system without fallocate: sparse is fine
+    def set_size(self, size: int) -> None:
+        """The file's size is ``size`` (a server told it): reserve it, now if the file
+        holds bytes, else when the first ones arrive."""
+        with self._opening:
+            self.size = size
+            if self._fd is not None:
+                reserve(self._fd, size)
 
     def wrote(self, start: int, end: int) -> None:
         with self._lock:
@@ -104,12 +137,12 @@ class Partial:
 
     def flush(self, force: bool = False) -> None:
         """Record what is on disk; one flush at a time, others skip unless forced."""
-        if not self._flushing.acquire(blocking=force):
-            return
+        if self._fd is None or not self._flushing.acquire(blocking=force):
+            return  # no file: nothing was written, and a journal of nothing is not kept
         try:
             with self._lock:
                 snapshot = self.done.as_list()
-            os.fdatasync(self.fd)
+            os.fdatasync(self._fd)
             doc = {"version": 1, "sha256": self.sha256, "size": self.size, "done": snapshot}
             tmp = self.journal.with_name(self.journal.name + ".tmp")
             tmp.write_text(json.dumps(doc), encoding="utf-8")
@@ -119,9 +152,15 @@ class Partial:
             self._flushing.release()
 
     def close(self) -> None:
+        """Stop the flushes and close the file; one that holds no bytes is removed."""
         self.stop_flushing()
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        with self._opening:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if not self.done.total():
+            self.discard()
 
     def discard(self) -> None:
         for p in (self.path, self.journal):

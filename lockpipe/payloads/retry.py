@@ -13,6 +13,11 @@ share of failures over the whole file, and whether the file still moves. So:
 - backoff grows only while the whole file stands still. When other connections
   bring bytes the server works, and a piece that doubled its wait on each
   unlucky failure would sleep for a minute while the rest of the file is done.
+
+A host never reached for the file (its name does not resolve, nothing answers)
+gets ``retries_unreachable`` tries, not the server's budget: a machine without
+network learns so in seconds, with the fix that applies to it (its network, or
+a ``--mirror`` it can reach) instead of the one for a failing server.
 """
 
 from __future__ import annotations
@@ -22,11 +27,15 @@ import threading
 import time
 from collections.abc import Callable
 
-from lockpipe.payloads.errors import RetryableHTTP
+from lockpipe.payloads.errors import RetryableHTTP, Unreachable
 from lockpipe.payloads.settings import Tuning
 
 AGAIN_AT_ONCE = 0.05  # after a drop that still brought bytes: the server is working
 FIX = "try again later, or with fewer --connections, or from a --mirror"
+UNREACHABLE_FIX = (
+    "check this host's network, DNS and proxy (HTTPS_PROXY), or fetch from a --mirror "
+    "(LOCKPIPE_MIRROR) it can reach"
+)
 
 
 def delay(tuning: Tuning, exc: RetryableHTTP, failures: int) -> float:
@@ -55,6 +64,7 @@ class Budget:
         self.allowed = tuning.retries
         self.failed = 0
         self.started = self.moved = clock()
+        self.answered = False  # the server answered a request for this file
         self._lock = threading.Lock()
 
     def add_work(self, nbytes: int, piece: int) -> None:
@@ -62,30 +72,38 @@ class Budget:
         pieces = -(-max(0, nbytes) // max(1, piece))
         with self._lock:
             self.allowed += self.tuning.retries_per_piece * pieces
+            self.answered = True
 
     def progress(self) -> None:
         """Bytes arrived: the file is moving."""
         self.moved = self.clock()
+        self.answered = True
 
     def spend(self, exc: RetryableHTTP) -> None:
         """Count the failed request ``exc``; raise once the budget is spent or the file stalled."""
         with self._lock:
             self.failed += 1
             now = self.clock()
-            idle = now - self.moved
-            if self.failed <= self.allowed and idle < self.tuning.give_up_after:
+            idle, took = now - self.moved, now - self.started
+            never = isinstance(exc, Unreachable) and not self.answered
+            if never:
+                if self.failed <= self.tuning.retries_unreachable:
+                    return
+            elif self.failed <= self.allowed and idle < self.tuning.give_up_after:
                 return
             why = (
-                f"no byte arrived for {idle:.0f} s"
+                "the host was never reached"
+                if never
+                else f"no byte arrived for {idle:.0f} s"
                 if idle >= self.tuning.give_up_after
                 else f"the retry budget of {self.allowed} for this file is spent"
             )
-            took = now - self.started
+        gave_up = f"{exc}; gave up after {self.failed} failed requests in {took:.0f} s ({why})"
+        if isinstance(exc, Unreachable):
+            raise Unreachable(f"{gave_up}: no connection to {exc.host}; {UNREACHABLE_FIX}",
+                              exc.host)  # fmt: skip
         raise RetryableHTTP(
-            f"{exc}; gave up after {self.failed} failed requests in {took:.0f} s ({why}): "
-            f"the server keeps failing; {FIX}",
-            exc.retry_after,
-            exc.status,
+            f"{gave_up}: the server keeps failing; {FIX}", exc.retry_after, exc.status
         )
 
 

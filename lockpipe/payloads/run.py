@@ -6,6 +6,8 @@ there (verification cache, else re-hash), check free space for the rest,
 download them in parallel (a snapshot's files too, each by its own pin), then
 run the format checks and link each payload at its stable path. Failures are
 collected and raised together, so one bad file does not stop the others.
+With ``HF_HUB_OFFLINE`` set nothing is downloaded (not from a mirror either):
+what the store holds is checked and linked, and each payload it lacks fails.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from lockpipe.payloads.progress import Reporter, reporter
 from lockpipe.payloads.selection import check_pinned, select
 from lockpipe.payloads.settings import DEFAULT_CONNECTIONS, Context, Tuning
 from lockpipe.payloads.snapshot import check_snapshot, missing_files, modalities_of
-from lockpipe.payloads.sources import file_candidates
+from lockpipe.payloads.sources import file_candidates, hub_offline
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,6 +95,9 @@ class _Run:
         try:
             ready = [p for p in self.payloads if self._preflight(p)]
             todo = [b for b in self._unique(ready) if not self._present(b)]
+            if todo and hub_offline(self.o.env):
+                self._offline(todo)
+                todo = []
             st.check_space(
                 self.store, [(b.label, b.size - st.allocated(b.partial, b.size)) for b in todo]
             )
@@ -165,6 +170,19 @@ class _Run:
             self.cache.record(b.path, got, b.kind)
         self.got[b.path] = (status, 0)
         return True
+
+    def _offline(self, missing: list[Blob]) -> None:
+        """HF_HUB_OFFLINE: fail each payload with blobs the store lacks, naming them."""
+        for p in self.payloads:
+            lacks = [b for b in missing if any(b.path == x.path for x in self.blobs[p.name])]
+            if not lacks:
+                continue
+            files = ", ".join(f"{b.file.path} ({b.size:,} bytes)" for b in lacks)
+            self._fail(p, FetchError(
+                f"payloads.{p.name}: not in the store {self.store}: {files} missing, and "
+                "HF_HUB_OFFLINE is set, so nothing is downloaded; run again without "
+                "HF_HUB_OFFLINE to fetch it, or fill the store on a host with network "
+                "(lockpipe payloads --store) and copy it here"))  # fmt: skip
 
     def _finish(self, p: Payload) -> None:
         """Format checks, then the stable links; a payload that fails them is not linked."""

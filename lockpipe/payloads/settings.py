@@ -28,6 +28,9 @@ class Tuning:
     # ``retries_per_piece`` for each piece; none once no byte came for ``give_up_after`` s.
     retries: int = 6  # a dead server: given up on after about 30 s (backoff 0.5 s doubling)
     retries_per_piece: int = 4
+    # A host never reached for the file (no DNS answer, nothing listening): tries after the
+    # first, about 1.5 s with the default backoff, before the fix for this host's network.
+    retries_unreachable: int = 2
     give_up_after: float = 300.0
     backoff: float = 0.5  # doubling per failure in a row of one piece, up to backoff_cap
     backoff_cap: float = 20.0

@@ -3,7 +3,9 @@
 Pure functions over an environment mapping, so tests pass a dict instead of
 touching ``os.environ``. The token travels inside :class:`Candidate` with
 ``repr=False``: it is only ever put into an Authorization header, and only for
-the upstream host (never the mirror, never a redirect target elsewhere).
+the upstream host (never the mirror, never a redirect target elsewhere). A user
+and password in a URL (``--mirror http://user:token@host/``) are taken out of
+it the same way, so no URL a message shows carries them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from lockpipe.errors import LockError
 from lockpipe.fs import cache_home
 from lockpipe.lock.model import Payload
 from lockpipe.payloads.neterrors import bad_url
+from lockpipe.urls import basic_auth, redact, split_userinfo
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 
@@ -27,26 +30,53 @@ def mirror_url(mirror: str, url: str) -> str:
     try:
         parts = urlsplit(url)
     except ValueError as exc:  # an HF_ENDPOINT such as "http://[::1"
-        raise bad_url(url, exc) from None
-    return f"{mirror.rstrip('/')}/{parts.netloc}{parts.path}"
+        raise bad_url(redact(url), exc) from None
+    host = parts.netloc.rpartition("@")[2]  # an HF_ENDPOINT's login is not the mirror's path
+    return f"{mirror.rstrip('/')}/{host}{parts.path}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Candidate:
-    """One URL to try. ``token`` is sent to ``url``'s own host and nowhere else."""
+    """One URL to try (without user and password: it is shown in messages).
+
+    ``token``, else ``login`` (the user and password the URL was given with), is sent
+    to ``url``'s own origin and nowhere else.
+    """
 
     url: str
     kind: str = "upstream"  # "mirror" or "upstream"
     token: str | None = field(default=None, repr=False, compare=False)
+    login: tuple[str, str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def host(self) -> str:
         return urlsplit(self.url).netloc
 
+    @property
+    def authorization(self) -> str | None:
+        """The Authorization header for ``url``'s origin, if any."""
+        if self.token:
+            return f"Bearer {self.token}"
+        return basic_auth(*self.login) if self.login else None
+
+
+def candidate(url: str, kind: str, token: str | None = None) -> Candidate:
+    """``url`` to try, its user and password (if it has them) moved into ``login``."""
+    try:
+        bare, login = split_userinfo(url)
+    except ValueError as exc:
+        raise bad_url(redact(url), exc) from None
+    return Candidate(url=bare, kind=kind, token=token, login=login)
+
 
 def hf_endpoint(env: Mapping[str, str]) -> str:
     """``HF_ENDPOINT`` (for a private Hub or a test server), else huggingface.co."""
     return (env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def hub_offline(env: Mapping[str, str]) -> bool:
+    """``HF_HUB_OFFLINE`` is set as huggingface_hub reads it (1, ON, YES or TRUE)."""
+    return env.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
 
 
 def hf_url(endpoint: str, repository: str, revision: str, filename: str) -> str:
@@ -74,8 +104,8 @@ def hf_token(env: Mapping[str, str]) -> str | None:
 
 def candidates(url: str, mirror: str | None, token: str | None = None) -> list[Candidate]:
     """The mirror's copy first (no token: a mirror is ours), then upstream (with the token)."""
-    out = [Candidate(mirror_url(mirror, url), "mirror")] if mirror else []
-    return [*out, Candidate(url, "upstream", token)]
+    out = [candidate(mirror_url(mirror, url), "mirror")] if mirror else []
+    return [*out, candidate(url, "upstream", token)]
 
 
 def file_url(payload: Payload, path: str, env: Mapping[str, str]) -> str:

@@ -47,7 +47,7 @@ class Transfer:
         self.planned = (0, MiB)  # bytes and piece size, budgeted once the probe got an answer
         self.lock = threading.Lock()
         self.hasher = OrderedHasher(
-            partial.fd, partial.size, RangeSet(partial.done), ctx.tuning.memory_cap
+            partial.read, partial.size, RangeSet(partial.done), ctx.tuning.memory_cap
         )
 
     def run(self) -> tuple[int, str]:
@@ -80,7 +80,7 @@ class Transfer:
         if total is None:
             opened.response.close()
             raise RangeIgnored(f"{opened.url}: a 206 without the file's total size")
-        self.partial.preallocate(total)
+        self.partial.set_size(total)
         self.hasher.set_size(total)
         end, largest = min(end, total), piece_size(total, t)
         self.sched = Scheduler([(end, total)], t.connections, largest)
@@ -225,7 +225,7 @@ class Transfer:
         p = self.partial
         p.reset()
         self.hasher.stop()
-        self.hasher = OrderedHasher(p.fd, None, RangeSet(), self.ctx.tuning.memory_cap)
+        self.hasher = OrderedHasher(p.read, None, RangeSet(), self.ctx.tuning.memory_cap)
         pos = 0
         for data in body(opened, self.ctx.tuning.chunk):
             if self.ctx.stop.is_set():

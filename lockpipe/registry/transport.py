@@ -5,18 +5,22 @@ resolving 40 bases is 160 small requests). Bearer tokens are cached per scope
 under a lock, so threads resolving different references share them. Every
 failure leaves here as a :class:`RegistryError` naming the host, what was
 asked, the status and the fix; ``requests`` exceptions never escape.
+
+Credentials go to this registry's own origin (scheme, host, port) and to the
+token server it names, nowhere else: redirects are followed here, not by
+``requests``, and neither a redirect (a blob GET sent on to a storage backend)
+nor an upload ``Location`` on another host or over plain http carries them.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime
 import random
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import BinaryIO
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import requests
 
@@ -30,11 +34,13 @@ from lockpipe.registry.headers import (
     ratelimit_remaining,
     retry_after,
 )
+from lockpipe.urls import basic_auth, redact, same_origin
 
 RETRY_AFTER_CAP = 60.0  # a Retry-After asking for longer fails at once: no run sleeps for hours
 BACKOFF_BASE, BACKOFF_CAP = 0.5, 8.0
 TOKEN_LIFETIME = 60  # seconds, when the token server names none (the distribution spec's default)
 LOW_RATELIMIT = 10
+MAX_REDIRECTS = 10
 Data = bytes | BinaryIO | None
 
 
@@ -74,6 +80,10 @@ class Registry:
             return f"{self.scheme}://{self.host}{path}"
         return f"{self.scheme}://{self.host}/v2/{repository}/{path}"
 
+    def owns(self, url: str) -> bool:
+        """Whether ``url`` is on this registry's origin, the one its credentials are for."""
+        return same_origin(url, f"{self.scheme}://{self.host}/")
+
     def request(
         self,
         method: str,
@@ -86,7 +96,7 @@ class Registry:
         ok: Collection[int] = (200,),
     ) -> requests.Response:
         """Send one API request, authenticating and retrying as the registry asks."""
-        what = f"{method} {self.host}/{repository} {path.split('?', 1)[0]}"
+        what = redact(f"{method} {self.host}/{repository} {path.split('?', 1)[0]}")
         scope = f"repository:{repository}:{actions}"
         url = self.url(repository, path)
         fresh_auth = False  # a token or Basic header obtained during this call was sent
@@ -94,16 +104,16 @@ class Registry:
         limit = self.retries if rewindable else 0  # a spent stream cannot be sent again
         attempt = 0
         while True:
-            sent = dict(headers or {})
             auth = self._authorization(scope)
-            if auth:
-                sent["Authorization"] = auth
-            resp = self._send(method, url, sent, data, what, attempt, limit)
+            resp = self._send(method, url, dict(headers or {}), auth, data, what, attempt, limit)
             if resp is None:
                 attempt += 1
                 continue
             self._note_ratelimit(resp)
+            authed = bool(auth) and self.owns(resp.url)  # each hop got it only on our origin
             if resp.status_code == 401 and 401 not in ok:
+                if not self.owns(resp.url):
+                    raise self._elsewhere(what, resp.url)
                 if fresh_auth or (auth and self._basic):
                     raise self._refused(what, resp.status_code)
                 self._forget(scope)
@@ -124,7 +134,7 @@ class Registry:
                     attempt += 1
                     continue
             if resp.status_code not in ok:
-                raise self._status_error(what, resp, authed=bool(auth), tries=attempt + 1)
+                raise self._status_error(what, resp, authed=authed, tries=attempt + 1)
             return resp
 
     def _send(
@@ -132,19 +142,15 @@ class Registry:
         method: str,
         url: str,
         headers: dict[str, str],
+        auth: str | None,
         data: Data,
         what: str,
         attempt: int,
         limit: int,
     ) -> requests.Response | None:
         """The response, or None after a connection error that leaves retries to spend."""
-        if data is not None and not isinstance(data, bytes) and data.seekable():
-            data.seek(0)
         try:
-            return self.session.request(
-                method, url, headers=headers, data=data, timeout=self.timeout,
-                allow_redirects=True,
-            )  # fmt: skip
+            return self._exchange(method, url, headers, auth, data, what)
         except requests.RequestException as exc:
             if attempt < limit:
                 self.sleep(backoff(attempt, base=BACKOFF_BASE, cap=BACKOFF_CAP,
@@ -155,19 +161,55 @@ class Registry:
                 f"{attempt + 1} tries; check the network, DNS or proxy (HTTPS_PROXY) from this host"
             ) from None
 
+    def _exchange(
+        self, method: str, url: str, headers: dict[str, str], auth: str | None, data: Data,
+        what: str,
+    ) -> requests.Response:  # fmt: skip
+        """One request and the redirects it meets, each hop authorized only on our origin.
+
+        GET and HEAD follow any redirect; other methods only 307 and 308, which keep the
+        method and body (a 302 would turn an upload into a GET). The final answer returns.
+        """
+        rewindable = data is None or isinstance(data, bytes) or data.seekable()
+        for _ in range(MAX_REDIRECTS + 1):
+            if data is not None and not isinstance(data, bytes) and rewindable:
+                data.seek(0)
+            hop = {**headers, "Authorization": auth} if auth and self.owns(url) else headers
+            resp = self.session.request(
+                method, url, headers=hop, data=data, timeout=self.timeout, allow_redirects=False
+            )
+            follow = method in ("GET", "HEAD") or resp.status_code in (307, 308)
+            if not (resp.is_redirect and follow and rewindable):
+                return resp
+            url = urljoin(url, resp.headers["Location"])
+            resp.close()
+        raise RegistryError(
+            f"{what}: more than {MAX_REDIRECTS} redirects from {self.host}; the registry or a "
+            "proxy in front of it loops: check its storage redirect settings"
+        )
+
     def _authorization(self, scope: str) -> str | None:
         with self._lock:
             token = self._tokens.get(scope)
             if token and token[1] > time.monotonic():
                 return f"Bearer {token[0]}"
         if self._basic and self.credential and not self.credential.identity_token:
-            pair = f"{self.credential.username}:{self.credential.secret}".encode()
-            return f"Basic {base64.b64encode(pair).decode()}"
+            return basic_auth(self.credential.username, self.credential.secret)
         return None
 
     def _forget(self, scope: str) -> None:
         with self._lock:
             self._tokens.pop(scope, None)
+
+    def _elsewhere(self, what: str, url: str) -> RegistryError:
+        """A 401 from a host this registry sent the request on to, which gets no credentials."""
+        there = urlsplit(redact(url))
+        return RegistryError(
+            f"{what}: {self.scheme}://{self.host} sent the request on to "
+            f"{there.scheme}://{there.netloc} (an upload Location or a redirect), which asks "
+            f"for credentials (401); lockpipe sends the credentials of {self.host} to it "
+            "alone: configure the registry to hand out locations on its own host and scheme"
+        )
 
     def _authenticate(self, resp: requests.Response, scope: str, what: str) -> None:
         challenge = parse_challenge(resp.headers.get("WWW-Authenticate", ""))
@@ -197,6 +239,11 @@ class Registry:
         realm = challenge.params["realm"]
         params = {"service": challenge.params.get("service", ""), "scope": scope}
         cred = self.credential
+        if cred and self.scheme == "https" and urlsplit(realm).scheme.lower() != "https":
+            raise RegistryError(
+                f"{what}: {self.host} names the token server {realm}, not https; lockpipe "
+                "sends no credentials unencrypted: fix the registry's auth realm to https"
+            )
         try:
             if cred and cred.identity_token:  # OAuth2 refresh token, as docker login stores
                 resp = self.session.post(realm, timeout=self.timeout, data={

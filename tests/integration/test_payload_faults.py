@@ -92,12 +92,17 @@ def test_a_server_that_always_fails_ends_in_a_clear_error_soon(
 
 
 def test_a_refused_connection_is_a_clear_error(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    host = f"127.0.0.1:{free_port()}"  # nothing listens there
+    started = time.monotonic()
     with pytest.raises(FetchError) as err:
-        fetch(tmp_path, url)
+        fetch(tmp_path, f"http://{host}", Tuning(backoff=0.5))
     message = str(err.value)
-    assert err.value.return_code == 8 and url in message
-    assert "Connection refused" in message and "try again later" in message
+    assert err.value.return_code == 8 and f"http://{host}/" in message
+    assert f"cannot connect to {host} (Connection refused)" in message
+    assert "gave up after 3 failed requests" in message and f"no connection to {host}" in message
+    assert "--mirror" in message and "--connections" not in message
+    assert time.monotonic() - started < 5  # a few tries, not the budget of a failing server
+    assert not list((tmp_path / "store").rglob("blobs/*"))  # nothing reserved, nothing left
 
 
 @pytest.mark.parametrize(

@@ -21,13 +21,10 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-import requests
 
 from lockpipe.cli.main import main
-from lockpipe.engines import get_engine
-from lockpipe.errors import EngineMissing, RegistryError, UsageError
+from lockpipe.errors import RegistryError, UsageError
 from lockpipe.imagebuild.provenance import MEDIA_TYPE
-from lockpipe.imagebuild.run import Settings, build_target
 from lockpipe.lock.model import load_lock
 from lockpipe.publish.outputs import images_path, read_images
 from lockpipe.publish.referrer import artifact_manifest, attach_provenance
@@ -35,8 +32,7 @@ from lockpipe.registry.client import registry_for
 from lockpipe.registry.push import attach_referrer, get_manifest, upload_blob
 from lockpipe.verify.check import verify_image
 from tests.httpfake import FakeHandler, FakeServer
-from tests.lockfactory import doc, make_repo
-from tests.policy import unavailable
+from tests.lockfactory import buildah_built
 
 pytestmark = [pytest.mark.integration, pytest.mark.buildah]
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -82,37 +78,16 @@ class _Handler(FakeHandler):
 
     def _relay(self) -> None:
         proxy = self.server
-        body = self._body()
-        drop = ("connection", "content-length", "transfer-encoding")
-        headers = {k: ", ".join(self.headers.get_all(k) or []) for k in set(self.headers.keys())
-                   if k.lower() not in drop}  # fmt: skip
-        # Host is kept: the registry builds upload Locations from it, so they come back here.
-        upstream = requests.request(self.command, f"http://{proxy.upstream}{self.path}",
-                                    headers=headers, data=body, timeout=60,
-                                    allow_redirects=False)  # fmt: skip
-        hop = ("content-length", "connection", "transfer-encoding")
-        out = {k: v for k, v in upstream.headers.items() if k.lower() not in hop}
+        body = self.read_body()
+        upstream = self.forward(proxy.upstream, body)
+        extra: dict[str, str] = {}
         path = urlsplit(self.path).path
         if self.command == "PUT" and "/manifests/" in path and upstream.status_code == 201:
             subject = self._note_subject(path, body or b"", self.headers.get("Content-Type"))
             if subject:
-                out["OCI-Subject"] = subject
+                extra["OCI-Subject"] = subject
         proxy.seen.append((self.command, self.path, upstream.status_code))
-        # requests reads no body for HEAD: its content is b"", so none is written.
-        self.send_bytes(upstream.status_code, upstream.content, out)
-
-    def _body(self) -> bytes | None:
-        """The request body, by Content-Length or chunked (blob PATCHes stream in chunks)."""
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            out = b""
-            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
-                out += self.rfile.read(size)
-                self.rfile.readline()
-            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                pass  # trailers
-            return out
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else None
+        self.send_answer(upstream, extra)
 
     def _note_subject(self, path: str, body: bytes, media_type: str | None) -> str | None:
         try:
@@ -145,17 +120,7 @@ def proxy(registry: str) -> Iterator[ReferrersProxy]:
 
 
 def _lock_and_build(tmp_path: Path, base: tuple[str, str]) -> tuple[Path, Path]:
-    try:
-        engine = get_engine("buildah")
-    except EngineMissing as exc:
-        unavailable(f"buildah is not usable: {exc}")
-    document = doc()
-    document["bases"]["busybox"] = {"ref": base[0], "digest": base[1]}
-    document["targets"]["app"]["tag"] = "localhost/lockpipe-test/pub-referrers:1"
-    lock = make_repo(tmp_path, document)
-    state = tmp_path / "state"
-    build_target(load_lock(lock), "app", engine, Settings(state=state, cache=tmp_path / "c"))
-    return lock, state
+    return buildah_built(tmp_path, base, "localhost/lockpipe-test/pub-referrers:1")
 
 
 def _attach_raw(pinned: str, blob: bytes) -> str:

@@ -6,15 +6,17 @@ tests/integration/test_payload_faults.py.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from email.utils import formatdate
+from typing import Any
 
 import pytest
 import requests
 import urllib3.exceptions
 
-from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP, Stopped
+from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP, Stopped, Unreachable
 from lockpipe.payloads.gate import Gate, Permit
 from lockpipe.payloads.http import retry_after
 from lockpipe.payloads.neterrors import classify
@@ -22,6 +24,15 @@ from lockpipe.payloads.retry import Budget, Streak, delay
 from lockpipe.payloads.settings import Tuning
 
 URL = "http://127.0.0.1:1/x"
+
+
+NO_CONN: Any = None  # the pool and connection urllib3's errors name: classifying needs neither
+
+
+def wrapped(reason: Exception) -> requests.exceptions.ConnectionError:
+    """``reason`` as requests raises it: inside urllib3's MaxRetryError."""
+    retries = urllib3.exceptions.MaxRetryError(NO_CONN, URL, reason)
+    return requests.exceptions.ConnectionError(retries)
 
 
 class Clock:
@@ -144,7 +155,15 @@ def test_retry_after_reads_seconds_and_http_dates() -> None:
     [
         (requests.exceptions.ConnectionError("[Errno 111] Connection refused"), RetryableHTTP,
          "could not connect (Connection refused)"),
-        (requests.exceptions.ConnectTimeout("x"), RetryableHTTP, "10 s to connect"),
+        (requests.exceptions.ConnectTimeout("x"), Unreachable, "no connection to 127.0.0.1:1"),
+        (wrapped(urllib3.exceptions.NameResolutionError(
+            "127.0.0.1", NO_CONN, socket.gaierror(-2, "Name or service not known"))),
+         Unreachable, "the host name 127.0.0.1:1 does not resolve (DNS: Name or service"),
+        (wrapped(urllib3.exceptions.NewConnectionError(
+            NO_CONN, "Failed to establish a new connection: [Errno 111] Connection refused")),
+         Unreachable, "cannot connect to 127.0.0.1:1 (Connection refused)"),
+        (requests.exceptions.InvalidURL("Invalid URL 'http://u:sekrit@h/': No host"), HTTPFatal,
+         "http://***@h/"),
         (requests.exceptions.ReadTimeout("x"), RetryableHTTP, "30 s to read"),
         (requests.exceptions.ChunkedEncodingError("x"), RetryableHTTP, "ChunkedEncodingError"),
         (requests.exceptions.ContentDecodingError("x"), RetryableHTTP, "ContentDecodingError"),
@@ -171,3 +190,22 @@ def test_an_invalid_header_never_shows_the_token() -> None:
     exc = requests.exceptions.InvalidHeader("Invalid return character in header: 'Bearer hf_x\n'")
     err = classify(URL, exc, (10.0, 30.0))
     assert isinstance(err, HTTPFatal) and "hf_x" not in str(err) and "HF_TOKEN" in str(err)
+
+
+def test_a_host_never_reached_gets_a_few_tries_and_the_network_fix() -> None:
+    budget = Budget(Tuning(retries=6, retries_unreachable=2), Clock())
+    cut = Unreachable(f"{URL}: the host name hub.invalid does not resolve", "hub.invalid")
+    for _ in range(2):
+        budget.spend(cut)
+    with pytest.raises(Unreachable) as err:
+        budget.spend(cut)  # the third try: not six, as for a server that answers with errors
+    message = str(err.value)
+    assert "gave up after 3 failed requests" in message and "never reached" in message
+    assert "no connection to hub.invalid" in message and "--mirror" in message
+    assert "--connections" not in message and "try again later" not in message
+    answered = Budget(Tuning(retries=6, retries_unreachable=2), Clock())
+    answered.add_work(4, 1)  # the server answered for this file: a dropped link may come back
+    for _ in range(6 + 4 * 4):
+        answered.spend(cut)
+    with pytest.raises(Unreachable, match=r"budget of 22 .* no connection to hub\.invalid"):
+        answered.spend(cut)

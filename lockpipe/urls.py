@@ -1,0 +1,56 @@
+"""URLs at a trust boundary: whose a URL is, and how one is shown.
+
+Credentials belong to one origin: the scheme, host and port of the URL they
+were given for. A redirect or an upload ``Location`` to another host or port,
+or from https down to http, gets none. A URL may carry a user and password
+(``http://user:token@mirror/``): :func:`split_userinfo` takes them out before
+any request is made, and :func:`redact` shows any URL with them as ``***``.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+# scheme://userinfo@ : userinfo holds no / ? # @ (RFC 3986), and no space in running text
+_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]+@")
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of ``url``, the port filled in from the scheme; ValueError if
+    ``url`` cannot be parsed."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or DEFAULT_PORTS.get(scheme)
+
+
+def same_origin(url: str, other: str) -> bool:
+    """Whether credentials given for ``other`` may be sent to ``url``."""
+    try:
+        return origin(url) == origin(other)
+    except ValueError:  # a port out of range, a broken IPv6 literal: nobody's origin
+        return False
+
+
+def redact(text: str) -> str:
+    """``text`` with the user and password of every URL in it shown as ``***``."""
+    return _USERINFO.sub(r"\1***@", text)
+
+
+def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``url`` without its user and password, and them (percent-decoded) if it had any.
+
+    ValueError if ``url`` cannot be parsed."""
+    parts = urlsplit(url)
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if not at:
+        return url, None
+    user, _, password = userinfo.partition(":")
+    return urlunsplit(parts._replace(netloc=hostport)), (unquote(user), unquote(password))
+
+
+def basic_auth(user: str, secret: str) -> str:
+    """The ``Authorization`` value of HTTP Basic auth for ``user`` and ``secret``."""
+    return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()

@@ -1,0 +1,143 @@
+"""Credentials at a trust boundary, without a network: origins, redaction, redirects.
+
+The same rules against real servers on 127.0.0.1 and 127.0.0.2 run in
+tests/integration/test_registry_boundaries.py and test_payload_boundaries.py.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from lockpipe.errors import RegistryError
+from lockpipe.payloads.partial import Partial
+from lockpipe.payloads.sources import candidates
+from lockpipe.registry.creds import Credential
+from lockpipe.registry.transport import Registry
+from lockpipe.urls import basic_auth, redact, same_origin, split_userinfo
+
+CRED = Credential(username="alice", secret="s3cret", source="test")
+
+
+@pytest.mark.parametrize(
+    ("url", "other", "same"),
+    [
+        ("https://r.example/v2/x", "https://R.example:443/", True),
+        ("http://127.0.0.1:5000/v2/x?digest=1", "http://127.0.0.1:5000/", True),
+        ("http://127.0.0.2:5000/v2/x", "http://127.0.0.1:5000/", False),  # another host
+        ("http://127.0.0.1:5001/v2/x", "http://127.0.0.1:5000/", False),  # another port
+        ("http://r.example/v2/x", "https://r.example/", False),  # https down to http
+        ("http://[::1/x", "http://[::1]/", False),  # unparsable: nobody's origin
+    ],
+)
+def test_credentials_belong_to_one_scheme_host_and_port(url: str, other: str, same: bool) -> None:
+    assert same_origin(url, other) is same
+
+
+def test_userinfo_is_taken_out_and_never_shown() -> None:
+    url = "http://me:t%40ken@mirror.local:8080/m/"
+    assert split_userinfo(url) == ("http://mirror.local:8080/m/", ("me", "t@ken"))
+    assert split_userinfo("https://huggingface.co/x") == ("https://huggingface.co/x", None)
+    text = f"fetching x (mirror {url} first); then https://tok@h/y and ftp://h/@z"
+    assert redact(text) == (
+        "fetching x (mirror http://***@mirror.local:8080/m/ first); then https://***@h/y "
+        "and ftp://h/@z"
+    )
+    mirror, upstream = candidates("https://hub.example/o/m/resolve/r/f", url, "hf_tok")
+    assert mirror.url == "http://mirror.local:8080/m/hub.example/o/m/resolve/r/f"
+    assert mirror.authorization == basic_auth("me", "t@ken") and "t@ken" not in repr(mirror)
+    assert upstream.authorization == "Bearer hf_tok"
+
+
+class Recorder(requests.Session):
+    """A session that answers from ``answers`` (url -> (status, headers)) and records."""
+
+    def __init__(self, answers: Mapping[str, tuple[int, dict[str, str]]]) -> None:
+        super().__init__()
+        self.answers = answers
+        self.sent: list[tuple[str, str, str | None]] = []
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kw: Any) -> Any:
+        assert kw.get("allow_redirects") is False  # every hop is the transport's to judge
+        self.sent.append((str(method), str(url), (kw.get("headers") or {}).get("Authorization")))
+        status, headers = self.answers[str(url)]
+        resp = requests.Response()
+        resp.status_code, resp.url = status, str(url)
+        resp.headers.update(headers)
+        resp.raw, resp._content = io.BytesIO(), b""
+        return resp
+
+
+def _registry(answers: Mapping[str, tuple[int, dict[str, str]]]) -> tuple[Registry, Recorder]:
+    reg = Registry("r.example", scheme="https", credential=CRED)
+    reg.session = Recorder(answers)
+    reg._basic = True  # the host asked for Basic before: sent up front
+    return reg, reg.session
+
+
+def test_a_redirect_elsewhere_or_down_to_http_carries_no_credentials() -> None:
+    blob = "https://r.example/v2/app/blobs/sha256:1"
+    reg, session = _registry({
+        blob: (307, {"Location": "http://r.example/v2/app/blobs/sha256:1?plain"}),
+        "http://r.example/v2/app/blobs/sha256:1?plain": (302, {"Location": "https://s.example/b"}),
+        "https://s.example/b": (302, {"Location": "https://r.example/v2/app/back"}),
+        "https://r.example/v2/app/back": (200, {}),
+    })  # fmt: skip
+    assert reg.request("GET", "app", "blobs/sha256:1").status_code == 200
+    auth = basic_auth("alice", "s3cret")
+    assert [a for _, _, a in session.sent] == [auth, None, None, auth]
+
+
+def test_an_upload_location_elsewhere_gets_none_and_its_401_is_named() -> None:
+    there = "https://uploads.example/u/1?_state=x"
+    reg, session = _registry({there + "&digest=sha256:1": (401, {"WWW-Authenticate": "Basic"})})
+    with pytest.raises(RegistryError) as err:
+        reg.request("PUT", "app", there + "&digest=sha256:1", data=b"x", ok=(201,))
+    assert session.sent == [("PUT", there + "&digest=sha256:1", None)]
+    assert "sent the request on to https://uploads.example" in str(err.value)
+    assert "s3cret" not in str(err.value)
+
+
+def test_an_https_registry_gets_no_password_sent_to_a_plain_http_token_server() -> None:
+    challenge = 'Bearer realm="http://auth.example/token",service="r"'
+    reg, session = _registry(
+        {"https://r.example/v2/app/manifests/1": (401, {"WWW-Authenticate": challenge})}
+    )
+    reg._basic = False
+    with pytest.raises(RegistryError, match=r"token server http://auth\.example/token, not https"):
+        reg.request("GET", "app", "manifests/1")
+    assert [url for _, url, _ in session.sent] == ["https://r.example/v2/app/manifests/1"]
+
+
+def test_a_put_follows_307_but_not_302() -> None:
+    put = "https://r.example/v2/app/manifests/1"
+    reg, session = _registry({put: (302, {"Location": "https://r.example/v2/app/other"})})
+    with pytest.raises(RegistryError, match="answered 302"):
+        reg.request("PUT", "app", "manifests/1", data=b"{}", ok=(201,))
+    assert len(session.sent) == 1  # a 302 would make the upload a GET: not followed
+
+
+def test_a_partial_file_exists_only_once_bytes_arrive(tmp_path: Path) -> None:
+    path = tmp_path / "blob.lockpipe-partial"
+    partial = Partial(path, "0" * 64, 1 << 30)
+    partial.flush(force=True)
+    assert not path.exists() and not partial.journal.exists()  # nothing reserved yet
+    partial.close()
+    assert list(tmp_path.iterdir()) == []
+    partial = Partial(path, "0" * 64, 1 << 20)
+    os.pwrite(partial.fd, b"abc", 0)
+    partial.wrote(0, 3)
+    partial.flush(force=True)
+    assert path.stat().st_size == 1 << 20  # reserved at the first bytes
+    partial.close()
+    resumed = Partial(path, "0" * 64, 1 << 20)
+    assert resumed.done.total() == 3 and resumed.read(3, 0) == b"abc"
+    resumed.reset()
+    resumed.close()  # it holds nothing now: nothing is left behind
+    assert list(tmp_path.iterdir()) == []
