@@ -46,7 +46,11 @@ def podman_service(root: Path, env: dict[str, str]) -> Iterator[str]:
         yield f"unix://{sock}"
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def empty_storage(env: dict[str, str]) -> None:

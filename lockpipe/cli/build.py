@@ -31,7 +31,7 @@ def do_reproduce(args: argparse.Namespace) -> int:
     engine = get_engine(args.engine)
     settings = Settings(state=state_dir(args, loaded), cache=args.cache.expanduser(),
                         mirror=args.mirror, force=True)  # fmt: skip
-    # Two builds each; when they differ, both images are read and compared down to the file.
+    # A cached and a clean build each; when they differ, both images are read and compared.
     names = built_here(loaded, targets(args, loaded), "reproduce")
     if args.across_engines:
         return _across(args, loaded, names, settings)

@@ -24,7 +24,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "build-frank-small": ("build:do_build", "build the vLLM frank-small image"),
     "build-llama-cuda": ("build:do_build", "build the llama.cpp CUDA variants (or those named)"),
     "build-llama-cpu": ("build:do_build", "build llama.cpp without CUDA"),
-    "reproduce": ("build:do_reproduce", "build each target twice without cache and compare"),
+    "reproduce": ("build:do_reproduce", "build each target cached and clean, and compare"),
     "lint": ("check:do_lint", "check every Dockerfile against the pinning rules"),
     "lock": ("check:do_lock", "bring pip hashes and drift fingerprints up to date (after review)"),
     "refresh-digests": ("refresh:do_refresh", "re-resolve every pin upstream (bases, llama.cpp, "

@@ -20,6 +20,10 @@ from lockpipe.errors import BuildError
 from lockpipe.lock.refs import ReferenceError, parse_ref
 
 
+class BaseNameUnsettled(BuildError):
+    """A pinned base that local storage holds first under another name could not be pulled."""
+
+
 def is_pinned_name(first: str, pinned: str) -> bool:
     """Whether storage's first name for an image is ``pinned`` as engines store it.
 
@@ -55,12 +59,15 @@ def settle_first_names(
         try:
             pull(ref)
         except BuildError as exc:
-            raise BuildError(
+            by_digest = f"{parse_ref(ref).name}@{parse_ref(ref).digest}"
+            raise BaseNameUnsettled(
                 f"{ref}: this host's {engine} storage holds the base first as {first!r}, and "
                 f"{engine} would record that name in the image history, so the image ID would "
                 f"be this host's alone. Pulling it by its pinned reference failed: make the "
-                f"registry (or a mirror in registries.conf) reachable and build again; the "
-                f"digest stays as locked.\n{exc}"
+                f"registry (or a mirror in registries.conf) reachable and build again, or, "
+                f"offline, load the base from an archive by its pinned reference (skopeo copy "
+                f"oci-archive:FILE containers-storage:{by_digest}); the digest stays as "
+                f"locked.\n{exc}"
             ) from None
         pulled.append(ref)
     return pulled

@@ -49,7 +49,9 @@ class BuildahEngine:
         return Reproducibility(True, "buildah bud --timestamp (file and config times clamped)")
 
     def build(self, req: BuildRequest, log: Log) -> str:
-        for ref in settle_first_names("buildah", req.bases, self.first_name, self.pull):
+        for ref in settle_first_names(
+            "buildah", req.bases, self.first_name, lambda ref: self.pull(ref, req.platform)
+        ):
             log(f"pulled {ref}: buildah records a base by its first local name")
         with tempfile.TemporaryDirectory() as tmp:
             iidfile = Path(tmp) / "iid"
@@ -98,8 +100,11 @@ class BuildahEngine:
             return None
         return out.strip() or None
 
-    def pull(self, ref: str) -> None:
-        cmd.call(["buildah", "pull", "--policy", "always", "--quiet", ref], error=BuildError)
+    def pull(self, ref: str, platform: str) -> None:
+        cmd.call(
+            ["buildah", "pull", "--policy", "always", "--quiet", "--platform", platform, ref],
+            error=BuildError,
+        )
 
     def layers(self, ref: str) -> list[str]:
         out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True, stdout_only=True)

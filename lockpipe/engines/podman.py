@@ -164,7 +164,9 @@ class PodmanEngine(SdkEngine):
     @sdk_call("build", error=BuildError, hint=BUILD_HINT)
     @stopped_by(PodmanStop)
     def build(self, req: BuildRequest, log: Log) -> str:
-        for ref in settle_first_names("podman", req.bases, self.first_name, self.pull):
+        for ref in settle_first_names(
+            "podman", req.bases, self.first_name, lambda ref: self.pull(ref, req.platform)
+        ):
             log(f"pulled {ref}: podman records a base by its first local name")
         params = {
             "t": req.tag,
@@ -205,11 +207,12 @@ class PodmanEngine(SdkEngine):
         return None
 
     @sdk_call("pull", error=BuildError)
-    def pull(self, ref: str) -> None:
-        resp = self.client.api.post(
-            "/images/pull", params={"reference": ref, "policy": "always", "quiet": "true"},
-            stream=True,
-        )  # fmt: skip
+    def pull(self, ref: str, platform: str) -> None:
+        os_, _, rest = platform.partition("/")
+        arch, _, variant = rest.partition("/")
+        params = {"reference": ref, "policy": "always", "quiet": "true", "OS": os_, "Arch": arch,
+                  **({"Variant": variant} if variant else {})}  # fmt: skip
+        resp = self.client.api.post("/images/pull", params=params, stream=True)
         for raw in resp.iter_lines():
             item = json.loads(raw) if raw.strip() else {}
             if item.get("error"):

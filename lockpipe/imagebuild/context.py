@@ -13,7 +13,9 @@ from pathlib import Path
 
 FROM_LABEL = "io.github.lockpipe.from"
 _FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", re.IGNORECASE)
-_ARG = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
+_ARG = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::?[-+][^}]*)?\}?$")
+_BY_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
+_HEREDOC = re.compile(r"<<-?[\"']?([A-Za-z_][A-Za-z0-9_]*)[\"']?")
 
 
 def label_instruction(labels: Mapping[str, str]) -> str:
@@ -23,8 +25,9 @@ def label_instruction(labels: Mapping[str, str]) -> str:
     )
 
 
-def mark_bases(text: str, base_args: Mapping[str, str]) -> str:
-    """``text`` with ``LABEL io.github.lockpipe.from=REF`` after each FROM of a pinned base.
+def mark_bases(text: str, base_args: Mapping[str, str]) -> tuple[str, list[str]]:
+    """``text`` with ``LABEL io.github.lockpipe.from=REF`` after each FROM of a pinned base,
+    and the references marked.
 
     buildah's layer cache takes an image for a stage's first step when its
     parent and command match, whatever base name its history comment recorded
@@ -32,15 +35,28 @@ def mark_bases(text: str, base_args: Mapping[str, str]) -> str:
     first, make this step, so no image another build left behind (the same
     Dockerfile built under another name for the base) can be taken from the cache.
     ``base_args`` maps each ARG that holds a pinned base to its reference; a
-    FROM that names a reference literally is marked too.
+    FROM that names an image by digest literally is marked (and settled) too.
+    Continuation lines, comments inside them and heredoc bodies are read as
+    Docker reads them; a ``# escape=`` other than the backslash is not.
     """
-    refs = set(base_args.values())
     out: list[str] = []
+    marked: list[str] = []
     joined: list[str] = []  # the FROM instruction so far, continuation lines joined
+    heredoc: str | None = None  # the word that ends the heredoc body being skipped
     for line in text.splitlines():
         out.append(line)
-        if not joined and not _FROM.match(line):
+        if heredoc is not None:
+            heredoc = None if line.strip() == heredoc else heredoc
             continue
+        if joined and line.lstrip().startswith("#"):
+            continue  # a comment inside a continued instruction
+        if not joined:
+            doc = _HEREDOC.search(line)
+            if doc and not _FROM.match(line):
+                heredoc = doc.group(1)
+                continue
+            if not _FROM.match(line):
+                continue
         joined.append(line.rstrip().removesuffix("\\"))
         if line.rstrip().endswith("\\"):
             continue
@@ -48,10 +64,11 @@ def mark_bases(text: str, base_args: Mapping[str, str]) -> str:
         joined = []
         word = m.group(1) if m else ""
         arg = _ARG.match(word)
-        ref = base_args.get(arg.group(1)) if arg else (word if word in refs else None)
+        ref = base_args.get(arg.group(1)) if arg else (word if _BY_DIGEST.search(word) else None)
         if ref is not None:
             out.append(label_instruction({FROM_LABEL: ref}))
-    return "\n".join(out) + "\n"
+            marked.append(ref)
+    return "\n".join(out) + "\n", marked
 
 
 def stage(
@@ -61,18 +78,19 @@ def stage(
     extra: Mapping[str, Path],
     dest: Path,
     base_args: Mapping[str, str] | None = None,
-) -> Path:
+) -> tuple[Path, list[str]]:
     """Copy ``context`` to ``dest`` with ``extra`` files (name → path) and return dest.
 
     The labels are appended to the staged Dockerfile as one LABEL line rather
     than passed through each engine's API: the libpod API takes them as a Go
     map, whose random order changed the image history (and digest) per build.
-    Each FROM of a pinned base gets its marker (:func:`mark_bases`).
+    Each FROM of a pinned base gets its marker (:func:`mark_bases`); the references
+    marked are returned with ``dest``, for the engine to settle.
     """
     shutil.copytree(context, dest, ignore=shutil.ignore_patterns("__pycache__"))
     for name, path in extra.items():
         shutil.copyfile(path, dest / name)
     target = dest / dockerfile
-    text = mark_bases(target.read_text(), base_args or {})
+    text, marked = mark_bases(target.read_text(), base_args or {})
     target.write_text(text.rstrip("\n") + "\n" + label_instruction(labels) + "\n")
-    return dest
+    return dest, marked

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from lockpipe.engines.base import BuildRequest, Engine
+from lockpipe.engines.basenames import BaseNameUnsettled
 from lockpipe.errors import BuildError, interrupted
 from lockpipe.imagebuild.context import stage
 from lockpipe.imagebuild.plan import LABEL_PREFIX, BuildPlan, plan_target
@@ -44,8 +45,14 @@ class Outcome:
     record: BuildRecord
 
 
+# How run_build stages a context and settles bases. Part of every build key, so that a
+# change to it rebuilds images a record names: 2 = the base marker and first-name settling.
+STAGING = 2
+
+
 def build_key(plan: BuildPlan, engine: str, version: str) -> str:
-    return hashlib.sha256(f"{plan.identity()}|{engine}|{version}".encode()).hexdigest()
+    material = f"{plan.identity()}|{engine}|{version}|staging-{STAGING}"
+    return hashlib.sha256(material.encode()).hexdigest()
 
 
 def _up_to_date(engine: Engine, plan: BuildPlan, key: str, s: Settings) -> BuildRecord | None:
@@ -94,13 +101,13 @@ def run_build(
                 raise interrupted(exc, resumable=True) from None
         bases = tuple(ref for _, ref in plan.bases)
         base_args = {arg: ref for arg, ref in plan.build_args if ref in bases}
-        context = stage(
+        context, marked = stage(
             plan.context, plan.dockerfile, labels, extra, Path(tmp) / "context", base_args
         )
         req = BuildRequest(
             context=context, dockerfile=plan.dockerfile, tag=plan.tag,
             build_args=dict(plan.build_args), timestamp=plan.timestamp,
-            platform=plan.platform, bases=bases, no_cache=no_cache,
+            platform=plan.platform, bases=tuple(dict.fromkeys(marked)), no_cache=no_cache,
         )  # fmt: skip
         try:
             image_id = engine.build(req, lambda line: echo(line, style="dim"))
@@ -137,6 +144,8 @@ _UNREACHABLE = (
 
 def _explain(exc: BuildError, plan: BuildPlan) -> BuildError:
     """Name the lock entry when the failure was pulling one of its pinned bases."""
+    if isinstance(exc, BaseNameUnsettled):
+        return exc  # it names the base, the other name and the fix already
     text = str(exc)
     for name, pinned in plan.bases:
         digest = pinned.rpartition("@")[2]

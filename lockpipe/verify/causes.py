@@ -110,9 +110,9 @@ HOST_HISTORY = Cause(
     "the engine wrote this host's state into the image history: buildah and podman record "
     "the base by its first name in local storage and each later step by the ID of the "
     'previous intermediate image (history comment "FROM …")',
-    "build where the pinned base's first local name is its pinned reference and without the "
-    "layer cache: lockpipe builds pull each pinned base by its reference and build no-cache "
-    "(docs/reproducibility.md); compare with an image built that way",
+    "build with lockpipe on both sides: each build pulls a pinned base whose first local name "
+    "is another one by its pinned reference, and marks each FROM so the layer cache cannot "
+    "take another build's step (docs/reproducibility.md); compare with an image built that way",
 )
 STEP = Cause(
     "step",

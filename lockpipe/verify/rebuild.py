@@ -1,6 +1,7 @@
 """Rebuild a published image from the lock on this host and compare, down to the file.
 
-The rebuild runs without cache, as ``reproduce`` does. Its image ID is the
+The rebuild runs without cache, as ``reproduce``'s second build does, under a scratch tag,
+and is not recorded. Its image ID is the
 digest of its config, and a push keeps the config's bytes, so the rebuild
 matches the published image exactly when its ID equals the config digest of
 the published manifest (the config names every layer's diff ID). Manifest

@@ -1,9 +1,11 @@
-"""``reproduce``, explained: two no-cache builds, and when they differ, why, down to the file.
+"""``reproduce``, explained: a cached and a clean build, and when they differ, why, down to
+the file.
 
 ``lockpipe.imagebuild.reproduce`` builds twice and names the first differing layer;
 it may not import this layer, so the explanation is added here: both images
-are read from the engine's storage (the first build's image stays there,
-untagged) and compared by :func:`lockpipe.verify.explain.explain`.
+are read from the engine's storage (under their scratch tags,
+``localhost/lockpipe-check/TARGET:cached|clean``) and compared by
+:func:`lockpipe.verify.explain.explain`.
 """
 
 from __future__ import annotations

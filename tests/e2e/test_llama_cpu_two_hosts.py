@@ -1,13 +1,12 @@
 """The e2e lock on a second host: an empty container storage builds the same llama-cpu image.
 
-This machine's storage is the cluttered host: the rest of the suite fills it
-with other images, names and layer caches. The same lock, built through the
-command line in a storage of its own (``CONTAINERS_STORAGE_CONF``, empty, as a
-fresh host has it; for podman an API service of its own on it), must give the
-image ID that this machine's storage gives: nothing a storage held may reach
-the image. buildah's build on this machine is the session's; podman's is made
-here (the engine and its version are part of the image, so each engine is
-compared with itself).
+The same lock, built through the command line in a storage of its own
+(``CONTAINERS_STORAGE_CONF``; for podman an API service of its own on it)
+that holds both Debian bases first under other names, as a host that copied
+them from a mirror has them, must give the image ID that this machine's
+storage gives: nothing a storage held may reach the image. buildah's build on
+this machine is the session's; podman's is made here (the engine and its
+version are part of the image, so each engine is compared with itself).
 """
 
 from __future__ import annotations
@@ -49,7 +48,11 @@ def _here(engine: str, llama_cpu: BuiltLlama, mirror: Mirror, tmp_path: Path) ->
                pytest.param("podman", marks=pytest.mark.podman)],
 )  # fmt: skip
 def test_an_empty_storage_builds_the_same_llama_cpu_image(
-    engine: str, llama_cpu: BuiltLlama, mirror: Mirror, tmp_path: Path
+    engine: str,
+    llama_cpu: BuiltLlama,
+    mirror: Mirror,
+    debian_bases: dict[str, tuple[str, str]],
+    tmp_path: Path,
 ) -> None:
     here = _here(engine, llama_cpu, mirror, tmp_path)
     root = tmp_path / "fresh-host"
@@ -57,6 +60,11 @@ def test_an_empty_storage_builds_the_same_llama_cpu_image(
     state = root / "state"
     with contextlib.ExitStack() as stack:
         stack.callback(empty_storage, env)
+        for ref, digest in debian_bases.values():
+            alias = f"{ref.split('/', 1)[0]}/lockpipe-e2e/mirror-{ref.rsplit('/', 1)[1]}"
+            subprocess.run(["skopeo", "copy", "--quiet", "--src-tls-verify=false",
+                            f"docker://{ref.rpartition(':')[0]}@{digest}",
+                            f"containers-storage:{alias}"], env=env, check=True)  # fmt: skip
         if engine == "podman":
             env["LOCKPIPE_PODMAN_URL"] = stack.enter_context(podman_service(root, env))
         out = subprocess.run(

@@ -171,7 +171,7 @@ def test_bind_mount_reads_the_context_without_copy(
     assert outcome.built and engine.image_id(lock.target("app").tag) == outcome.record.image_id
 
 
-def test_reproduce_builds_twice_without_cache_and_says_why_when_they_differ(
+def test_reproduce_compares_a_cached_and_a_clean_build_and_leaves_the_record(
     engine: Engine, busybox_base: tuple[str, str], tmp_path: Path
 ) -> None:
     from lockpipe.imagebuild.reproduce import reproduce_target
@@ -179,6 +179,10 @@ def test_reproduce_builds_twice_without_cache_and_says_why_when_they_differ(
     lock = load_lock(_lock(tmp_path, busybox_base, engine.name))
     spy = CountingEngine(engine)
     settings = Settings(state=tmp_path / "s", cache=tmp_path / "c")
+    built = build_target(lock, "app", spy, settings)  # type: ignore[arg-type]
+    record = next((tmp_path / "s").rglob("app.json"))
+    before = record.read_bytes()
+    spy.builds.clear()
     result = reproduce_target(lock, "app", spy, settings)  # type: ignore[arg-type]
     assert len(spy.builds) == 2
     if engine.name in ("buildah", "podman") or engine.reproducibility().reproducible:
@@ -187,9 +191,11 @@ def test_reproduce_builds_twice_without_cache_and_says_why_when_they_differ(
         # dockerd 20.10 (Debian 12): the layers match but the config's times differ, and the
         # pipeline says why. A newer dockerd (26.1 on Debian 13) may agree; the probe decides.
         assert "differs" in result.why and "SOURCE_DATE_EPOCH" in result.why
-    # The second build is kept: a plain build afterwards is a no-op.
-    again = build_target(lock, "app", spy, Settings(state=tmp_path / "s", cache=tmp_path / "c"))  # type: ignore[arg-type]
-    assert not again.built and again.record.image_id == result.second
+    # The user's build, its record and its tag are left as they were: a plain build
+    # afterwards is a no-op that names the user's image.
+    assert record.read_bytes() == before
+    again = build_target(lock, "app", spy, settings)  # type: ignore[arg-type]
+    assert not again.built and again.record.image_id == built.record.image_id
 
 
 def test_run_state_logs_and_stop(engine: Engine, busybox_base: tuple[str, str]) -> None:

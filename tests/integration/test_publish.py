@@ -193,7 +193,10 @@ def test_publish_pull_verify_round_trip(
     # What smoke checks a pulled image against, and the unit deploy renders for it.
     assert read_published(entry.pinned).image_id == record.image_id
     out = tmp_path / "deploy"
+    # No smoke ran here, so deploy's gate refuses the image unless told: --force.
     assert repo.cli("deploy", "app", "--published", "--no-inspect", "--no-verify",
+                    "--podman-version", "5.4", "--out", str(out)) == 19  # fmt: skip
+    assert repo.cli("deploy", "app", "--published", "--no-inspect", "--no-verify", "--force",
                     "--podman-version", "5.4", "--out", str(out)) == 0  # fmt: skip
     assert f"Image={entry.pinned}\n" in (out / "app.container").read_text()
 

@@ -45,12 +45,35 @@ def test_each_from_of_a_pinned_base_is_marked_and_nothing_else() -> None:
         "ARG BASE\nFROM --platform=linux/amd64 ${BASE} AS build\nRUN true\n"
         "FROM build AS second\nFROM \\\n  $BASE\nFROM scratch\nFROM ref@sha256:1\n"
     )
-    out = mark_bases(text, {"BASE": "ref@sha256:1"}).splitlines()
-    label = 'LABEL "io.github.lockpipe.from"="ref@sha256:1"'
+    pin = "ref@sha256:" + "1" * 64
+    text = text.replace("ref@sha256:1", pin)
+    staged, marked = mark_bases(text, {"BASE": pin})
+    out = staged.splitlines()
+    label = f'LABEL "io.github.lockpipe.from"="{pin}"'
     assert out[2] == label and out[3] == "RUN true"
     assert out[4] == "FROM build AS second" and out[5] == "FROM \\"
     assert out[6:8] == ["  $BASE", label]
-    assert out[8] == "FROM scratch" and out[9:] == ["FROM ref@sha256:1", label]
+    assert out[8] == "FROM scratch" and out[9:] == [f"FROM {pin}", label]
+    assert marked == [pin, pin, pin]
+
+
+def test_heredocs_comments_and_defaults_are_read_as_docker_reads_them() -> None:
+    from lockpipe.imagebuild.context import mark_bases
+
+    pin = "r@sha256:" + "2" * 64
+    text = (
+        "FROM ${BASE:-x} AS a\n"
+        "COPY <<EOF /notes\nFROM ${BASE}\nEOF\n"
+        "FROM \\\n# a comment\n  ${BASE}\n"
+        "FROM other@sha256:" + "3" * 64 + "\n"
+    )
+    staged, marked = mark_bases(text, {"BASE": pin})
+    out = staged.splitlines()
+    label = f'LABEL "io.github.lockpipe.from"="{pin}"'
+    assert out[1] == label  # the ARG with a default
+    assert out[2:5] == ["COPY <<EOF /notes", "FROM ${BASE}", "EOF"]  # the body is content
+    assert out[5:9] == ["FROM \\", "# a comment", "  ${BASE}", label]
+    assert marked == [pin, pin, "other@sha256:" + "3" * 64]
 
 
 def test_a_first_name_other_than_the_pin_is_pulled_and_a_failed_pull_names_the_fix() -> None:
