@@ -97,6 +97,14 @@ def unit(session: nox.Session) -> None:
     session.run("pytest", "tests/unit", *session.posargs)
 
 
+@nox.session(name="vllm-parser", python=PYTHON)
+def vllm_parser(session: nox.Session) -> None:
+    """vLLM's own serve-argument parser for preflight: a venv with torch (CPU) and what the
+    parser imports (constraints/vllm-parser-VERSION.txt), the pinned wheel's .py tree."""
+    _install(session, RUNTIME)
+    session.run("python", "-m", "lockpipe.preflight.vllm_parser_env", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def constraints(session: nox.Session) -> None:
     """Re-resolve constraints/*.txt from pyproject.toml, with hashes, for Python 3.10+."""

@@ -141,6 +141,11 @@ def add_preflight_options(p: argparse.ArgumentParser) -> None:
                    "default: the payloads verb's store, used when it is there)")  # fmt: skip
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON")
     p.add_argument("--strict", action="store_true", help="warnings and UNKNOWN fail too")
+    p.add_argument("--vllm-parser", metavar="DIR|off", default=_env("LOCKPIPE_VLLM_PARSER"),
+                   help="vLLM's own serve-argument parser, as nox -s vllm-parser builds it "
+                   "(LOCKPIPE_VLLM_PARSER; default CACHE/vllm-parser/VERSION); off, or "
+                   "not built: lockpipe's extract reads the command, and the report says "
+                   "so")  # fmt: skip
     what_if = p.add_argument_group(
         "what if (override the target's own values; one its runtime lacks is named, and skipped)"
     )

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from lockpipe.cli.options import targets
 from lockpipe.errors import CHECK_FAILED_RUN, GpuAttachError, LockError, UsageError
-from lockpipe.lock.model import Lock, load_lock
+from lockpipe.lock.model import Lock, Target, load_lock
 from lockpipe.log import echo
 from lockpipe.payloads.store import default_store
-from lockpipe.preflight import config, external, host, plan, report
+from lockpipe.preflight import config, external, host, plan, report, vllm_parser, vllm_rules
 from lockpipe.preflight.verdict import TargetReport
 from lockpipe.preflight.whatif import Overrides
 
@@ -92,6 +92,48 @@ def _store(args: argparse.Namespace) -> Path:
     return Path(args.store)
 
 
+def _parser_env(
+    args: argparse.Namespace, version: str
+) -> vllm_parser.ParserEnv | vllm_parser.Unavailable:
+    """Where vLLM ``version``'s parser is (--vllm-parser, else under --cache), if usable."""
+    if args.vllm_parser == vllm_parser.OFF:
+        return vllm_parser.Unavailable(
+            reason="vLLM's parser is turned off (--vllm-parser off, LOCKPIPE_VLLM_PARSER)",
+            fix="leave --vllm-parser out",
+        )
+    where = Path(args.vllm_parser) if args.vllm_parser else vllm_parser.env_dir(args.cache, version)
+    return vllm_parser.find_env(where, version, vllm_rules.release(version)["wheel"])
+
+
+def _vllm_parses(
+    args: argparse.Namespace, targets: Sequence[Target], over: Overrides
+) -> dict[str, vllm_parser.Parsed]:
+    """Each vLLM target's serve command, as asked, through its version's own parser: one
+    run per version; Unavailable (and a line saying so) where that parser cannot run."""
+    groups: dict[str, list[Target]] = {}
+    for t in targets:
+        if t.serve.runtime == "vllm" and t.external is None:
+            groups.setdefault(t.build_args.get("VLLM_VERSION", "?"), []).append(t)
+    out: dict[str, vllm_parser.Parsed] = {}
+    for version, group in groups.items():
+        names = ", ".join(t.name for t in group)
+        found = _parser_env(args, version)
+        if isinstance(found, vllm_parser.ParserEnv):
+            commands = [vllm_parser.asked(t.serve.command, over) for t in group]
+            parsed = vllm_parser.parse(found, commands)
+            out.update(zip((t.name for t in group), parsed, strict=True))
+        else:
+            out.update((t.name, found) for t in group)
+        gone = [p for p in (out[t.name] for t in group) if isinstance(p, vllm_parser.Unavailable)]
+        if gone:
+            echo(f"preflight: vLLM {version}'s own parser did not read the serve command of "
+                 f"{names}; lockpipe's extract did: {gone[0].reason} (fix: {gone[0].fix})",
+                 style="yellow")  # fmt: skip
+        else:
+            echo(f"preflight: vLLM {version}'s own parser read the serve command of {names}")
+    return out
+
+
 def _failures(reports: Sequence[TargetReport], strict: bool, over: Overrides) -> str:
     """One line: which target fails, on which checks, as locked or as asked."""
     parts = []
@@ -118,7 +160,9 @@ def do_preflight(args: argparse.Namespace) -> int:
         echo(f"preflight: no host card ({no_card.splitlines()[0]}); each target is judged "
              "on the card preflight.json names for it", style="yellow")  # fmt: skip
     reports = []
-    for name in targets(args, loaded):
+    names = targets(args, loaded)
+    parses = _vllm_parses(args, [loaded.target(n) for n in names], over)
+    for name in names:
         target = loaded.target(name)
         ignored, why = over.not_for(target.serve.runtime)
         if ignored:
@@ -138,7 +182,7 @@ def do_preflight(args: argparse.Namespace) -> int:
                 "in preflight.json"
             )
         shape = plan.model_shape(loaded, cfg, target, store if store.is_dir() else None)
-        reports.append(plan.evaluate(loaded, cfg, target, this, shape, over))
+        reports.append(plan.evaluate(loaded, cfg, target, this, shape, over, parses.get(name)))
     report.show(reports)
     if args.json:
         report.write_json(args.json, reports, strict=args.strict)

@@ -17,5 +17,8 @@ Pure planning from the lock, model metadata (a GGUF header or a Hugging Face
 - :mod:`.plan`: one target in, one :class:`.verdict.TargetReport` out, under the
   command line's what-ifs (:mod:`.whatif`).
 
-Only :func:`.host.nvidia_smi` runs a program (``nvidia-smi``, through ``lockpipe.cmd``).
+Two functions run a program, through ``lockpipe.cmd``: :func:`.host.nvidia_smi`
+(``nvidia-smi``) and :func:`.vllm_parser.parse`, vLLM's own serve-argument parser from the
+pinned wheel in a CPU-only Python (:mod:`.vllm_parse_child`; :mod:`.vllm_parser_env` builds
+that Python, ``nox -s vllm-parser``).
 """

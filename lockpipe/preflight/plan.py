@@ -26,6 +26,7 @@ from lockpipe.preflight import (
     plan_vllm,
     recurrent,
     vllm_args,
+    vllm_parser,
     vllm_rules,
 )
 from lockpipe.preflight.config import ModelEntry, PreflightConfig, TargetPlan
@@ -220,17 +221,23 @@ def _vllm(
     shape: ModelShape,
     weights: int | None,
     over: Overrides,
+    by_vllm: vllm_parser.Parsed | None = None,
 ) -> tuple[list[Check], list[Figure], dict[str, Any]]:
     parsed = vllm_args.parse_args(target.serve.command)
-    args = replace(
+    extract = replace(
         parsed,
         kv_dtype=over.kv_dtype or parsed.kv_dtype,
         backend=over.attention_backend or parsed.backend,
         max_model_len=over.max_model_len or parsed.max_model_len,
     )
+    # vLLM's own parse of the command as asked, when it ran and accepted it; else the extract
+    args = extract
+    if isinstance(by_vllm, vllm_parser.Accepted):
+        args = vllm_parser.as_vllm_args(by_vllm.engine, extract)
+    said = vllm_parser.check(by_vllm, target.name) if by_vllm else None
     dockerfile = lock.root / target.context / target.dockerfile
     env = vllm_args.dockerfile_env(dockerfile.read_text()) if dockerfile.is_file() else {}
-    return plan_vllm.evaluate(
+    checks, figures, numbers = plan_vllm.evaluate(
         plan_vllm.VllmTarget(
             args=args,
             facts=vllm_rules.release(target.build_args.get("VLLM_VERSION", "?")),
@@ -242,6 +249,9 @@ def _vllm(
             declared_parallel=target.serve.parallel,
         )
     )
+    read = vllm_parser.figure(by_vllm, args)
+    numbers["serve_command"] = f"{read.value} ({read.note})"
+    return ([said] if said else []) + checks, [read, *figures], numbers
 
 
 def evaluate(
@@ -251,10 +261,13 @@ def evaluate(
     card: host.Card | None,
     shape: ModelShape | None,
     over: Overrides,
+    by_vllm: vllm_parser.Parsed | None = None,
 ) -> TargetReport:
     """The report of one target on ``card`` (None: a CPU build, or no card known).
 
-    ``shape`` None (unknown): the host checks only, and an UNKNOWN verdict.
+    ``shape`` None (unknown): the host checks only, and an UNKNOWN verdict. ``by_vllm``:
+    a vLLM target's serve command (as asked) through vLLM's own parser
+    (:mod:`.vllm_parser`); None when the caller did not run it, and the extract reads it.
     """
     plan, weights = cfg.target(target.name), weights_bytes(lock, cfg, target)
     cpu = target.build_args.get("GGML_CUDA", "ON").upper() == "OFF"
@@ -271,7 +284,7 @@ def evaluate(
     elif gpu is None:
         raise UsageError(f"targets.{target.name}: a vLLM target needs a card (--gpu CARD)")
     else:
-        checks, figures, numbers = _vllm(lock, target, plan, gpu, shape, weights, over)
+        checks, figures, numbers = _vllm(lock, target, plan, gpu, shape, weights, over, by_vllm)
     if gpu is not None:
         checks = host_checks(lock, cfg, target, gpu) + checks
     if shape is not None and shape.disagrees:

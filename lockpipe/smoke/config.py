@@ -5,7 +5,7 @@ so tuning a prompt or a baseline never changes a fingerprint or a build key.
 Per target: ``ready_seconds``, ``generation`` (prompts and the words each answer
 must hold), optional ``image`` and ``audio`` checks, and ``probes`` with a
 ``tolerance``: throughput and spec-decode baselines, each under the serving shape it was
-measured in (``"probes": {"kv=bf16,ctx=262144,par=2": {"pp@67k": {…}}}``, see
+measured in (``"probes": {"kv=bfloat16,ctx=131072,par=2": {"pp@67k": {…}}}``, see
 :mod:`lockpipe.smoke.shape`), read by metrics.load_baselines.
 """
 

@@ -323,7 +323,8 @@ def load_baselines(path: Path) -> dict[str, dict[str, dict[str, Probe]]]:
 
 
 def _shape_probes(where: str, key: str, raw: Any, tol: Any) -> dict[str, Probe]:
-    if parse_key(key) is None:
+    shape = parse_key(key)
+    if shape is None:
         raise MetricsError(
             f"{where}: {key!r} is not a serving shape key; write {FORMAT}, e.g. {EXAMPLE} "
             "(from the lock's targets.NAME.serve: kv_dtype, context, parallel), and put the "
@@ -334,8 +335,14 @@ def _shape_probes(where: str, key: str, raw: Any, tol: Any) -> dict[str, Probe]:
     out = {}
     for pname, probe in raw.items():
         try:
-            probe_tokens(pname)
+            _, size = probe_tokens(pname)
         except MetricsError as exc:
             raise MetricsError(f"{where}.{key}: {exc}") from None
+        if size and shape.context and size >= shape.context:  # it must leave a token to generate
+            raise MetricsError(
+                f"{where}.{key}.{pname}: a {size:,}-token prompt cannot fit this shape's "
+                f"{shape.context:,}-token context, so it was not measured in this shape; "
+                "file it under the shape it ran in, or drop it"
+            )
         out[pname] = _probe(f"{where}.{key}.{pname}", probe, tol)
     return out

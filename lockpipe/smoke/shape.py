@@ -7,7 +7,9 @@ only by the baselines of its own shape, the one its lock entry (``targets.NAME.s
 ``kv_dtype``, ``context``, ``parallel``) declares.
 
 The key: ``kv=KV_DTYPE,ctx=CONTEXT,par=PARALLEL``, in that order, with ``default`` for a
-value the lock leaves to the runtime: ``kv=bf16,ctx=262144,par=2``, ``kv=q8_0,ctx=default,par=1``.
+value the lock leaves to the runtime: ``kv=bfloat16,ctx=131072,par=2``,
+``kv=q8_0,ctx=default,par=1``. A ``pp@N``/``tg@N`` baseline must fit its shape's context:
+a prompt of N tokens cannot have been measured in a shorter one.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from lockpipe.lock.model import Serve
 
 DEFAULT = "default"
-EXAMPLE = "kv=bf16,ctx=262144,par=2"
+EXAMPLE = "kv=bfloat16,ctx=131072,par=2"  # frank-small as locked
 _KEY = re.compile(
     r"^kv=([A-Za-z0-9][A-Za-z0-9_.-]*),ctx=([1-9][0-9]*|default),par=([1-9][0-9]*|default)$"
 )

@@ -1,4 +1,6 @@
-"""Unit tests are pure: any attempt to open a network connection fails the test."""
+"""Unit tests are pure: any attempt to open a network connection fails the test, and
+preflight never starts vLLM's own parser (seconds of torch imports; the integration tests
+run it): its serve commands are read by the extract, as the report then says."""
 
 from __future__ import annotations
 
@@ -16,4 +18,5 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setenv("LOCKPIPE_VLLM_PARSER", "off")
     yield

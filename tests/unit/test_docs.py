@@ -43,8 +43,9 @@ def test_every_session_the_docs_name_exists() -> None:
 
 def test_every_verb_is_a_session_and_back() -> None:
     assert set(VERBS) <= _sessions()
-    # lint is both; tests and unit run pytest; constraints re-pins lockpipe's own deps
-    assert _sessions() - set(VERBS) == {"tests", "unit", "constraints"}
+    # lint is both; tests and unit run pytest; constraints re-pins lockpipe's own deps;
+    # vllm-parser builds vLLM's own serve-argument parser for preflight
+    assert _sessions() - set(VERBS) == {"tests", "unit", "constraints", "vllm-parser"}
 
 
 def test_gpu_workflow_runs_on_the_gpu_label_and_names_real_sessions() -> None:

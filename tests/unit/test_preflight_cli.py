@@ -43,10 +43,10 @@ def run(tmp_path: Path, *argv: str) -> tuple[int, dict[str, Any]]:
 
 def test_the_lock_as_it_stands_on_the_3090(tmp_path: Path) -> None:
     code, by = run(tmp_path, "--gpu", "rtx3090", "--driver", "610.57.04")
-    assert code == CHECK_FAILED_RUN
-    assert by["frank-small"]["verdict"] == "fail"  # TURBOQUANT cannot run Gemma 4's layers
-    verdicts = {t: by[t]["verdict"] for t in ("llama-cpu", "llama-cuda", "llama-cuda-slots")}
-    assert verdicts == {"llama-cpu": "pass", "llama-cuda": "pass", "llama-cuda-slots": "pass"}
+    assert code == 0  # frank-large is unknown (external), which passes without --strict
+    names = ("frank-small", "llama-cpu", "llama-cuda", "llama-cuda-slots")
+    verdicts = {t: by[t]["verdict"] for t in names}
+    assert verdicts == dict.fromkeys(names, "pass")  # frank-small: bf16 at 131,072 (issue 17)
     slots = by["llama-cuda-slots"]["numbers"]
     assert (slots["fixed_mib"], slots["per_slot_mib"], slots["max_slots"]) == (8546, 3450, 4)
     assert slots["budget_from"] == "calibrated" and slots["need_mib"] == 22346

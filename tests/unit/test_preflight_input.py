@@ -19,6 +19,7 @@ from lockpipe.cli.options import add_preflight_options
 from lockpipe.errors import CHECK_FAILED_RUN, LockError, UsageError
 from lockpipe.preflight import config, report
 from lockpipe.preflight.verdict import Check, Status, TargetReport
+from tests.frank_small import TURBOQUANT_WHAT_IF
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = REPO / "locks" / "digests.json"
@@ -214,9 +215,13 @@ def test_an_unknown_backend_gets_no_pass_row(tmp_path: Path) -> None:
 def test_the_failure_line_says_what_failed_and_whether_as_asked(
     tmp_path: Path, lines: list[str]
 ) -> None:
-    code, _ = run(tmp_path, "--gpu", "rtx3090", "frank-small")
+    code, _ = run(tmp_path, "--gpu", "rtx3090", "--strict", "frank-large")
     assert code == CHECK_FAILED_RUN
-    assert lines[-1].startswith("preflight: as locked, frank-small fails (")
+    assert lines[-1].startswith("preflight: as locked, frank-large is unknown (")
+    code, _ = run(tmp_path, "--gpu", "rtx3090", *TURBOQUANT_WHAT_IF, "frank-small")
+    assert code == CHECK_FAILED_RUN
+    assert lines[-1].startswith(f"preflight: as asked ({' '.join(TURBOQUANT_WHAT_IF)}), "
+                                "frank-small fails (")  # fmt: skip
     assert "backend" in lines[-1] and "would not fit" not in lines[-1]
     code, _ = run(tmp_path, "--gpu", "rtx3090", "--parallel", "5", "--ctx-size", "1310720",
                   "llama-cuda-slots")  # fmt: skip

@@ -14,12 +14,10 @@ from typing import Any
 
 import pytest
 
-from lockpipe.cli import options
-from lockpipe.cli.options import add_preflight_options
-from lockpipe.cli.preflight import do_preflight
 from lockpipe.errors import CHECK_FAILED_RUN
 from lockpipe.preflight import config, vllm_rules
 from lockpipe.preflight.shape import from_hf_config
+from tests.frank_small import run_preflight
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = REPO / "locks" / "digests.json"
@@ -31,19 +29,7 @@ SEEDS_PER_SLOT_MIB = 3450  # the seeds: 11,996 MiB at 1 slot, 22,346 at 4 (000_6
 def run(
     tmp_path: Path, *argv: str, lock: Path = LOCK, preflight: Path = PREFLIGHT
 ) -> tuple[int, dict[str, Any]]:
-    parser = options.Parser(prog="lockpipe preflight", parents=[options.common()])
-    parser.add_argument("targets", nargs="*")
-    add_preflight_options(parser)
-    out = tmp_path / "report.json"
-    (tmp_path / "no-store").mkdir(exist_ok=True)
-    args = parser.parse_args(
-        ["--lock", str(lock), "--store", str(tmp_path / "no-store"), "--preflight",
-         str(preflight), "--json", str(out), *argv]
-    )  # fmt: skip
-    args.verb = "preflight"
-    code = do_preflight(args)
-    report: dict[str, Any] = json.loads(out.read_text())
-    return code, {t["target"]: t for t in report["targets"]}
+    return run_preflight(tmp_path, "--preflight", str(preflight), *argv, lock=lock)
 
 
 def check(target: dict[str, Any], name: str) -> dict[str, Any]:

@@ -221,7 +221,12 @@ def _probes(probes: object) -> dict[str, object]:
          r"baselines\.json: targets\.t\.probes: 'accept' is not a serving shape key; write "
          r"kv=KV_DTYPE,ctx=CONTEXT,par=PARALLEL"),
         (_probes({"kv=bf16,par=2,ctx=4096": {}}), r"targets\.t\.probes: 'kv=bf16,par=2,ctx=4096'"),
-        (_probes({"kv=bf16,ctx=4k,par=2": {}}), "e.g. kv=bf16,ctx=262144,par=2"),
+        (_probes({"kv=bf16,ctx=4k,par=2": {}}), "e.g. kv=bfloat16,ctx=131072,par=2"),
+        # the seeds' pp@213k under frank-small's 131,072-token shape: it cannot have run there
+        (_probes({"kv=bfloat16,ctx=131072,par=2": {"pp@213k": {"value": 608}}}),
+         r"131072,par=2\.pp@213k: a 213,000-token prompt cannot fit this shape's "
+         r"131,072-token context"),
+        (_probes({"kv=f16,ctx=8192,par=1": {"tg@8192": {"value": 9}}}), r"tg@8192: a 8,192"),
         (_probes({BF16: []}), rf"targets\.t\.probes\.{BF16}: must be an object"),
         (_probes({BF16: {"pp@1x": {"value": 1}}}), rf"probes\.{BF16}: 'pp@1x'"),
         (_probes({BF16: {"pp@1": 5}}), rf"probes\.{BF16}\.pp@1: must be"),

@@ -17,7 +17,7 @@ from lockpipe.errors import CheckFailed
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, write_record
 from lockpipe.imagebuild.run import build_key
-from lockpipe.lock.model import load_lock
+from lockpipe.lock.model import Lock, load_lock
 from lockpipe.preflight import config as preflight_config
 from lockpipe.preflight import host, plan
 from lockpipe.preflight.whatif import Overrides
@@ -28,6 +28,7 @@ from lockpipe.smoke.probes import speculates
 from lockpipe.smoke.report import CheckResult, SmokeReport
 from lockpipe.smoke.runner import SmokeOptions, smoke_target
 from tests import fake_engine
+from tests.frank_small import turboquant
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = load_lock(REPO / "locks" / "digests.json")
@@ -111,13 +112,13 @@ def expectations(tmp_path: Path, probes: dict[str, object]) -> Path:
     return path
 
 
-def smoke(tmp_path: Path, state: Path, expect: Path, engine: FakeEngine,
-          name: str = "llama-cpu", **options: object) -> SmokeReport:  # fmt: skip
+def smoke(tmp_path: Path, state: Path, expect: Path, engine: FakeEngine, name: str = "llama-cpu",
+          lock: Lock = LOCK, **options: object) -> SmokeReport:  # fmt: skip
     spec = load_smoke(expect)[name] if expect.is_file() else load_smoke(
         REPO / "locks" / "smoke.json")[name]  # fmt: skip
-    paths = {p: STORE / p / "f" for p in LOCK.target(name).payloads}
+    paths = {p: STORE / p / "f" for p in lock.target(name).payloads}
     o = SmokeOptions(store=STORE, state=state, out=tmp_path / "out", **options)  # type: ignore[arg-type]
-    return smoke_target(LOCK, name, spec, engine, paths, o)
+    return smoke_target(lock, name, spec, engine, paths, o)
 
 
 def row(report: SmokeReport, name: str) -> CheckResult:
@@ -286,18 +287,20 @@ def test_acceptance_on_b10069_comes_from_the_answer_s_timings(
 def test_a_gpu_smoke_runs_preflight_first_and_a_failing_shape_never_starts(
     tmp_path: Path, state: Path, fake_nvidia_smi: Path
 ) -> None:
-    """frank-small as locked: vLLM 0.29.0's TURBOQUANT backend cannot serve Gemma 4's
-    sliding layers (docs/preflight.md), so the container would crash-loop on the 3090. The
-    gate runs before any payload is fetched or container started (cli/serve.py)."""
+    """frank-small in the seeds' TurboQuant shape: vLLM 0.29.0's TURBOQUANT backend cannot
+    serve Gemma 4's sliding layers (docs/preflight.md), so the container would crash-loop on
+    the 3090. The gate runs before any payload is fetched or container started
+    (cli/serve.py); the lock's own bf16 shape passes it."""
     with pytest.raises(CheckFailed) as info:
-        gpu_gate(LOCK, "frank-small", gpu=True, store=STORE)
+        gpu_gate(turboquant(LOCK), "frank-small", gpu=True, store=STORE)
     text = str(info.value)
     assert "preflight on NVIDIA GeForce RTX 3090" in text and "TURBOQUANT" in text
     assert "lockpipe preflight frank-small" in text
     gpu_gate(
         LOCK, "llama-cuda", gpu=True, store=STORE
     )  # the calibrated 3090 shape passes, and memory is free
-    gpu_gate(LOCK, "frank-small", gpu=False, store=STORE)  # no --gpu: nothing to judge
+    gpu_gate(LOCK, "frank-small", gpu=True, store=STORE)  # the lock's bf16 shape passes
+    gpu_gate(turboquant(LOCK), "frank-small", gpu=False, store=STORE)  # no --gpu: no judging
 
 
 def test_a_target_that_drafts_has_its_acceptance_measured_without_a_probe(
@@ -340,5 +343,5 @@ def test_an_old_driver_alone_warns_and_a_direct_caller_is_gated_too(
     engine = FakeEngine(running=False)
     with pytest.raises(CheckFailed, match="TURBOQUANT"):  # smoke_target gates on its own
         smoke(tmp_path, state, tmp_path / "none.json", engine, name="frank-small", gpu=True,
-              port_timeout=0.0)  # fmt: skip
+              port_timeout=0.0, lock=turboquant(LOCK))  # fmt: skip
     assert engine.specs == []

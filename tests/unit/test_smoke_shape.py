@@ -15,7 +15,7 @@ LOCK = load_lock(REPO / "locks" / "digests.json")
 
 def test_each_committed_target_has_the_shape_its_serve_entry_declares() -> None:
     assert {n: shape_of(t.serve).key for n, t in LOCK.targets.items()} == {
-        "frank-small": "kv=turboquant_k8v4,ctx=262144,par=2",
+        "frank-small": "kv=bfloat16,ctx=131072,par=2",  # bf16 KV, two 131,072-token sessions
         "llama-cpu": "kv=f16,ctx=8192,par=1",
         "llama-cuda": "kv=q8_0,ctx=default,par=1",  # --fit sizes the context
         "llama-cuda-mtp": "kv=f16,ctx=131072,par=1",  # Qwen3.8-27B -mtp, one slot
@@ -27,7 +27,7 @@ def test_each_committed_target_has_the_shape_its_serve_entry_declares() -> None:
 @pytest.mark.parametrize(
     ("key", "shape"),
     [
-        (EXAMPLE, Shape("bf16", 262144, 2)),
+        (EXAMPLE, Shape("bfloat16", 131072, 2)),
         ("kv=turboquant_k8v4,ctx=262144,par=2", Shape("turboquant_k8v4", 262144, 2)),
         ("kv=default,ctx=default,par=default", Shape(None, None, None)),
     ],

@@ -104,7 +104,7 @@ UNPINNED_PLAN = """\
 frank-small -> localhost/vllm/vllm-openai:frank-small  (linux/amd64, SOURCE_DATE_EPOCH=1793491200)
   payload     gemma-4-12b-qat-w4a16 [model] google/gemma-4-12B-it-qat-w4a16-ct@dcfe122/ (snapshot)
               model.safetensors UNPINNED: no size, sha256 or git_sha1
-  serve       vllm :7771 context=262144, parallel=2, kv=turboquant_k8v4
+  serve       vllm :7771 context=131072, parallel=2, kv=bfloat16
 """
 PINNED_PLAN = UNPINNED_PLAN.replace(
     "UNPINNED: no size, sha256 or git_sha1", "10999137120 B sha256 " + "5" * 64

@@ -1,0 +1,174 @@
+"""Build the environment vLLM's own argument parser runs in (``nox -s vllm-parser``).
+
+``python -m lockpipe.preflight.vllm_parser_env [--lock LOCK] [--cache DIR]`` builds, for
+each ``VLLM_VERSION`` the lock's targets name, ``CACHE/vllm-parser/VERSION``:
+
+- ``venv/``: a venv of this Python with ``constraints/vllm-parser-VERSION.txt``
+  installed (``--require-hashes``): torch (the CPU build) and the pure-Python packages the
+  parser imports; vLLM itself is not installed;
+- the wheel the preflight rules were extracted from (``data/vllm-VERSION.json``: its file
+  name and sha256), fetched by pip with that hash, and ``tree/``, its ``.py`` files;
+- ``env.json``, written last, after a trial parse: what was built from what.
+
+A complete environment whose inputs have not changed is kept (a trial parse first
+proves it still runs); otherwise it is built again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lockpipe import cmd
+from lockpipe.errors import FetchError, LockpipeError
+from lockpipe.fs import cache_home
+from lockpipe.lock.model import Lock, load_lock
+from lockpipe.log import echo
+from lockpipe.preflight import vllm_rules
+from lockpipe.preflight.vllm_parser import (
+    MARKER,
+    Accepted,
+    ParserEnv,
+    Unavailable,
+    env_dir,
+    find_env,
+    parse,
+)
+
+TRIAL = ("vllm", "serve", "trial-model", "--max-model-len", "1024")
+
+
+def versions(lock: Lock) -> list[str]:
+    """The vLLM versions the lock's vLLM targets build with (``VLLM_VERSION``)."""
+    found = {
+        t.build_args["VLLM_VERSION"]
+        for t in lock.targets.values()
+        if t.serve.runtime == "vllm" and "VLLM_VERSION" in t.build_args
+    }
+    return sorted(found)
+
+
+def constraints_for(root: Path, version: str) -> Path:
+    return root / "constraints" / f"vllm-parser-{version}.txt"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _wanted(version: str, wheel: Mapping[str, Any], constraints: Path) -> dict[str, Any]:
+    return {
+        "vllm": version,
+        "wheel": wheel["file"],
+        "sha256": wheel["sha256"],
+        "constraints": constraints.name,
+        "constraints_sha256": _sha256(constraints),
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+    }
+
+
+def _trial(env: ParserEnv) -> str | None:
+    """None when the parser accepts a plain serve command; else why not."""
+    result = parse(env, [TRIAL])[0]
+    if isinstance(result, Accepted):
+        return None
+    return result.reason if isinstance(result, Unavailable) else result.message
+
+
+def _fetch_wheel(python: Path, dest: Path, version: str, wheel: Mapping[str, Any]) -> Path:
+    path = dest / str(wheel["file"])
+    if path.is_file() and _sha256(path) == wheel["sha256"]:
+        return path
+    with tempfile.TemporaryDirectory(prefix="lockpipe-vllm-wheel-") as tmp:
+        req = Path(tmp) / "vllm.txt"
+        req.write_text(f"vllm=={version} --hash=sha256:{wheel['sha256']}\n", encoding="utf-8")
+        cmd.call([str(python), "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                  "--require-hashes", "-r", str(req), "-d", str(dest)])  # fmt: skip
+    if not path.is_file():
+        raise FetchError(f"pip fetched no {wheel['file']} (vllm=={version}) into {dest}")
+    return path
+
+
+def _extract(wheel: Path, tree: Path) -> int:
+    """The wheel's ``.py`` files into ``tree`` (replaced whole); how many."""
+    partial = tree.with_name(tree.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    with zipfile.ZipFile(wheel) as z:
+        members = [m for m in z.namelist() if m.endswith(".py") and ".dist-info/" not in m]
+        z.extractall(partial, members)
+    shutil.rmtree(tree, ignore_errors=True)
+    partial.rename(tree)
+    return len(members)
+
+
+def build(root: Path, cache: Path, version: str, where: Path | None = None) -> ParserEnv:
+    """The parser environment for vLLM ``version`` at ``where`` (default under ``cache``),
+    built or kept; LockpipeError when it cannot be built or does not parse."""
+    wheel = vllm_rules.release(version)["wheel"]
+    constraints = constraints_for(root, version)
+    if not constraints.is_file():
+        raise LockpipeError(
+            f"no {constraints}: pin what vLLM {version}'s parser imports (its header says how)"
+        )
+    dest = where or env_dir(cache, version)
+    want = _wanted(version, wheel, constraints)
+    found = find_env(dest, version, wheel)
+    if isinstance(found, ParserEnv):
+        have = json.loads((dest / MARKER).read_text(encoding="utf-8"))
+        if {k: have.get(k) for k in want} == want and _trial(found) is None:
+            echo(f"vllm-parser: {dest} is up to date (vLLM {version}, {wheel['file']})")
+            return found
+    start = time.monotonic()
+    (dest / MARKER).unlink(missing_ok=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    venv = dest / "venv"
+    cmd.call([sys.executable, "-m", "venv", "--clear", str(venv)])
+    python = venv / "bin" / "python"
+    cmd.call([str(python), "-m", "pip", "install", "--quiet", "--require-hashes",
+              "--only-binary=:all:", "-r", str(constraints)])  # fmt: skip
+    files = _extract(_fetch_wheel(python, dest, version, wheel), dest / "tree")
+    env = ParserEnv(version=version, python=python, tree=dest / "tree",
+                    wheel=str(wheel["file"]), sha256=str(wheel["sha256"]))  # fmt: skip
+    problem = _trial(env)
+    if problem is not None:
+        raise LockpipeError(f"vLLM {version}'s parser built in {dest} does not run: {problem}")
+    seconds = round(time.monotonic() - start, 1)
+    marker = {**want, "tree_files": files, "built_seconds": seconds}
+    (dest / MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+    echo(f"vllm-parser: built {dest} in {seconds:.0f} s ({files} files of {wheel['file']})")
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:  # pragma: no cover - nox -s vllm-parser
+    p = argparse.ArgumentParser(prog="python -m lockpipe.preflight.vllm_parser_env")
+    p.add_argument("--lock", type=Path, default=Path("locks/digests.json"))
+    p.add_argument("--cache", type=Path,
+                   default=Path(os.environ.get("LOCKPIPE_CACHE") or cache_home(os.environ)
+                                / "lockpipe"))  # fmt: skip
+    args = p.parse_args(argv)
+    lock = load_lock(args.lock)
+    try:
+        for version in versions(lock):
+            build(lock.root, args.cache, version)
+    except LockpipeError as exc:
+        echo(f"vllm-parser: {exc}", style="red")
+        return exc.return_code
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
