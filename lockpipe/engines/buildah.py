@@ -78,27 +78,12 @@ class BuildahEngine:
             return normalize_id(iidfile.read_text().strip())
 
     def image_id(self, ref: str) -> str | None:
-        try:
-            out = cmd.call(
-                ["buildah", "inspect", "--type", "image", "--format", "{{.FromImageID}}", ref],
-                quiet=True,
-                stdout_only=True,
-            )
-        except EngineError:
-            return None
-        return normalize_id(out.strip())
+        found = _inspect_field(ref, "FromImageID")
+        return normalize_id(found) if found else None
 
     def first_name(self, ref: str) -> str | None:
         """The first name local storage holds for ``ref``'s image, or None when it is absent."""
-        try:
-            out = cmd.call(
-                ["buildah", "inspect", "--type", "image", "--format", "{{.FromImage}}", ref],
-                quiet=True,
-                stdout_only=True,
-            )
-        except EngineError:
-            return None
-        return out.strip() or None
+        return _inspect_field(ref, "FromImage")
 
     def pull(self, ref: str, platform: str) -> None:
         cmd.call(
@@ -191,6 +176,19 @@ class WorkingContainers:
         gone = [f"buildah removed its working container {c[:12]}" for c in self.created
                 if c not in left]  # fmt: skip
         return gone + [f"removed buildah working container {n} ({c[:12]})" for c, n in left.items()]
+
+
+def _inspect_field(ref: str, field: str) -> str | None:
+    """One field of ``buildah inspect`` for the local image ``ref``; None when it is absent."""
+    try:
+        out = cmd.call(
+            ["buildah", "inspect", "--type", "image", "--format", f"{{{{.{field}}}}}", ref],
+            quiet=True,
+            stdout_only=True,
+        )
+    except EngineError:
+        return None
+    return out.strip() or None
 
 
 def run_argv(spec: RunSpec) -> list[str]:
