@@ -18,6 +18,7 @@ from lockpipe.errors import LockError, UsageError
 from lockpipe.fs import write_atomic
 from lockpipe.lock.refs import parse_ref
 from lockpipe.lock.validate import cross_errors, decode, schema_errors, schema_key
+from lockpipe.spelling import hint
 
 Role = Literal["model", "mtp-assistant", "mmproj"]
 Format = Literal["gguf", "safetensors", "json"]
@@ -230,7 +231,8 @@ class Lock:
     def target(self, name: str) -> Target:
         if name not in self.targets:
             known = ", ".join(sorted(self.targets)) or "none"
-            raise UsageError(f"{self.path}: no target {name!r} (targets: {known})")
+            near = hint(name, self.targets)
+            raise UsageError(f"{self.path}: no target {name!r}{near} (targets: {known})")
         return self.targets[name]
 
 

@@ -30,9 +30,9 @@ from lockpipe.payloads.gitfetch import fetch_git_blob
 from lockpipe.payloads.partial import Partial
 from lockpipe.payloads.pool import run_parallel
 from lockpipe.payloads.progress import Reporter, reporter
-from lockpipe.payloads.selection import check_pinned, select
+from lockpipe.payloads.selection import check_complete, check_pinned, select
 from lockpipe.payloads.settings import DEFAULT_CONNECTIONS, Context, Tuning
-from lockpipe.payloads.snapshot import check_snapshot, missing_files, modalities_of
+from lockpipe.payloads.snapshot import check_snapshot
 from lockpipe.payloads.sources import file_candidates, hub_offline
 
 
@@ -60,6 +60,7 @@ def run_payloads(lock: Lock, names: Sequence[str], options: Options) -> list[Res
     """Fetch, verify, check and link the payloads ``names`` select (every one if empty)."""
     payloads, targets = select(lock, names)
     check_pinned(payloads)
+    check_complete(lock, payloads)
     if options.connections < 1 or options.files_at_once < 1:
         raise UsageError("--connections must be at least 1")
     store = options.store.expanduser()
@@ -93,8 +94,7 @@ class _Run:
     def go(self) -> list[Result]:
         started = time.monotonic()
         try:
-            ready = [p for p in self.payloads if self._preflight(p)]
-            todo = [b for b in self._unique(ready) if not self._present(b)]
+            todo = [b for b in self._unique(self.payloads) if not self._present(b)]
             if todo and hub_offline(self.o.env):
                 self._offline(todo)
                 todo = []
@@ -102,7 +102,7 @@ class _Run:
                 self.store, [(b.label, b.size - st.allocated(b.partial, b.size)) for b in todo]
             )
             self._download(todo)
-            for p in ready:
+            for p in self.payloads:
                 if p.name not in self.errors:
                     self._finish(p)
             self._cross_checks()
@@ -138,13 +138,6 @@ class _Run:
         text = str(exc) if str(exc).startswith("payloads.") else f"payloads.{p.name}: {exc}"
         self.errors[p.name] = f"{self.errors[p.name]}\n{text}" if p.name in self.errors else text
         self.out.error(p.name, text)
-
-    def _preflight(self, p: Payload) -> bool:
-        """A snapshot must list every file its runtime reads before anything is fetched."""
-        problems = missing_files(p, modalities_of(self.lock, p)) if p.snapshot else []
-        if problems:
-            self._fail(p, FormatError("\n".join(problems)))
-        return not problems
 
     def _present(self, b: Blob) -> bool:
         """True if the blob is already the pinned bytes (the cache vouches, or a re-hash does)."""

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 from lockpipe.errors import LockError, UsageError
 from lockpipe.lock.model import PIN_BY_HAND, Lock, Payload
+from lockpipe.payloads.snapshot import missing_files, modalities_of
+from lockpipe.spelling import hint
 
 
 def select(lock: Lock, names: Sequence[str]) -> tuple[list[Payload], list[str]]:
@@ -21,8 +23,9 @@ def select(lock: Lock, names: Sequence[str]) -> tuple[list[Payload], list[str]]:
             targets.append(n)
             chosen.update({p: lock.payloads[p] for p in lock.targets[n].payloads})
         else:
+            near = hint(n, [*lock.payloads, *lock.targets])
             raise UsageError(
-                f"{n!r} is neither a payload nor a target in {lock.path}; payloads: "
+                f"{n!r} is neither a payload nor a target in {lock.path}{near}; payloads: "
                 f"{', '.join(sorted(lock.payloads))}; targets: {', '.join(sorted(lock.targets))}"
             )
     return list(chosen.values()), targets
@@ -39,6 +42,16 @@ def check_pinned(payloads: Sequence[Payload]) -> None:
         )
         head = "UNPINNED payloads (never fetched):"
         raise LockError("\n  ".join([head, *lines]) + f"\n{PIN_BY_HAND}{also}")
+
+
+def check_complete(lock: Lock, payloads: Sequence[Payload]) -> None:
+    """A snapshot must list every file its runtime reads: the lock is incomplete (exit 2)
+    until it does, so nothing is fetched, as for an unpinned entry."""
+    problems = [
+        line for p in payloads if p.snapshot for line in missing_files(p, modalities_of(lock, p))
+    ]
+    if problems:
+        raise LockError("\n".join(problems))
 
 
 def _unpinned(p: Payload) -> list[str]:

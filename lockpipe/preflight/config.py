@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import LockError
+from lockpipe.spelling import hint, unknown_keys
 
 DEFAULT_NAME = "preflight.json"  # next to the lock: locks/preflight.json
 # Named assumptions, used only where no measurement says better (see docs/preflight.md).
@@ -108,10 +109,29 @@ def _origin(doc: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     return origin
 
 
+# Every key preflight.json may hold, per level: any other is a typo, refused with a hint.
+TOP_KEYS = ("version", "models", "targets")
+MODEL_KEYS = ("gguf", "config", "origin")
+TARGET_KEYS = ("card", "weights_bytes", "reserve_mib", "compute_mib", "image_archs",
+               "llama_slots", "vllm_pool", "origin")  # fmt: skip
+SLOTS_KEYS = ("points", "slot_context", "cache_types", "origin")
+POINT_KEYS = ("slots", "used_mib")
+POOL_KEYS = ("kv_dtype", "max_model_len", "pool_tokens", "origin")
+
+
+def _strict(where: str, doc: Any, known: tuple[str, ...]) -> None:
+    if isinstance(doc, dict) and (lines := unknown_keys(where, doc, known)):
+        raise LockError("\n".join(lines))
+
+
 def _target(doc: Mapping[str, Any], where: str) -> TargetPlan:
+    _strict(where, doc, TARGET_KEYS)
     slots = pool = None
     if (s := doc.get("llama_slots")) is not None:
         w = f"{where}.llama_slots"
+        _strict(w, s, SLOTS_KEYS)
+        for p in s.get("points") or () if isinstance(s, dict) else ():
+            _strict(f"{w}.points", p, POINT_KEYS)
         points = tuple(
             SlotPoint(
                 slots=_need(p, "slots", int, f"{w}.points"),
@@ -131,6 +151,7 @@ def _target(doc: Mapping[str, Any], where: str) -> TargetPlan:
         )
     if (v := doc.get("vllm_pool")) is not None:
         w = f"{where}.vllm_pool"
+        _strict(w, v, POOL_KEYS)
         pool = VllmPool(
             kv_dtype=_need(v, "kv_dtype", str, w),
             max_model_len=_need(v, "max_model_len", int, w),
@@ -172,7 +193,8 @@ def check_names(
         given = cfg.targets if key == "targets" else cfg.models
         for name in sorted(set(given) - set(names)):
             raise LockError(
-                f"{cfg.path}: {key}.{name}: {lock} has no {what} {name} (fix: rename it to "
+                f"{cfg.path}: {key}.{name}: {lock} has no {what} {name}{hint(name, names)} "
+                f"(fix: rename it to "
                 f"one of the lock's {what}s, {', '.join(sorted(names))}, or remove it)"
             )
 
@@ -181,8 +203,10 @@ def parse(doc: Any, path: Path | None) -> PreflightConfig:
     where = str(path or "preflight")
     if not isinstance(doc, dict) or doc.get("version") != 1:
         raise LockError(f'{where}: expected an object with "version": 1')
+    _strict(where, doc, TOP_KEYS)
     models = {}
     for name, m in (doc.get("models") or {}).items():
+        _strict(f"{where}: models.{name}", m, MODEL_KEYS)
         kinds = [k for k in ("gguf", "config") if k in m]
         if len(kinds) != 1 or not isinstance(m[kinds[0]], dict):
             raise LockError(f"{where}: models.{name}: give exactly one of gguf or config")

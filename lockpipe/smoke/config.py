@@ -17,8 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lockpipe.errors import SmokeConfigError
+from lockpipe.errors import MetricsError, SmokeConfigError
 from lockpipe.smoke.metrics import Probe, load_baselines
+from lockpipe.spelling import unknown_keys
+
+# Every key smoke.json may hold, per level: any other is a typo, refused with a hint
+# (``"ready_secs": 5`` would otherwise be ignored and the default wait used).
+TOP_KEYS = ("version", "targets")
+TARGET_KEYS = ("ready_seconds", "generation", "image", "audio", "probes", "tolerance",
+               "origin", "host")  # fmt: skip
+GENERATION_KEYS = ("prompt", "expect", "max_tokens")
+MEDIA_KEYS = {"rgb": ("prompt", "expect", "rgb"), "say": ("prompt", "expect", "say")}
+PROBE_KEYS = ("value", "unit", "tolerance")
+
+
+def _strict(where: str, raw: Any, known: tuple[str, ...]) -> None:
+    if isinstance(raw, dict) and (lines := unknown_keys(where, raw, known)):
+        raise SmokeConfigError("\n".join(lines))
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,7 @@ def _words(where: str, raw: Any) -> tuple[str, ...]:
 
 
 def _generation(where: str, raw: Any) -> Generation:
+    _strict(where, raw, GENERATION_KEYS)
     if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str):
         raise SmokeConfigError(f'{where}: needs {{"prompt": "...", "expect": ["word", ...]}}')
     return Generation(
@@ -72,6 +88,7 @@ def _generation(where: str, raw: Any) -> Generation:
 def _media(where: str, raw: Any, key: str) -> MediaCheck | None:
     if raw is None:
         return None
+    _strict(where, raw, MEDIA_KEYS[key])
     if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str) or key not in raw:
         raise SmokeConfigError(f'{where}: needs "prompt", "expect" and "{key}"')
     value = raw[key]
@@ -87,12 +104,21 @@ def _media(where: str, raw: Any, key: str) -> MediaCheck | None:
 
 
 def load_smoke(path: Path) -> dict[str, SmokeSpec]:
-    """Every target's SmokeSpec; SmokeConfigError naming the file and key when malformed."""
-    probes = load_baselines(path)  # also checks version, targets and each probe
+    """Every target's SmokeSpec; SmokeConfigError naming the file and key when malformed
+    (a missing file, a missing ``probes`` and an unknown key among them: exit 15)."""
+    try:
+        probes = load_baselines(path)  # also checks version, targets and each probe
+    except MetricsError as exc:  # the same file: its faults are the smoke config's
+        raise SmokeConfigError(str(exc)) from None
     doc = json.loads(path.read_text(encoding="utf-8"))
+    _strict(str(path), doc, TOP_KEYS)
     out = {}
     for name, raw in doc["targets"].items():
         where = f"{path}: targets.{name}"
+        _strict(where, raw, TARGET_KEYS)
+        for key, shape in raw["probes"].items():
+            for probe, values in shape.items():
+                _strict(f"{where}.probes.{key}.{probe}", values, PROBE_KEYS)
         gens = raw.get("generation")
         if not isinstance(gens, list) or not gens:
             raise SmokeConfigError(f"{where}.generation: needs at least one prompt")

@@ -261,9 +261,9 @@ def test_a_snapshot_without_a_tokenizer_fails_before_any_download(
 ) -> None:
     lock = snapshot_lock(tmp_path, hub, skip=("tokenizer.json",))
     before = len(hub.requests)
-    with pytest.raises(FormatError) as err:
+    with pytest.raises(LockError) as err:  # the lock is incomplete: README's table, 2
         run_payloads(lock, [], options(tmp_path, hub))
-    assert err.value.return_code == 10
+    assert err.value.return_code == 2
     assert "payloads.m.files: no tokenizer.json or tokenizer.model" in str(err.value)
     assert "add it to the lock" in str(err.value)
     assert len(hub.requests) == before
