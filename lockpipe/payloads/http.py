@@ -1,8 +1,9 @@
 """One ranged GET, with redirects followed by hand and answers sorted into errors.
 
-Redirects are followed here rather than by requests so that the token (or the
-mirror's user and password) is sent to the origin it belongs to and never to
-the CDN a redirect points at, nor over http after https. Every
+Redirects are followed by :func:`lockpipe.http.follow` rather than by requests,
+so that the token (or the mirror's user and password) is sent to the origin it
+belongs to and never to the CDN a redirect points at, nor over http after https.
+Every
 failure becomes :class:`RetryableHTTP` (5xx, 408, 429, timeouts, dropped
 connections) or :class:`HTTPFatal` (everything retrying cannot fix), with the
 exceptions of requests and urllib3 sorted in :mod:`lockpipe.payloads.neterrors`:
@@ -12,20 +13,25 @@ nothing else leaves this module, so no traceback reaches a user.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import requests
 
+from lockpipe.http import MAX_REDIRECTS, NoAnswer, follow, retry_after, retryable
 from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP
 from lockpipe.payloads.neterrors import NET_ERRORS, bad_url, classify
 from lockpipe.payloads.sources import Candidate, repo_page
-from lockpipe.urls import redact, same_origin
+from lockpipe.urls import redact
 
-MAX_REDIRECTS = 10
+__all__ = [
+    "MAX_REDIRECTS",
+    "Opened",
+    "body",
+    "open_range",
+    "retry_after",
+]  # retry_after: older imports
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
@@ -65,24 +71,14 @@ def _fix(status: int, cand: Candidate, url: str, sent_token: bool) -> str:
     return "the server refused the request; check the URL"
 
 
-def retry_after(value: str, now: float | None = None) -> float | None:
-    """Seconds a ``Retry-After`` header asks to wait: delay-seconds or an HTTP-date."""
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None  # absent or unreadable: the caller's own backoff applies
-    return max(0.0, when - (time.time() if now is None else now))
-
-
-def _status_error(resp: requests.Response, cand: Candidate, sent_token: bool) -> Exception:
+def _status_error(
+    resp: requests.Response, url: str, cand: Candidate, sent_token: bool
+) -> Exception:
     status = resp.status_code
-    shown = redact(resp.url)  # a redirect may name a user and password of its own
-    where = shown if resp.url == cand.url else f"{cand.url} (redirected to {shown})"
-    if status >= 500 or status in (408, 429):
-        after = retry_after(resp.headers.get("Retry-After", ""))
+    shown = redact(url)  # a redirect may name a user and password of its own
+    where = shown if url == cand.url else f"{cand.url} (redirected to {shown})"
+    if retryable(status):
+        after = retry_after(resp.headers.get("Retry-After"))
         return RetryableHTTP(f"{where}: HTTP {status}", after, status)
     return HTTPFatal(f"{where}: HTTP {status}; {_fix(status, cand, cand.url, sent_token)}", status)
 
@@ -103,30 +99,21 @@ def open_range(
         urlsplit(url)
     except ValueError as exc:
         raise bad_url(url, exc) from None
-    auth = cand.authorization
-    sent_token = False
-    for _ in range(MAX_REDIRECTS + 1):
-        hop = dict(headers)
-        try:
-            # The token goes to the origin it was issued for, never to a redirect target,
-            # nor over a redirect that downgrades https to http on the same host.
-            if auth and same_origin(url, cand.url):
-                hop["Authorization"] = auth
-                sent_token = True
-            resp = session.get(
-                url, headers=hop, stream=True, timeout=timeout, allow_redirects=False
-            )
-            if resp.is_redirect and "location" in resp.headers:
-                url = urljoin(url, resp.headers["location"])
-                resp.close()
-                continue
-        except NET_ERRORS as exc:  # requests, urllib3, http.client, urllib.parse
-            raise classify(redact(url), exc, timeout) from None
-        if resp.status_code not in (200, 206):
-            resp.close()
-            raise _status_error(resp, cand, sent_token)
-        return _opened(resp, cand, start, redact(url))
-    raise HTTPFatal(f"{cand.url}: more than {MAX_REDIRECTS} redirects; check the URL", 310)
+    try:
+        answer = follow(session, "GET", url, origin=cand.url, auth=cand.authorization,
+                        headers=headers, timeout=timeout, stream=True)  # fmt: skip
+    except NoAnswer as no:
+        if not isinstance(no.cause, NET_ERRORS):  # requests, urllib3, http.client, urllib.parse
+            raise no.cause from None
+        raise classify(redact(no.url), no.cause, timeout) from None
+    resp = answer.response
+    if answer.looped:
+        resp.close()
+        raise HTTPFatal(f"{cand.url}: more than {MAX_REDIRECTS} redirects; check the URL", 310)
+    if resp.status_code not in (200, 206):
+        resp.close()
+        raise _status_error(resp, answer.url, cand, answer.authorized)
+    return _opened(resp, cand, start, redact(answer.url))
 
 
 def _opened(resp: requests.Response, cand: Candidate, start: int, url: str) -> Opened:

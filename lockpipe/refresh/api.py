@@ -5,46 +5,33 @@ goes into the Authorization header of requests to the API's own host and
 nowhere else (never into a message, never to the host a ``Link: rel="next"``
 points at when that is another one). A 5xx, a 429 or a dropped connection is
 retried a few times with a bounded backoff (``Retry-After`` honoured up to
-:data:`RETRY_CAP`), so one 502 does not fail a scheduled run. A refused request
+``RETRIES.longest``, a longer one fails at once naming when to run again), so one
+502 does not fail a scheduled run. Redirects, retries and the token's origin
+follow :mod:`lockpipe.http`, as every client of lockpipe does. A refused request
 (401/403) reads as refused, with ``refused`` saying what to do; a spent rate
 limit (``X-RateLimit-Remaining: 0``) reads as "rate limited until" its reset.
 """
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import requests
 
 from lockpipe.errors import FetchError
+from lockpipe.http import MAX_REDIRECTS, NoAnswer, Retries, follow, retry_after, retryable, until
 
 TIMEOUT = (10.0, 60.0)
 MAX_PAGES = 50  # a tree listing of 50 pages is not a model repository
-ATTEMPTS = 4  # one try and three retries of a 5xx, a 429 or a dropped connection
-BACKOFF = 1.0  # seconds before the first retry, doubled for each next one
-RETRY_CAP = 30.0  # the longest wait, whatever Retry-After asks
+# one try and three retries of a 5xx, a 429 or a dropped connection, 1 s doubling; a
+# Retry-After past 30 s fails the request at once, naming when to run again
+RETRIES = Retries(attempts=3, base=1.0, cap=8.0, longest=30.0)
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
-
-
-def retry_wait(header: str | None, attempt: int, now: float) -> float:
-    """Seconds to wait before retry ``attempt`` (1-based): ``Retry-After`` (seconds or an
-    HTTP date) when given, else exponential backoff; never more than :data:`RETRY_CAP`."""
-    wait = BACKOFF * 2 ** (attempt - 1)
-    if header:
-        try:
-            wait = float(header)
-        except ValueError:
-            with contextlib.suppress(TypeError, ValueError):
-                wait = parsedate_to_datetime(header).timestamp() - now
-    return float(min(max(wait, 0.0), RETRY_CAP))
 
 
 def _reset(value: str | None) -> str:
@@ -90,38 +77,53 @@ class Api:
             url, params = (nxt[1] if nxt else None), None
         raise FetchError(f"{what}: more than {MAX_PAGES} pages at {self.url(path)}")
 
-    def _own(self, url: str) -> bool:
-        """Whether ``url`` is on the API's own scheme and host: the only place a token goes."""
-        mine, theirs = urlsplit(self.base), urlsplit(url)
-        return (mine.scheme, mine.netloc) == (theirs.scheme, theirs.netloc)
-
     def _get(self, url: str, what: str, params: dict[str, str] | None) -> tuple[Any, str]:
+        # The token goes only to the API's own origin, on the first hop and on redirects.
+        auth = f"Bearer {self.token}" if self.token else None
         headers = {"Accept": "application/json"}
-        if self.token and self._own(url):
-            headers["Authorization"] = f"Bearer {self.token}"
-        for attempt in range(1, ATTEMPTS + 1):
-            try:
-                resp = requests.get(url, params=params, headers=headers, timeout=TIMEOUT)
-            except requests.RequestException as exc:
-                if attempt < ATTEMPTS:
-                    self.sleep(retry_wait(None, attempt, time.time()))
+        with requests.Session() as session:
+            for attempt in range(RETRIES.attempts + 1):
+                try:
+                    answer = follow(
+                        session, "GET", url, origin=self.base, auth=auth, headers=headers,
+                        params=params, timeout=TIMEOUT,
+                    )  # fmt: skip
+                except NoAnswer as no:
+                    if attempt < RETRIES.attempts:
+                        self.sleep(RETRIES.pause(attempt))
+                        continue
+                    raise FetchError(
+                        f"{what}: {self.name} at {self.base} unreachable "
+                        f"({type(no.cause).__name__}, {attempt + 1} tries); check the "
+                        "network or proxy (HTTPS_PROXY) from this host"
+                    ) from None
+                resp = answer.response
+                if answer.looped:
+                    raise FetchError(f"{what}: more than {MAX_REDIRECTS} redirects from {url}; "
+                                     f"is {self.base} {self.name}?")  # fmt: skip
+                self._limited(resp, url, what)
+                if retryable(resp.status_code) and attempt < RETRIES.attempts:
+                    now = time.time()
+                    asked = retry_after(resp.headers.get("Retry-After"), now)
+                    if RETRIES.too_long(asked):
+                        raise FetchError(
+                            f"{what}: {self.name} answered {resp.status_code} for {url} "
+                            f"and asks to wait {until(now, asked or 0.0)}"
+                        )
+                    self.sleep(RETRIES.pause(attempt, asked))
                     continue
-                raise FetchError(f"{what}: {self.name} at {self.base} unreachable "
-                                 f"({type(exc).__name__}, {ATTEMPTS} tries); check the network "
-                                 "or proxy (HTTPS_PROXY) from this host") from None  # fmt: skip
-            limited = resp.headers.get("X-RateLimit-Remaining") == "0"
-            if resp.status_code in (403, 429) and limited:
-                fix = f"; {self.no_token}" if self.no_token and not self.token else ""
-                raise FetchError(f"{what}: {self.name} rate limited until "
-                                 f"{_reset(resp.headers.get('X-RateLimit-Reset'))} ({url}, "
-                                 f"{resp.status_code}); run again after it{fix}")  # fmt: skip
-            if (resp.status_code == 429 or resp.status_code >= 500) and attempt < ATTEMPTS:
-                self.sleep(retry_wait(resp.headers.get("Retry-After"), attempt, time.time()))
-                continue
-            return self._decode(resp, url, what)
+                return self._decode(resp, url, what, attempt + 1)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _decode(self, resp: requests.Response, url: str, what: str) -> tuple[Any, str]:
+    def _limited(self, resp: requests.Response, url: str, what: str) -> None:
+        """A spent rate limit (GitHub's ``X-RateLimit-Remaining: 0``): until when, not retried."""
+        if resp.status_code in (403, 429) and resp.headers.get("X-RateLimit-Remaining") == "0":
+            fix = f"; {self.no_token}" if self.no_token and not self.token else ""
+            raise FetchError(f"{what}: {self.name} rate limited until "
+                             f"{_reset(resp.headers.get('X-RateLimit-Reset'))} ({url}, "
+                             f"{resp.status_code}); run again after it{fix}")  # fmt: skip
+
+    def _decode(self, resp: requests.Response, url: str, what: str, tries: int) -> tuple[Any, str]:
         if resp.status_code in (401, 403):
             raise FetchError(f"{what}: {self.name} refused {url} ({resp.status_code}); "
                              f"{self.refused}")  # fmt: skip
@@ -129,7 +131,7 @@ class Api:
             raise FetchError(f"{what}: {url} not found (404); check the name in the lock")
         if resp.status_code != 200:
             raise FetchError(f"{what}: {self.name} answered {resp.status_code} for {url} "
-                             f"({ATTEMPTS} tries); retry later")  # fmt: skip
+                             f"({tries} tries); retry later")  # fmt: skip
         try:
             return resp.json(), resp.headers.get("Link", "")
         except ValueError:

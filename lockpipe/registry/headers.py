@@ -1,15 +1,19 @@
 """Pure parsers for the registry headers that steer the client.
 
-``WWW-Authenticate`` (which auth scheme, and where to get a token),
-``Retry-After`` (how long a 429 asks us to wait) and ``ratelimit-remaining``
-(how many pulls Docker Hub still allows). No I/O: unit tests feed them text.
+``WWW-Authenticate`` (which auth scheme, and where to get a token) and
+``ratelimit-remaining`` (how many pulls Docker Hub still allows). No I/O: unit
+tests feed them text. ``Retry-After`` and backoff are every client's, in
+:mod:`lockpipe.http`; they are re-exported here for older imports.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
+
+from lockpipe.http import backoff, retry_after
+
+__all__ = ["Challenge", "backoff", "parse_challenge", "ratelimit_remaining", "retry_after"]
 
 _PARAM = re.compile(r'([A-Za-z_][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))')
 
@@ -35,31 +39,9 @@ def parse_challenge(header: str) -> Challenge | None:
     return Challenge(scheme.lower(), params)
 
 
-def retry_after(value: str | None, *, now: float) -> float | None:
-    """Seconds a ``Retry-After`` asks for (delta seconds or an HTTP date), at least 0.
-
-    Not capped here: the caller decides whether a long wait is worth waiting.
-    """
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, when.timestamp() - now)
-
-
 def ratelimit_remaining(value: str | None) -> int | None:
     """``ratelimit-remaining: 76;w=21600`` → 76; None when absent or unreadable."""
     if not value:
         return None
     head = value.split(";", 1)[0].strip()
     return int(head) if head.isdigit() else None
-
-
-def backoff(attempt: int, *, base: float, cap: float, jitter: float) -> float:
-    """Exponential backoff for ``attempt`` (0-based), scaled by ``jitter`` in [0, 1)."""
-    return float(min(cap, base * 2.0**attempt) * (0.5 + jitter / 2))

@@ -14,33 +14,34 @@ nor an upload ``Location`` on another host or over plain http carries them.
 
 from __future__ import annotations
 
-import datetime
-import random
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import BinaryIO
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import requests
 
 from lockpipe.errors import RegistryError
+from lockpipe.http import (
+    MAX_REDIRECTS,
+    Answer,
+    NoAnswer,
+    Retries,
+    follow,
+    retry_after,
+    retryable,
+    until,
+)
 from lockpipe.log import echo
 from lockpipe.registry.creds import Credential
-from lockpipe.registry.headers import (
-    Challenge,
-    backoff,
-    parse_challenge,
-    ratelimit_remaining,
-    retry_after,
-)
+from lockpipe.registry.headers import Challenge, parse_challenge, ratelimit_remaining
 from lockpipe.urls import basic_auth, redact, same_origin
 
 RETRY_AFTER_CAP = 60.0  # a Retry-After asking for longer fails at once: no run sleeps for hours
 BACKOFF_BASE, BACKOFF_CAP = 0.5, 8.0
 TOKEN_LIFETIME = 60  # seconds, when the token server names none (the distribution spec's default)
 LOW_RATELIMIT = 10
-MAX_REDIRECTS = 10
 Data = bytes | BinaryIO | None
 
 
@@ -101,40 +102,38 @@ class Registry:
         url = self.url(repository, path)
         fresh_auth = False  # a token or Basic header obtained during this call was sent
         rewindable = data is None or isinstance(data, bytes) or data.seekable()
-        limit = self.retries if rewindable else 0  # a spent stream cannot be sent again
+        policy = Retries(attempts=self.retries if rewindable else 0,  # a spent stream: once
+                         base=BACKOFF_BASE, cap=BACKOFF_CAP, longest=RETRY_AFTER_CAP)  # fmt: skip
         attempt = 0
         while True:
-            auth = self._authorization(scope)
-            resp = self._send(method, url, dict(headers or {}), auth, data, what, attempt, limit)
-            if resp is None:
+            answer = self._send(method, url, dict(headers or {}), scope, data, what, attempt,
+                                policy)  # fmt: skip
+            if answer is None:
                 attempt += 1
                 continue
+            resp = answer.response
             self._note_ratelimit(resp)
-            authed = bool(auth) and self.owns(resp.url)  # each hop got it only on our origin
-            if resp.status_code == 401 and 401 not in ok:
-                if not self.owns(resp.url):
-                    raise self._elsewhere(what, resp.url)
-                if fresh_auth or (auth and self._basic):
-                    raise self._refused(what, resp.status_code)
+            status = resp.status_code
+            if status == 401 and 401 not in ok:
+                if not self.owns(answer.url):
+                    raise self._elsewhere(what, answer.url)
+                if fresh_auth or (answer.authorized and self._basic):
+                    raise self._refused(what, status)
                 self._forget(scope)
                 self._authenticate(resp, scope, what)
                 fresh_auth = True
                 continue
-            status = resp.status_code
-            if (status == 429 or status >= 500) and status not in ok:
+            if retryable(status) and status not in ok:
                 now = time.time()
-                wait = retry_after(resp.headers.get("Retry-After"), now=now)
-                if wait is not None and wait > RETRY_AFTER_CAP:
-                    raise self._rate_limited(what, status, wait, now)
-                if attempt < limit:
-                    if wait is None:
-                        wait = backoff(attempt, base=BACKOFF_BASE, cap=BACKOFF_CAP,
-                                       jitter=random.random())  # fmt: skip
-                    self.sleep(wait)
+                asked = retry_after(resp.headers.get("Retry-After"), now)
+                if policy.too_long(asked):
+                    raise self._rate_limited(what, status, until(now, asked or 0.0))
+                if attempt < policy.attempts:
+                    self.sleep(policy.pause(attempt, asked))
                     attempt += 1
                     continue
-            if resp.status_code not in ok:
-                raise self._status_error(what, resp, authed=authed, tries=attempt + 1)
+            if status not in ok:
+                raise self._status_error(what, resp, authed=answer.authorized, tries=attempt + 1)
             return resp
 
     def _send(
@@ -142,51 +141,35 @@ class Registry:
         method: str,
         url: str,
         headers: dict[str, str],
-        auth: str | None,
+        scope: str,
         data: Data,
         what: str,
         attempt: int,
-        limit: int,
-    ) -> requests.Response | None:
-        """The response, or None after a connection error that leaves retries to spend."""
+        policy: Retries,
+    ) -> Answer | None:
+        """The answer, or None after a connection error that leaves retries to spend.
+
+        Each hop of the redirects is authorized only on this registry's origin."""
         try:
-            return self._exchange(method, url, headers, auth, data, what)
-        except requests.RequestException as exc:
-            if attempt < limit:
-                self.sleep(backoff(attempt, base=BACKOFF_BASE, cap=BACKOFF_CAP,
-                                   jitter=random.random()))  # fmt: skip
+            answer = follow(self.session, method, url, origin=f"{self.scheme}://{self.host}/",
+                            auth=self._authorization(scope), headers=headers, data=data,
+                            timeout=self.timeout)  # fmt: skip
+        except NoAnswer as no:
+            if attempt < policy.attempts:
+                self.sleep(policy.pause(attempt))
                 return None
+            host = self.host if self.owns(no.url) else urlsplit(redact(no.url)).netloc
             raise RegistryError(
-                f"{what}: registry {self.host} unreachable ({type(exc).__name__}) after "
+                f"{what}: registry {host} unreachable ({type(no.cause).__name__}) after "
                 f"{attempt + 1} tries; check the network, DNS or proxy (HTTPS_PROXY) from this host"
             ) from None
-
-    def _exchange(
-        self, method: str, url: str, headers: dict[str, str], auth: str | None, data: Data,
-        what: str,
-    ) -> requests.Response:  # fmt: skip
-        """One request and the redirects it meets, each hop authorized only on our origin.
-
-        GET and HEAD follow any redirect; other methods only 307 and 308, which keep the
-        method and body (a 302 would turn an upload into a GET). The final answer returns.
-        """
-        rewindable = data is None or isinstance(data, bytes) or data.seekable()
-        for _ in range(MAX_REDIRECTS + 1):
-            if data is not None and not isinstance(data, bytes) and rewindable:
-                data.seek(0)
-            hop = {**headers, "Authorization": auth} if auth and self.owns(url) else headers
-            resp = self.session.request(
-                method, url, headers=hop, data=data, timeout=self.timeout, allow_redirects=False
+        if answer.looped:
+            answer.response.close()
+            raise RegistryError(
+                f"{what}: more than {MAX_REDIRECTS} redirects from {self.host}; the registry or a "
+                "proxy in front of it loops: check its storage redirect settings"
             )
-            follow = method in ("GET", "HEAD") or resp.status_code in (307, 308)
-            if not (resp.is_redirect and follow and rewindable):
-                return resp
-            url = urljoin(url, resp.headers["Location"])
-            resp.close()
-        raise RegistryError(
-            f"{what}: more than {MAX_REDIRECTS} redirects from {self.host}; the registry or a "
-            "proxy in front of it loops: check its storage redirect settings"
-        )
+        return answer
 
     def _authorization(self, scope: str) -> str | None:
         with self._lock:
@@ -321,10 +304,8 @@ class Registry:
             f"{what}: {self.host} answered {status}; check the reference and the registry"
         )
 
-    def _rate_limited(self, what: str, status: int, wait: float, now: float) -> RegistryError:
+    def _rate_limited(self, what: str, status: int, after: str) -> RegistryError:
         """A Retry-After past the cap: the time to come back, not an hour asleep."""
-        until = datetime.datetime.fromtimestamp(now + wait, datetime.timezone.utc)
-        after = f"{wait:.0f} s; try again after {until:%Y-%m-%d %H:%M:%S} UTC"
         if status == 429:
             return RegistryError(f"{what}: rate limited by {self.host} for {after}, log in for a "
                                  "higher limit, or use a mirror (registries.conf)")  # fmt: skip

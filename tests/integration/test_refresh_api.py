@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from lockpipe.errors import FetchError
-from lockpipe.refresh.api import RETRY_CAP, Api
+from lockpipe.refresh.api import RETRIES, Api
 from tests.fake_github import FakeGitHub, FakeRepo
 
 pytestmark = pytest.mark.integration
@@ -39,11 +39,19 @@ def test_one_bad_gateway_is_retried_and_the_run_goes_on(github: FakeGitHub) -> N
 
 
 def test_a_server_error_that_stays_fails_after_bounded_waits(github: FakeGitHub) -> None:
-    github.fail, github.retry_after = [503] * 10, "3600"
+    github.fail, github.retry_after = [503] * 10, ""
     waits: list[float] = []
     with pytest.raises(FetchError, match=r"sources\.x: GitHub's API answered 503 .*4 tries"):
         _api(github.url, waits).get(f"repos/o/r/commits/{SHA}", "sources.x")
-    assert waits == [RETRY_CAP] * 3  # Retry-After: 3600 is honoured only up to the cap
+    assert len(waits) == 3 and waits[0] <= RETRIES.base < waits[2] <= RETRIES.cap  # doubling
+
+
+def test_a_retry_after_past_the_cap_fails_at_once_naming_when(github: FakeGitHub) -> None:
+    github.fail, github.retry_after = [503] * 10, "3600"
+    waits: list[float] = []
+    with pytest.raises(FetchError, match=r"answered 503 .* asks to wait 3600 s; try again after "):
+        _api(github.url, waits).get(f"repos/o/r/commits/{SHA}", "sources.x")
+    assert waits == [] and len(github.requests) == 1  # an hour is not slept, nor asked again
 
 
 def test_a_spent_rate_limit_says_until_when_and_names_the_token_only_without_one(

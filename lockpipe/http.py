@@ -1,0 +1,160 @@
+"""The HTTP rules every client of lockpipe shares: payload downloads, registries, JSON APIs.
+
+One place decides, for a request to any host:
+
+- **where credentials go.** :func:`follow` follows redirects by hand and puts the
+  ``Authorization`` header only on hops to the origin it was given for (scheme, host
+  and port, :func:`lockpipe.urls.same_origin`): never to a CDN or storage host a
+  redirect names, nor over http after https. A method other than GET and HEAD follows
+  only 307 and 308, which keep the method and body (a 302 would turn an upload into a
+  GET);
+- **what is worth another try**: :func:`retryable` (408, 429, any 5xx);
+- **how long to wait**: :func:`retry_after` reads the header (seconds or an HTTP
+  date); :class:`Retries` turns it, or an exponential backoff with jitter, into a
+  pause, and says when a server asks for longer than a run should sleep.
+
+What stays with each client is what only it knows: its statuses' fixes, its network
+errors, its own budget (the payload downloader spends one per file). Each maps them
+to its lockpipe error, naming its host and the fix.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import IO
+from urllib.parse import urljoin
+
+import requests
+
+from lockpipe.urls import same_origin
+
+MAX_REDIRECTS = 10
+Data = bytes | IO[bytes] | None
+
+
+def retryable(status: int) -> bool:
+    """Whether an answer with ``status`` may succeed if asked again: 408, 429 or a 5xx."""
+    return status in (408, 429) or status >= 500
+
+
+def retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` value asks to wait (delay-seconds or an HTTP date), at
+    least 0; None when absent or unreadable (the caller's own backoff applies).
+
+    Not capped here: :meth:`Retries.too_long` decides whether a long wait is worth it.
+    """
+    value = (value or "").strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def backoff(attempt: int, *, base: float, cap: float, jitter: float | None = None) -> float:
+    """The pause before retry ``attempt`` (0-based): ``base`` doubled per attempt up to
+    ``cap``, scaled by ``jitter`` in [0, 1] to 50-100 % of that (None: at random), so
+    connections that failed together do not come back together."""
+    share = random.random() if jitter is None else jitter
+    return float(min(cap, base * 2.0 ** min(attempt, 30)) * (0.5 + share / 2))
+
+
+def until(now: float, wait: float) -> str:
+    """``3600 s; try again after 2026-12-02 03:00:00 UTC``: a wait too long to sleep."""
+    when = datetime.datetime.fromtimestamp(now + wait, datetime.timezone.utc)
+    return f"{wait:.0f} s; try again after {when:%Y-%m-%d %H:%M:%S} UTC"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retries:
+    """How one client retries one request: how often, how long between tries, and the
+    longest ``Retry-After`` worth waiting (a proxy asking for an hour fails the request
+    at once, naming when to come back, rather than stalling a build)."""
+
+    attempts: int  # retries after the first try
+    base: float = 0.5
+    cap: float = 8.0
+    longest: float = 60.0
+
+    def too_long(self, asked: float | None) -> bool:
+        return asked is not None and asked > self.longest
+
+    def pause(self, attempt: int, asked: float | None = None) -> float:
+        """Seconds before retry ``attempt`` (0-based): what the server asked, else backoff."""
+        if asked is not None:
+            return asked
+        return backoff(attempt, base=self.base, cap=self.cap)
+
+
+class NoAnswer(Exception):
+    """A hop of a request got no HTTP answer; ``url`` is that hop (a redirect's target,
+    perhaps), ``cause`` what requests, urllib3 or http.client raised."""
+
+    def __init__(self, url: str, cause: Exception) -> None:
+        super().__init__(f"{url}: {type(cause).__name__}")
+        self.url, self.cause = url, cause
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answer:
+    """The last response of a request and its redirects."""
+
+    response: requests.Response
+    url: str  # the URL that gave it
+    authorized: bool  # that hop carried the credentials
+    looped: bool  # still a redirect after MAX_REDIRECTS hops
+
+
+def follow(
+    session: requests.Session,
+    method: str,
+    url: str,
+    *,
+    origin: str,
+    auth: str | None,
+    headers: Mapping[str, str] | None = None,
+    params: Mapping[str, str] | None = None,
+    data: Data = None,
+    timeout: float | tuple[float, float],
+    stream: bool = False,
+) -> Answer:
+    """Send one request, following redirects; ``auth`` goes only on hops to ``origin``.
+
+    ``params`` are sent on the first hop only (a ``Location`` is a whole URL). A
+    stream body that cannot be rewound is never sent twice: its redirect is returned.
+    A hop without an answer raises :class:`NoAnswer`, for the caller to name.
+    """
+    rewindable = data is None or isinstance(data, bytes) or data.seekable()
+    resp: requests.Response | None = None
+    for _ in range(MAX_REDIRECTS + 1):
+        if data is not None and not isinstance(data, bytes) and rewindable:
+            data.seek(0)
+        mine = bool(auth) and same_origin(url, origin)
+        hop = {**(headers or {}), **({"Authorization": auth} if mine and auth else {})}
+        try:
+            resp = session.request(
+                method,
+                url,
+                headers=hop,
+                params=params,
+                data=data,
+                timeout=timeout,
+                stream=stream,
+                allow_redirects=False,
+            )
+        except Exception as exc:  # requests, urllib3 and http.client raise several kinds
+            raise NoAnswer(url, exc) from exc
+        follows = method in ("GET", "HEAD") or resp.status_code in (307, 308)
+        if not (resp.is_redirect and follows and rewindable and "location" in resp.headers):
+            return Answer(response=resp, url=url, authorized=mine, looped=False)
+        url, params = urljoin(url, resp.headers["location"]), None
+        resp.close()
+    assert resp is not None
+    return Answer(response=resp, url=url, authorized=False, looped=True)
