@@ -102,7 +102,7 @@ class SmokeConfigError(LockpipeError):
 
 
 class CheckFailed(LockpipeError):
-    """A smoke check got an answer other than the one it needs."""
+    """A check got an answer other than the one it needs (smoke, preflight, verify)."""
 
     return_code = 16
 
@@ -133,7 +133,6 @@ class UsageError(LockpipeError):
 
 INTERRUPTED = 130  # Ctrl-C or SIGTERM; work in progress was cleaned up or kept to resume
 BROKEN_PIPE = 141  # the reader of stdout went away (`lockpipe plan | head`), as a shell says
-CHECK_FAILED_RUN = 1  # smoke ran and a check failed; not an error of the run itself
 
 
 class Interrupted(KeyboardInterrupt):

@@ -49,8 +49,14 @@ from lockpipe.smoke.ports import wait_port_clear
 
 def podman_version(override: str | None) -> keys.Version:
     """--podman-version, else the installed podman's (``podman --version``)."""
-    if override:
-        return keys.parse_version(override)
+    if override:  # the command line's value: a wrong one is a usage error (64)
+        try:
+            return keys.parse_version(override)
+        except DeployError:
+            raise UsageError(
+                f"--podman-version {override}: not a podman version; give X.Y (e.g. 4.3 or "
+                "5.4), or leave it out to ask this host's podman"
+            ) from None
     return keys.parse_version(cmd.call(["podman", "--version"], quiet=True, stdout_only=True))
 
 

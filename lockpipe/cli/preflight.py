@@ -1,8 +1,9 @@
 """``lockpipe preflight``: will each target's serving shape fit its card? Nothing is started.
 
 Exit 0 when no target fails (warnings and UNKNOWN model shapes allowed; ``--strict`` fails
-on them too), 1 when one does (as ``smoke`` does when a check fails), and a LockpipeError's
-code when the inputs themselves are wrong: those are refused before anything is judged.
+on them too), 16 (CheckFailed's code) when one does, as ``smoke`` when a check fails, and a
+LockpipeError's code when the inputs themselves are wrong: those are refused before
+anything is judged.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lockpipe.cli.options import targets
-from lockpipe.errors import CHECK_FAILED_RUN, GpuAttachError, LockError, UsageError
+from lockpipe.errors import CheckFailed, GpuAttachError, LockError, UsageError
 from lockpipe.lock.model import Lock, Target, load_lock
 from lockpipe.log import echo
 from lockpipe.payloads.store import default_store
@@ -192,5 +193,5 @@ def do_preflight(args: argparse.Namespace) -> int:
         echo(f"preflight: {', '.join(unknown)}: model shape unknown, not judged", style="magenta")
     if report.overall(reports, strict=args.strict) == "fail":
         echo(_failures(reports, args.strict, over), style="red")
-        return CHECK_FAILED_RUN
+        return CheckFailed.return_code
     return 0

@@ -14,12 +14,13 @@ from pathlib import Path
 from lockpipe.cli.options import state_dir
 from lockpipe.engines import get_engine
 from lockpipe.engines.base import Engine
-from lockpipe.errors import CHECK_FAILED_RUN, LockpipeError, SmokeError, UsageError
+from lockpipe.errors import CheckFailed, GpuAttachError, LockpipeError, SmokeError, UsageError
 from lockpipe.imagebuild.records import read_record
 from lockpipe.lock.model import Lock, load_lock
 from lockpipe.log import console, echo
 from lockpipe.payloads.run import Options, run_payloads
 from lockpipe.payloads.store import default_store, payload_path
+from lockpipe.publish.ocimirror import oci_mirror
 from lockpipe.publish.pull import PulledImage
 from lockpipe.smoke.config import SmokeSpec, load_smoke
 from lockpipe.smoke.external import external_image
@@ -41,11 +42,18 @@ def _payload_options(args: argparse.Namespace) -> Options:
     output = "quiet" if args.quiet else "jsonl" if args.jsonl else "rich"
     # Resolved once: the smoke runner maps store paths into the container relative to it.
     store = store.expanduser().resolve()
-    return Options(store=store, mirror=args.mirror, connections=args.connections,
-                   verify=args.verify, output=output, env=env)  # fmt: skip
+    mirror, blob_mirror = oci_mirror(args.mirror)  # --mirror oci://…, or registries.conf's
+    return Options(store=store, mirror=mirror, connections=args.connections,
+                   verify=args.verify, output=output, env=env, blob_mirror=blob_mirror)  # fmt: skip
 
 
 def do_payloads(args: argparse.Namespace) -> int:
+    if args.targets[:1] == ["publish"]:  # lockpipe payloads publish --to REGISTRY/PREFIX
+        from lockpipe.cli.artifacts import do_payloads_publish
+
+        return do_payloads_publish(args)
+    if args.to:
+        raise UsageError("--to is for `lockpipe payloads publish --to REGISTRY/PREFIX`")
     run_payloads(load_lock(args.lock), args.targets, _payload_options(args))
     return 0
 
@@ -71,6 +79,8 @@ def do_smoke(args: argparse.Namespace) -> int:
         if not names:
             raise SmokeError(f"no target was built with {engine.name} here ({state}); "
                              "build one first, e.g. nox -s build-llama-cpu")  # fmt: skip
+    if args.gpu and args.gpu_mode == "cdi":
+        _require_cdi(loaded, names)
     specs = load_smoke(args.expect)
     options = _payload_options(args)
     out = (args.out or state / "smoke").expanduser()
@@ -107,7 +117,26 @@ def do_smoke(args: argparse.Namespace) -> int:
     echo(f"reports: {out / 'smoke.json'}, {out / 'smoke.junit.xml'}")
     if errors:
         raise errors[0]
-    return 0 if all(r.ok for r in reports) else CHECK_FAILED_RUN
+    failed = [r.target for r in reports if not r.ok]
+    if failed:
+        echo(f"smoke: a check failed for {', '.join(failed)}; see the report above", style="red")
+        return CheckFailed.return_code
+    return 0
+
+
+def _require_cdi(lock: Lock, names: list[str]) -> None:
+    """--gpu-mode cdi names nvidia.com/gpu=all, which the engine resolves from a CDI spec:
+    without one the container start fails late as an engine error, so refuse first (12)."""
+    from lockpipe.deploy.cdi import NVIDIA_KIND, find_specs
+
+    gpu = [n for n in names if needs_gpu(lock.target(n))]
+    if gpu and not find_specs(NVIDIA_KIND):
+        raise GpuAttachError(
+            f"smoke --gpu {', '.join(gpu)}: --gpu-mode cdi needs a CDI spec for {NVIDIA_KIND} "
+            f"in /etc/cdi or /var/run/cdi, and this host has none; fix: `nvidia-ctk cdi "
+            "generate --output=/etc/cdi/nvidia.yaml` (nvidia-container-toolkit), or pass "
+            "--gpu-mode manual"
+        )
 
 
 def _pulled(args: argparse.Namespace, names: list[str]) -> dict[str, PulledImage]:

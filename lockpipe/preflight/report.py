@@ -45,7 +45,7 @@ def show(reports: Sequence[TargetReport]) -> None:
 
 
 def overall(reports: Sequence[TargetReport], *, strict: bool) -> Status:
-    """The run's verdict: ``fail`` exactly when preflight exits 1 (a target fails, or with
+    """The run's verdict: ``fail`` exactly when preflight exits 16 (a target fails, or with
     ``strict`` one warns or is unknown), else the worst target's (unknown, warn, pass)."""
     states = {r.verdict for r in reports}
     if "fail" in states or (strict and states & {"warn", "unknown"}):

@@ -32,7 +32,7 @@ from lockpipe.smoke import checks, logscan, metrics, probes
 from lockpipe.smoke.config import Generation, MediaCheck, SmokeSpec
 from lockpipe.smoke.external import external_image, external_spec
 from lockpipe.smoke.gpu import discover_host, plan_gpu, with_gpu
-from lockpipe.smoke.gpucheck import gpu_gate
+from lockpipe.smoke.gpucheck import gpu_gate, needs_gpu
 from lockpipe.smoke.media import solid_png, speech_wav
 from lockpipe.smoke.ports import free_port, wait_port_clear
 from lockpipe.smoke.report import CheckResult, SmokeReport
@@ -242,7 +242,7 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
     else:
         command = container_command(target, paths, store)
         spec_run = run_spec(target, run_image, command, store, port)
-    if o.gpu:
+    if o.gpu and needs_gpu(target):  # a CPU target runs as without --gpu
         host = discover_host() if o.gpu_mode == "manual" else None
         image_env = o.published.env if o.published else engine.image_env(image_id)
         env = image_env.get("LD_LIBRARY_PATH")

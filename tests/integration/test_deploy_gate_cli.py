@@ -21,7 +21,7 @@ import pytest
 from lockpipe.cli import serve
 from lockpipe.cli.main import main
 from lockpipe.engines.base import RunSpec
-from lockpipe.errors import CHECK_FAILED_RUN, DeployError, SmokeError
+from lockpipe.errors import CheckFailed, DeployError, SmokeError
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, write_record
 from lockpipe.imagebuild.run import build_key
@@ -145,7 +145,7 @@ def test_a_failed_smoke_is_not_erased_by_a_later_run_of_another_target(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     repo = _repo(tmp_path)
-    assert _smoke(monkeypatch, repo, FAILING, WRONG)[0] == CHECK_FAILED_RUN
+    assert _smoke(monkeypatch, repo, FAILING, WRONG)[0] == CheckFailed.return_code
     assert _smoke(monkeypatch, repo, PASSING, GOOD)[0] == 0
     capsys.readouterr()
     assert _deploy(repo, FAILING) == DeployError.return_code  # no --force: refused
@@ -163,7 +163,7 @@ def test_a_new_run_replaces_only_its_own_target_and_image(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo = _repo(tmp_path)
-    assert _smoke(monkeypatch, repo, FAILING, WRONG)[0] == CHECK_FAILED_RUN
+    assert _smoke(monkeypatch, repo, FAILING, WRONG)[0] == CheckFailed.return_code
     assert _smoke(monkeypatch, repo, PASSING, GOOD)[0] == 0
     assert _smoke(monkeypatch, repo, FAILING, GOOD)[0] == 0  # fixed: the same image passes
     kept = json.loads((repo[1] / "smoke" / "smoke.json").read_text())["reports"]

@@ -18,7 +18,7 @@ import pytest
 
 from lockpipe.cli import serve
 from lockpipe.cli.main import main
-from lockpipe.errors import CHECK_FAILED_RUN
+from lockpipe.errors import CheckFailed
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, write_record
 from lockpipe.imagebuild.run import build_key
@@ -110,7 +110,7 @@ def test_a_wrong_shape_is_a_failed_check_naming_the_endpoint(
 ) -> None:  # fmt: skip
     code, checks = _smoke(tmp_path, monkeypatch, {**GOOD, endpoint: answer})
     err = capsys.readouterr().err
-    assert code == CHECK_FAILED_RUN, err
+    assert code == CheckFailed.return_code, err
     assert "Traceback" not in err and "error:" not in err
     failed = {n: c["detail"] for n, c in checks.items() if c["status"] == "FAIL"}
     assert list(failed) == [check], failed

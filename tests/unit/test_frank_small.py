@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lockpipe.errors import CHECK_FAILED_RUN
+from lockpipe.errors import CheckFailed
 from lockpipe.lock.model import load_lock
 from lockpipe.preflight import config, vllm_rules
 from lockpipe.preflight.vllm_args import parse_args
@@ -88,7 +88,7 @@ def test_the_seeds_turboquant_shape_is_refused_for_vllms_own_reasons(tmp_path: P
     assert "auto" not in tq["kv_cache_dtypes"]
     code, by = run_preflight(tmp_path, "--gpu", "rtx3090", *TURBOQUANT_WHAT_IF, "frank-small")
     backend = check(by["frank-small"], "backend")
-    assert code == CHECK_FAILED_RUN and backend["status"] == "fail"
+    assert code == CheckFailed.return_code and backend["status"] == "fail"
     assert "TURBOQUANT rejects this model" in backend["detail"]
     assert "sliding window not supported (40 sliding layers)" in backend["detail"]
     assert "kv_cache_dtype auto not supported (layers 0, 1, 46, 47)" in backend["detail"]

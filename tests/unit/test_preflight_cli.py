@@ -12,7 +12,7 @@ import pytest
 from lockpipe.cli import options
 from lockpipe.cli.options import add_preflight_options
 from lockpipe.cli.preflight import do_preflight
-from lockpipe.errors import CHECK_FAILED_RUN, LockError, UsageError
+from lockpipe.errors import CheckFailed, LockError, UsageError
 from lockpipe.preflight import config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -92,7 +92,7 @@ def test_the_seeds_qwen_mtp_slot_fits_on_the_3090_and_a_second_does_not(tmp_path
     code, by = run(tmp_path, "--gpu", "rtx3090", "--parallel", "2", "--ctx-size", "262144",
                    "llama-cuda-mtp")  # fmt: skip
     budget = next(c for c in by["llama-cuda-mtp"]["checks"] if c["name"] == "budget")
-    assert code == CHECK_FAILED_RUN and budget["status"] == "fail"
+    assert code == CheckFailed.return_code and budget["status"] == "fail"
 
 
 def test_a_model_whose_shape_nobody_pinned_is_unknown_not_judged(tmp_path: Path) -> None:
@@ -108,7 +108,7 @@ def test_a_model_whose_shape_nobody_pinned_is_unknown_not_judged(tmp_path: Path)
     assert "nox -s payloads -- qwen3.8-27b-iq3_s-mtp" in shape["fix"]
     strict, _ = run(tmp_path, "--gpu", "rtx3090", "--strict", "--preflight", str(bare),
                     "llama-cuda-mtp")  # fmt: skip
-    assert strict == CHECK_FAILED_RUN
+    assert strict == CheckFailed.return_code
 
 
 def test_the_seeds_four_full_window_slots_fit_and_a_fifth_does_not(tmp_path: Path) -> None:
@@ -118,7 +118,7 @@ def test_the_seeds_four_full_window_slots_fit_and_a_fifth_does_not(tmp_path: Pat
         tmp_path, "--gpu", "rtx3090", "--ctx-size", "1310720", "--parallel", "5", "llama-cuda-slots"
     )
     budget = next(c for c in by["llama-cuda-slots"]["checks"] if c["name"] == "budget")
-    assert code == CHECK_FAILED_RUN and "25,796 MiB" in budget["detail"]
+    assert code == CheckFailed.return_code and "25,796 MiB" in budget["detail"]
 
 
 def test_an_uneven_slot_grid_is_never_accepted(tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ def test_an_uneven_slot_grid_is_never_accepted(tmp_path: Path) -> None:
         tmp_path, "--gpu", "rtx3090", "--ctx-size", "1000000", "--parallel", "3", "llama-cuda"
     )
     grid = next(c for c in by["llama-cuda"]["checks"] if c["name"] == "slot-grid")
-    assert code == CHECK_FAILED_RUN and grid["status"] == "fail" and "even" in grid["detail"]
+    assert code == CheckFailed.return_code and grid["status"] == "fail" and "even" in grid["detail"]
 
 
 def test_what_if_bf16_at_131072_on_the_3090(tmp_path: Path) -> None:
@@ -152,7 +152,7 @@ def test_the_seeds_env_var_lands_nowhere(tmp_path: Path) -> None:
         tmp_path, "--gpu", "rtx3090", "--env", "VLLM_ATTENTION_BACKEND=TURBOQUANT", "frank-small"
     )
     names = [c["name"] for c in by["frank-small"]["checks"] if c["status"] == "fail"]
-    assert code == CHECK_FAILED_RUN and "env" in names
+    assert code == CheckFailed.return_code and "env" in names
 
 
 def test_preflight_json_is_validated(tmp_path: Path) -> None:

@@ -247,6 +247,16 @@ def test_port_names_the_host_port_with_or_without_gpu(
     assert list(engine.specs[0].ports.values()) == [17771]
 
 
+def test_a_gpu_smoke_of_the_cpu_target_asks_for_no_gpu(tmp_path: Path, state: Path) -> None:
+    """issue 19: `smoke --gpu` runs llama-cpu as without --gpu: no CDI device, no nvidia-smi
+    (none is on PATH here, so a gate or an attach would fail)."""
+    engine = FakeEngine(running=False)
+    smoke(tmp_path, state, tmp_path / "none.json", engine, name="llama-cpu", gpu=True,
+          port=17772, port_timeout=0.0)  # fmt: skip
+    assert engine.specs[0].devices == ()
+    assert engine.specs[0].device_requests == ()
+
+
 class FakeLlamaB10069(FakeLlama):
     """The pinned b10069: no spec-decode counters in /metrics; the answer's ``timings``
     carry ``draft_n``/``draft_n_accepted`` (tools/server/server-task.cpp:255-258)."""
