@@ -93,6 +93,10 @@ def add_payload_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connections", type=int, default=16,
                    help="parallel connections, shared by the files at once (16)")  # fmt: skip
     p.add_argument("--verify", action="store_true", help="re-hash every file in the store")
+    if p.prog.endswith(" payloads"):  # payloads publish --to REGISTRY/PREFIX (docs/payloads.md)
+        p.add_argument("--to", default=None, metavar="REGISTRY/PREFIX",
+                       help="with `payloads publish`: push the stored payloads there as OCI "
+                       "artifacts (LOCKPIPE_PUBLISH_TO)")  # fmt: skip
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", action="store_true", help="no progress display")
     out.add_argument("--jsonl", action="store_true", help="progress as JSON lines, for CI")

@@ -27,6 +27,7 @@ from lockpipe.payloads.checks import Facts, check_file, check_index, check_targe
 from lockpipe.payloads.download import fetch_and_place
 from lockpipe.payloads.errors import HTTPFatal
 from lockpipe.payloads.gitfetch import fetch_git_blob
+from lockpipe.payloads.mirrors import BlobMirror
 from lockpipe.payloads.partial import Partial
 from lockpipe.payloads.pool import run_parallel
 from lockpipe.payloads.progress import Reporter, reporter
@@ -46,6 +47,7 @@ class Options:
     files_at_once: int = 3
     tuning: Tuning | None = None  # tests shorten timeouts and backoff
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    blob_mirror: BlobMirror | None = None  # an OCI registry (--mirror oci://…), before the Hub
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -254,6 +256,8 @@ class _Run:
 
     def _fetch(self, b: Blob, partial: Partial | None, ctx: Context) -> None:
         cands = file_candidates(b.payload, b.file.path, self.o.mirror, self.o.env)
+        if self.o.blob_mirror is not None:
+            cands = [*self.o.blob_mirror.candidates(b.payload, b.file), *cands]
         if partial is None:
             fetch_git_blob(b.label, cands, b.path, b.size, b.digest, ctx)
             return

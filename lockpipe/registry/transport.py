@@ -69,6 +69,7 @@ class Registry:
         self._lock = threading.Lock()
         self._tokens: dict[str, tuple[str, float]] = {}  # scope -> (token, expires at)
         self._basic = False  # the host asked for Basic: send it up front
+        self._challenge: Challenge | None = None  # the last Bearer challenge: renews tokens early
 
     def __repr__(self) -> str:
         return f"Registry({self.scheme}://{self.host}, credential={self.credential})"
@@ -171,6 +172,23 @@ class Registry:
             )
         return answer
 
+    def authorization(
+        self, repository: str, actions: str = "pull", *, margin: float = 0.0
+    ) -> str | None:
+        """The Authorization header for ``repository`` now, renewing a Bearer token that
+        expires within ``margin`` seconds (before a long upload's next chunk, a ranged
+        download's next request); None where the registry asked for nothing."""
+        scope = f"repository:{repository}:{actions}"
+        with self._lock:
+            token, challenge = self._tokens.get(scope), self._challenge
+        if challenge is not None and (token is None or token[1] <= time.monotonic() + margin):
+            fresh, lifetime = self._fetch_token(
+                challenge, scope, f"token for {self.host}/{repository}"
+            )
+            with self._lock:
+                self._tokens[scope] = (fresh, time.monotonic() + max(lifetime - 5, 1))
+        return self._authorization(scope)
+
     def _authorization(self, scope: str) -> str | None:
         with self._lock:
             token = self._tokens.get(scope)
@@ -216,6 +234,7 @@ class Registry:
             )
         token, lifetime = self._fetch_token(challenge, scope, what)
         with self._lock:
+            self._challenge = challenge
             self._tokens[scope] = (token, time.monotonic() + max(lifetime - 5, 1))
 
     def _fetch_token(self, challenge: Challenge, scope: str, what: str) -> tuple[str, float]:

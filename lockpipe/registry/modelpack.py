@@ -1,0 +1,183 @@
+"""The CNCF ModelPack artifact of one payload: media types, config, manifest, and reading one.
+
+Pure. Media types and annotation keys are the spec's own (modelpack/model-spec,
+``specs-go/v1/mediatype.go`` and ``annotations.go``; the config's shape is
+``schema/config-schema.json``, whose ``additionalProperties: false`` is why the
+Hub repository and revision sit in the manifest's annotations and the config's
+``descriptor``, never in fields of our own). One uncompressed ``raw`` layer per
+file, so a layer's digest is the file's sha256: the lock's own pin.
+
+The manifest is deterministic (no time in it): the same payload always gives the
+same bytes, so a re-run puts the same digest under the same tag.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lockpipe.errors import RegistryError, UsageError
+from lockpipe.lock.model import Payload
+
+ARTIFACT_TYPE = "application/vnd.cncf.model.manifest.v1+json"
+CONFIG_MEDIA_TYPE = "application/vnd.cncf.model.config.v1+json"
+WEIGHT_RAW = "application/vnd.cncf.model.weight.v1.raw"
+WEIGHT_CONFIG_RAW = "application/vnd.cncf.model.weight.config.v1.raw"
+DOC_RAW = "application/vnd.cncf.model.doc.v1.raw"
+RAW_TYPES = frozenset(
+    {
+        WEIGHT_RAW,
+        WEIGHT_CONFIG_RAW,
+        DOC_RAW,
+        "application/vnd.cncf.model.code.v1.raw",
+        "application/vnd.cncf.model.dataset.v1.raw",
+    }
+)
+FILEPATH = "org.cncf.model.filepath"
+TITLE = "org.opencontainers.image.title"  # what oras names a pulled file by
+SOURCE = "org.opencontainers.image.source"
+REVISION = "org.opencontainers.image.revision"
+PAYLOAD = "io.github.lockpipe.payload"  # the lock's name, as images carry io.github.lockpipe.*
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+WEIGHT_SUFFIXES = (".gguf", ".safetensors", ".bin", ".pt", ".pth", ".onnx")
+DOC_NAMES = ("readme", "license", "notice")
+# distribution's repository name grammar, one path component
+_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layer:
+    """One file of the payload as a raw layer."""
+
+    path: str  # inside the snapshot, forward slashes
+    digest: str  # sha256:<hex> of the bytes
+    size: int
+
+    @property
+    def media_type(self) -> str:
+        return layer_media_type(self.path)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Artifact:
+    """What ``payloads publish`` puts in the registry for one payload."""
+
+    repository: str  # PREFIX-path/NAME (without the registry host)
+    tag: str  # rev-<commit>
+    config: bytes
+    manifest: bytes
+    layers: tuple[Layer, ...]
+
+
+def layer_media_type(path: str) -> str:
+    """Weights, documentation, or the weights' configuration (tokenizer, config.json…)."""
+    base = path.rsplit("/", 1)[-1].lower()
+    if base.endswith(WEIGHT_SUFFIXES):
+        return WEIGHT_RAW
+    if base.split(".", 1)[0] in DOC_NAMES or base.endswith(".md"):
+        return DOC_RAW
+    return WEIGHT_CONFIG_RAW
+
+
+def repository(path_prefix: str, payload: Payload) -> str:
+    """``PREFIX/NAME``: one repository per lock payload; UsageError if the name cannot be one."""
+    name = payload.name
+    if not _COMPONENT.fullmatch(name):
+        raise UsageError(
+            f"payloads.{name}: not a registry repository name (lowercase letters, digits and "
+            "single . _ - between them); rename the payload in the lock to publish it"
+        )
+    return f"{path_prefix.strip('/')}/{name}" if path_prefix.strip("/") else name
+
+
+def tag(payload: Payload) -> str:
+    """``rev-<commit>``: the revision names the tag, so a new revision never moves an old one."""
+    if not payload.revision:
+        raise UsageError(f"payloads.{payload.name}: no revision pinned; pin it before publishing")
+    return f"rev-{payload.revision}"
+
+
+def _dumps(doc: Mapping[str, Any]) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def config_doc(payload: Payload, layers: Sequence[Layer], source_url: str) -> dict[str, Any]:
+    """The ModelPack config: what the lock knows, nothing guessed."""
+    settings: dict[str, Any] = {"format": payload.format}
+    quant = payload.expect.get("quantization")
+    if isinstance(quant, Mapping) and isinstance(quant.get("format"), str):
+        settings["quantization"] = quant["format"]
+    descriptor = {"name": payload.name, "sourceURL": source_url, "revision": payload.revision}
+    return {
+        "descriptor": descriptor,
+        "modelfs": {"type": "layers", "diffIds": [x.digest for x in layers]},
+        "config": settings,
+    }
+
+
+def artifact(
+    path_prefix: str, payload: Payload, layers: Sequence[Layer], source_url: str
+) -> Artifact:
+    """The config and manifest of ``payload`` whose files are ``layers`` (in the lock's order)."""
+    config = _dumps(config_doc(payload, layers, source_url))
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": ARTIFACT_TYPE,
+        "config": {"mediaType": CONFIG_MEDIA_TYPE, "digest": _sha(config), "size": len(config)},
+        "layers": [
+            {
+                "mediaType": x.media_type,
+                "digest": x.digest,
+                "size": x.size,
+                "annotations": {FILEPATH: x.path, TITLE: x.path},
+            }
+            for x in layers
+        ],
+        "annotations": {
+            SOURCE: source_url,
+            REVISION: payload.revision or "",
+            PAYLOAD: payload.name,
+        },
+    }
+    return Artifact(
+        repository=repository(path_prefix, payload),
+        tag=tag(payload),
+        config=config,
+        manifest=_dumps(manifest),
+        layers=tuple(layers),
+    )
+
+
+def file_layers(where: str, manifest: bytes) -> dict[str, Layer]:
+    """path -> layer of a manifest another client may have pushed; only raw layers count.
+
+    A layer is named by ``org.cncf.model.filepath``, else ``org.opencontainers.image.title``
+    (what ``oras push`` writes). A tar or compressed layer is skipped: its digest is not a
+    file's sha256, so it cannot stand for a pin.
+    """
+    try:
+        doc = json.loads(manifest)
+    except ValueError:
+        raise RegistryError(f"{where}: the manifest is not JSON; the registry is broken") from None
+    layers = doc.get("layers") if isinstance(doc, dict) else None
+    out: dict[str, Layer] = {}
+    for entry in layers if isinstance(layers, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        notes = entry.get("annotations")
+        notes = notes if isinstance(notes, dict) else {}
+        path = notes.get(FILEPATH) or notes.get(TITLE)
+        mtype, digest, size = entry.get("mediaType"), entry.get("digest"), entry.get("size")
+        raw = mtype in RAW_TYPES or not str(mtype).endswith(("tar", "gzip", "zstd"))
+        if isinstance(path, str) and isinstance(digest, str) and isinstance(size, int) and raw:
+            out[path] = Layer(path=path, digest=digest, size=size)
+    return out
