@@ -1,7 +1,8 @@
 """The verbs that check and pin: plan, lint and lock (no engine).
 
 plan and lint only read. lock writes the lock; it reaches PyPI only to derive a
-requirements file again whose version (or closure facts) changed, or with --force.
+requirements file again whose version (or closure facts) changed, or with --force, and
+the wheel of a ``VLLM_VERSION`` whose preflight rules are missing (``vllm_release``).
 """
 
 from __future__ import annotations
@@ -9,11 +10,12 @@ from __future__ import annotations
 import argparse
 
 from lockpipe.cli.options import targets
-from lockpipe.errors import LintError
+from lockpipe.errors import LintError, LockError
 from lockpipe.imagebuild import lint, plan
 from lockpipe.lock.fingerprint import check_drift
 from lockpipe.lock.model import load_lock, write_lock
 from lockpipe.log import echo
+from lockpipe.preflight import vllm_release
 
 
 def do_plan(args: argparse.Namespace) -> int:
@@ -54,6 +56,9 @@ def do_lock(args: argparse.Namespace) -> int:
     if args.check:
         for n in plan.built_here(loaded, sorted(loaded.targets), "lock --check"):
             check_drift(loaded, loaded.target(n))
+        if stale := vllm_release.missing(loaded):
+            raise LockError(f"{args.lock}: no preflight rules for vLLM {', '.join(stale)} "
+                            f"(VLLM_VERSION): {vllm_release.fix_for(stale[0])}")  # fmt: skip
         echo(f"{args.lock}: no drift")
         return 0
     from lockpipe.refresh.pip import relock_derived  # reaches PyPI: only lock loads it
@@ -61,6 +66,9 @@ def do_lock(args: argparse.Namespace) -> int:
     doc, derived = relock_derived(loaded, force=args.force)
     for change in derived:
         echo(str(change))
+    for version in vllm_release.missing(loaded):  # a VLLM_VERSION moved: its wheel's rules
+        echo(f"{args.lock}: derived vLLM {version}'s preflight rules: "
+             f"{vllm_release.derive(version)}")  # fmt: skip
     if doc == loaded.document:
         echo(f"{args.lock}: already current")
         return 0

@@ -34,7 +34,7 @@ from lockpipe.errors import FetchError, LockpipeError
 from lockpipe.fs import cache_home
 from lockpipe.lock.model import Lock, load_lock
 from lockpipe.log import echo
-from lockpipe.preflight import vllm_rules
+from lockpipe.preflight import vllm_release, vllm_rules
 from lockpipe.preflight.vllm_parser import (
     MARKER,
     Accepted,
@@ -50,12 +50,7 @@ TRIAL = ("vllm", "serve", "trial-model", "--max-model-len", "1024")
 
 def versions(lock: Lock) -> list[str]:
     """The vLLM versions the lock's vLLM targets build with (``VLLM_VERSION``)."""
-    found = {
-        t.build_args["VLLM_VERSION"]
-        for t in lock.targets.values()
-        if t.serve.runtime == "vllm" and "VLLM_VERSION" in t.build_args
-    }
-    return sorted(found)
+    return vllm_release.pinned(lock)
 
 
 def constraints_for(root: Path, version: str) -> Path:

@@ -29,29 +29,19 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from lockpipe.errors import LockError
 from lockpipe.preflight.shape import ModelShape
 from lockpipe.preflight.verdict import Check
 from lockpipe.preflight.vllm_args import VllmArgs
+from lockpipe.preflight.vllm_release import rules_for
 
-DATA = Path(__file__).with_name("data")
 
-
-def release(version: str) -> dict[str, Any]:
-    """The facts extracted from vLLM ``version``'s wheel (see :mod:`.vllm_source`)."""
-    path = DATA / f"vllm-{version}.json"
-    if not path.is_file():
-        raise LockError(
-            f"no preflight rules for vLLM {version}: generate them with python -m "
-            f"lockpipe.preflight.vllm_source vllm-{version}-….whl > {path}"
-        )
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
+def release(version: str) -> Mapping[str, Any]:
+    """The facts extracted from vLLM ``version``'s wheel: :func:`.vllm_release.rules_for`,
+    which refuses rules derived for another version."""
+    return rules_for(version)
 
 
 def fa_supported(facts: Mapping[str, Any], version: int, cap: tuple[int, int]) -> bool:
