@@ -21,6 +21,7 @@ to its lockpipe error, naming its host and the fix.
 from __future__ import annotations
 
 import datetime
+import http.client
 import random
 import time
 from collections.abc import Mapping
@@ -30,10 +31,15 @@ from typing import IO
 from urllib.parse import urljoin
 
 import requests
+import urllib3.exceptions
 
 from lockpipe.urls import same_origin
 
 MAX_REDIRECTS = 10
+# What a request can raise for reasons outside this program: requests' exceptions are
+# OSErrors, its URL errors and urllib3's parse errors are ValueErrors, and a few of
+# urllib3 and http.client escape requests' wrapping.
+NET_ERRORS = (OSError, ValueError, urllib3.exceptions.HTTPError, http.client.HTTPException)
 Data = bytes | IO[bytes] | None
 
 
@@ -149,7 +155,7 @@ def follow(
                 stream=stream,
                 allow_redirects=False,
             )
-        except Exception as exc:  # requests, urllib3 and http.client raise several kinds
+        except NET_ERRORS as exc:
             raise NoAnswer(url, exc) from exc
         follows = method in ("GET", "HEAD") or resp.status_code in (307, 308)
         if not (resp.is_redirect and follows and rewindable and "location" in resp.headers):

@@ -21,7 +21,7 @@ import requests
 
 from lockpipe.http import MAX_REDIRECTS, NoAnswer, follow, retry_after, retryable
 from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP
-from lockpipe.payloads.neterrors import NET_ERRORS, bad_url, classify
+from lockpipe.payloads.neterrors import bad_url, classify
 from lockpipe.payloads.sources import Candidate, repo_page
 from lockpipe.urls import redact
 
@@ -103,8 +103,6 @@ def open_range(
         answer = follow(session, "GET", url, origin=cand.url, auth=cand.authorization,
                         headers=headers, timeout=timeout, stream=True)  # fmt: skip
     except NoAnswer as no:
-        if not isinstance(no.cause, NET_ERRORS):  # requests, urllib3, http.client, urllib.parse
-            raise no.cause from None
         raise classify(redact(no.url), no.cause, timeout) from None
     resp = answer.response
     if answer.looped:

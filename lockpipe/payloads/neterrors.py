@@ -9,7 +9,6 @@ one line with the URL and the cause in words, never a traceback.
 
 from __future__ import annotations
 
-import http.client
 import re
 import socket
 from collections.abc import Iterator
@@ -18,13 +17,11 @@ from urllib.parse import urlsplit
 import requests
 import urllib3.exceptions
 
+from lockpipe.http import NET_ERRORS
 from lockpipe.payloads.errors import NO_ANSWER, HTTPFatal, RetryableHTTP, Unreachable
 from lockpipe.urls import redact
 
-# What a request can raise for reasons outside this program: requests' exceptions are
-# OSErrors, its URL errors and urllib3's parse errors are ValueErrors, and a few of
-# urllib3 and http.client escape requests' wrapping.
-NET_ERRORS = (OSError, ValueError, urllib3.exceptions.HTTPError, http.client.HTTPException)
+__all__ = ["NET_ERRORS", "bad_url", "classify", "reason"]  # NET_ERRORS: lockpipe.http's
 URL_FIX = "check HF_ENDPOINT, --mirror, and the repository and filename in the lock"
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\"()\[\]]+)")
 

@@ -22,11 +22,11 @@ a ``--mirror`` it can reach) instead of the one for a failing server.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable
 
+from lockpipe.http import backoff
 from lockpipe.payloads.errors import RetryableHTTP, Unreachable
 from lockpipe.payloads.settings import Tuning
 
@@ -42,15 +42,15 @@ def delay(tuning: Tuning, exc: RetryableHTTP, failures: int) -> float:
     """Seconds to wait before the next try of a piece (``failures``: :meth:`Streak.failed`).
 
     The server's Retry-After wins (capped: a proxy asking for an hour should not
-    stall a build that long); else exponential backoff with jitter, so connections
-    that failed together do not come back together.
+    stall a build that long); else :func:`lockpipe.http.backoff`, every client's.
+    Unlike the registry and API clients, a long Retry-After is waited for up to the
+    cap rather than failed at once: the file's budget and stall bound end a run.
     """
     if exc.retry_after is not None:
         return min(max(0.0, exc.retry_after), tuning.retry_after_cap)
     if failures == 0:
         return AGAIN_AT_ONCE
-    step = tuning.backoff * 2.0 ** min(failures - 1, 30)
-    return min(tuning.backoff_cap, step) * random.uniform(0.8, 1.2)
+    return backoff(failures - 1, base=tuning.backoff, cap=tuning.backoff_cap)
 
 
 class Budget:
