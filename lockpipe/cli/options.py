@@ -49,6 +49,16 @@ class NoForce(argparse.Action):
         )
 
 
+def path(text: str) -> Path:
+    """An argparse type: a path, never empty (``--store ''`` would mean the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty path would mean the current folder; give a path, or leave the option "
+            "out for its default"
+        )
+    return Path(text)
+
+
 def port(text: str) -> int:
     """An argparse type: a TCP port, 1-65535."""
     try:
@@ -66,7 +76,7 @@ def _env(var: str) -> str | None:
 
 def common() -> Parser:
     p = Parser(add_help=False)
-    p.add_argument("--lock", type=Path, default=Path(_env("LOCKPIPE_LOCK") or DEFAULT_LOCK),
+    p.add_argument("--lock", type=path, default=Path(_env("LOCKPIPE_LOCK") or DEFAULT_LOCK),
                    help="the lock file (LOCKPIPE_LOCK; default locks/digests.json)")  # fmt: skip
     p.add_argument("--engine", choices=ENGINE_NAMES, default=_env("LOCKPIPE_ENGINE"),
                    help="buildah, podman or docker (LOCKPIPE_ENGINE; default: the first "
@@ -75,10 +85,10 @@ def common() -> Parser:
                    help="base URL tried before upstream for every fetched file "
                    "(LOCKPIPE_MIRROR)")  # fmt: skip
     state = _env("LOCKPIPE_STATE")
-    p.add_argument("--state", type=Path, default=Path(state) if state else None,
+    p.add_argument("--state", type=path, default=Path(state) if state else None,
                    help="where build records live (LOCKPIPE_STATE; default .lockpipe in the "
                    "lock's checkout)")  # fmt: skip
-    p.add_argument("--cache", type=Path,
+    p.add_argument("--cache", type=path,
                    default=Path(_env("LOCKPIPE_CACHE") or cache_home(os.environ) / "lockpipe"),
                    help="verified downloads by sha256 (LOCKPIPE_CACHE; default "
                    "~/.cache/lockpipe)")  # fmt: skip
@@ -87,7 +97,7 @@ def common() -> Parser:
 
 def add_payload_options(p: argparse.ArgumentParser) -> None:
     store = _env("LOCKPIPE_STORE")
-    p.add_argument("--store", type=Path, default=Path(store) if store else None,
+    p.add_argument("--store", type=path, default=Path(store) if store else None,
                    help="payload store (LOCKPIPE_STORE; default /var/lib/lockpipe/payloads "
                         "for root, else ~/.cache/lockpipe/store)")  # fmt: skip
     p.add_argument("--connections", type=int, default=16,
@@ -111,7 +121,7 @@ def add_smoke_options(p: argparse.ArgumentParser) -> None:
                    help="how the GPU reaches the container (LOCKPIPE_GPU_MODE; default "
                    "cdi, which needs nvidia-container-toolkit's CDI spec; manual on a host "
                    "without the toolkit)")  # fmt: skip
-    p.add_argument("--expect", type=Path, default=Path(_env("LOCKPIPE_SMOKE") or DEFAULT_SMOKE),
+    p.add_argument("--expect", type=path, default=Path(_env("LOCKPIPE_SMOKE") or DEFAULT_SMOKE),
                    help="what each target must answer (LOCKPIPE_SMOKE; default "
                    "locks/smoke.json)")  # fmt: skip
     p.add_argument("--port", type=port, default=None,
@@ -119,7 +129,7 @@ def add_smoke_options(p: argparse.ArgumentParser) -> None:
                    "target's own, where its production server may listen)")  # fmt: skip
     p.add_argument("--port-timeout", type=float, default=90.0,
                    help="seconds to wait for a held port to clear (90)")  # fmt: skip
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", type=path, default=None,
                    help="logs, smoke.json and smoke.junit.xml (default STATE/smoke)")  # fmt: skip
     add_image_options(p)
 
@@ -136,14 +146,14 @@ def add_preflight_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--driver", help="the host's NVIDIA driver version, e.g. 610.57.04")
     p.add_argument(
         "--preflight",
-        type=Path,
+        type=path,
         help="calibrations and model shapes (default: preflight.json beside the lock, which "
         "may be absent; a path given here must exist)",
     )
-    p.add_argument("--store", type=Path, metavar="DIR",
+    p.add_argument("--store", type=path, metavar="DIR",
                    help="payload store whose files give model shapes (must be a directory; "
                    "default: the payloads verb's store, used when it is there)")  # fmt: skip
-    p.add_argument("--json", type=Path, metavar="FILE", help="also write the report as JSON")
+    p.add_argument("--json", type=path, metavar="FILE", help="also write the report as JSON")
     p.add_argument("--strict", action="store_true", help="warnings and UNKNOWN fail too")
     p.add_argument("--vllm-parser", metavar="DIR|off", default=_env("LOCKPIPE_VLLM_PARSER"),
                    help="vLLM's own serve-argument parser, as nox -s vllm-parser builds it "
@@ -151,7 +161,8 @@ def add_preflight_options(p: argparse.ArgumentParser) -> None:
                    "not built: lockpipe's extract reads the command, and the report says "
                    "so")  # fmt: skip
     what_if = p.add_argument_group(
-        "what if (override the target's own values; one its runtime lacks is named, and skipped)"
+        "what if (override the target's own values; one meant for another runtime of the run "
+        "is named and skipped, one no target takes is refused)"
     )
     what_if.add_argument("--ctx-size", type=int, help="llama.cpp -c")
     what_if.add_argument("--parallel", type=int, help="llama.cpp --parallel")
@@ -171,7 +182,7 @@ def add_preflight_options(p: argparse.ArgumentParser) -> None:
 
 def add_deploy_options(p: argparse.ArgumentParser) -> None:
     store = _env("LOCKPIPE_STORE")
-    p.add_argument("--store", type=Path, default=Path(store) if store else None,
+    p.add_argument("--store", type=path, default=Path(store) if store else None,
                    help="payload store the unit mounts read-only at /store (LOCKPIPE_STORE; "
                    "default /var/lib/lockpipe/payloads for root, else "
                    "~/.cache/lockpipe/store)")  # fmt: skip
@@ -193,10 +204,10 @@ def add_deploy_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start-timeout", type=int, default=900,
                    help="seconds the model may take to load before /health answers "
                    "(900)")  # fmt: skip
-    p.add_argument("--smoke-report", type=Path,
+    p.add_argument("--smoke-report", type=path,
                    help="smoke.json that gates the deploy (default "
                    "STATE/smoke/smoke.json)")  # fmt: skip
-    p.add_argument("--out", type=Path, help="where the rendered unit goes (default STATE/deploy)")
+    p.add_argument("--out", type=path, help="where the rendered unit goes (default STATE/deploy)")
     p.add_argument("--no-verify", action="store_true",
                    help="skip podman's generator dry run and systemd-analyze verify")  # fmt: skip
     p.add_argument("--install", nargs="?", const="", metavar="DIR",
@@ -274,11 +285,11 @@ def add_refresh_options(p: argparse.ArgumentParser) -> None:
                    "the lock")  # fmt: skip
     p.add_argument(
         "--report-md",
-        type=Path,
+        type=path,
         metavar="FILE",
         help="write the Markdown report (a pull request body) here",
     )
-    p.add_argument("--report-json", type=Path, metavar="FILE", help="write the JSON report here")
+    p.add_argument("--report-json", type=path, metavar="FILE", help="write the JSON report here")
     p.add_argument(
         "--github-api",
         default=_env("LOCKPIPE_GITHUB_API") or DEFAULT_GITHUB_API,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lockpipe.cli.options import targets
-from lockpipe.errors import CheckFailed, GpuAttachError, LockError, UsageError
+from lockpipe.errors import CheckFailed, GpuAttachError, LockError, LockpipeError, UsageError
 from lockpipe.lock.model import Lock, Target, load_lock
 from lockpipe.log import echo
 from lockpipe.payloads.store import default_store
@@ -135,6 +135,22 @@ def _vllm_parses(
     return out
 
 
+def _refuse_typos(targets: Sequence[Target], over: Overrides) -> None:
+    """A what-if value a target's runtime lacks, and no other target of the run takes,
+    is a typo (``--kv-cache-dtype q5_9``): a usage error, before anything is judged."""
+    vllm: set[str] = set()
+    for t in targets:
+        if t.serve.runtime == "vllm" and t.external is None:
+            try:
+                facts = vllm_rules.release(t.build_args.get("VLLM_VERSION", "?"))
+            except LockpipeError:  # no rules for this version: its own check says so
+                continue
+            vllm |= set(facts.get("kv_cache_dtypes") or ())
+    for t in targets:
+        if (why := over.refused(t.serve.runtime, vllm)) is not None:
+            raise UsageError(f"{t.name}: {why}")
+
+
 def _failures(reports: Sequence[TargetReport], strict: bool, over: Overrides) -> str:
     """One line: which target fails, on which checks, as locked or as asked."""
     parts = []
@@ -162,6 +178,7 @@ def do_preflight(args: argparse.Namespace) -> int:
              "on the card preflight.json names for it", style="yellow")  # fmt: skip
     reports = []
     names = targets(args, loaded)
+    _refuse_typos([loaded.target(n) for n in names], over)
     parses = _vllm_parses(args, [loaded.target(n) for n in names], over)
     for name in names:
         target = loaded.target(name)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from lockpipe.cmd import call
 from lockpipe.errors import EngineError, EngineMissing, GpuAttachError, UsageError
+from lockpipe.spelling import nearest
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,11 +56,35 @@ QUERY = (
 )
 
 
+# Words a person (or nvidia-smi's name) puts before the model: "NVIDIA GeForce RTX 3090".
+_VENDOR_WORDS = re.compile(r"\b(nvidia|geforce|tesla|quadro)\b")
+
+
+def _squash(text: str) -> str:
+    """A card name with case, spaces, punctuation, vendor words and GB's B dropped."""
+    text = _VENDOR_WORDS.sub(" ", text.lower())
+    text = re.sub(r"(\d)\s*gb\b", r"\1g", text)
+    return re.sub(r"[^a-z0-9]", "", text)
+
+
 def card_named(name: str) -> Card:
-    key = name.lower().replace("_", "-")
-    if key not in CARDS:
-        raise UsageError(f"--gpu {name}: unknown card; known: {', '.join(CARDS)}")
-    return CARDS[key]
+    """The card ``name`` means: a known name in any case and spacing, with or without a
+    vendor prefix ("RTX 3090", "nvidia rtx3090"), or the start or bare number of exactly
+    one known name ("h100", "3090"); UsageError naming the candidates otherwise."""
+    key = _squash(name)
+    squashed = {_squash(c): c for c in CARDS}
+    if key in squashed:
+        return CARDS[squashed[key]]
+    hits = [c for k, c in squashed.items() if key and (k.startswith(key) or
+            (key.isdigit() and key in k))]  # fmt: skip
+    if len(hits) == 1:
+        return CARDS[hits[0]]
+    if hits:
+        raise UsageError(f"--gpu {name}: more than one card matches ({', '.join(hits)}); "
+                         "name one of them")  # fmt: skip
+    near = nearest(key, squashed)
+    mean = f" (did you mean {squashed[near]}?)" if near else ""
+    raise UsageError(f"--gpu {name}: unknown card{mean}; known: {', '.join(CARDS)}")
 
 
 def parse_smi(text: str, index: int = 0) -> Card:

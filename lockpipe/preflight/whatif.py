@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from lockpipe.preflight import llama
+from lockpipe.spelling import hint
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +34,25 @@ class Overrides:
             out.append(f"--kv-cache-dtype {self.kv_dtype}")
             why += f"; llama.cpp's cache types are {', '.join(llama.KV_TYPES)}"
         return out, why
+
+    def refused(self, runtime: str, elsewhere: Collection[str] = ()) -> str | None:
+        """Why a target of ``runtime`` cannot take a what-if value, or None.
+
+        A KV dtype llama.cpp lacks (its cache types, ``kv_cache_types`` of common/arg.cpp,
+        are :data:`llama.KV_TYPES`) is a typo, never a shape to judge without; unless it is
+        in ``elsewhere``, the dtypes another target of the run takes (vLLM's ``fp8``), so
+        that one what-if can be meant for the vLLM target of the run (see :meth:`not_for`).
+        """
+        if runtime != "llama.cpp" or not self.kv_dtype or self.llama_kv_type():
+            return None
+        if self.kv_dtype in elsewhere:
+            return None
+        types = ", ".join(llama.KV_TYPES)
+        return (
+            f"--kv-cache-dtype {self.kv_dtype}: llama.cpp has no such cache type"
+            f"{hint(self.kv_dtype, llama.KV_TYPES)}; its -ctk/-ctv types are {types} "
+            "(vLLM's bfloat16 and float16 mean bf16 and f16)"
+        )
 
     def llama_kv_type(self) -> str | None:
         """``--kv-cache-dtype`` as a llama.cpp cache type (-ctk/-ctv), or None if it is not one.

@@ -16,7 +16,7 @@ import pytest
 from lockpipe.cli import options
 from lockpipe.cli import preflight as cli
 from lockpipe.cli.options import add_preflight_options
-from lockpipe.errors import CHECK_FAILED_RUN, LockError, UsageError
+from lockpipe.errors import CheckFailed, LockError, UsageError
 from lockpipe.preflight import config, report
 from lockpipe.preflight.verdict import Check, Status, TargetReport
 from tests.frank_small import TURBOQUANT_WHAT_IF
@@ -162,13 +162,23 @@ def test_a_vllm_only_kv_dtype_does_not_apply_to_a_llama_target_and_is_named(
 ) -> None:
     """One run may mean --kv-cache-dtype fp8 for the vLLM target: the llama.cpp one is
     judged as locked, with a line naming the flag and llama.cpp's own cache types."""
-    code, doc = run(tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "fp8", "llama-cuda")
+    code, doc = run(tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "fp8", "llama-cuda",
+                    "frank-small")  # fmt: skip
     cuda = by_target(doc)["llama-cuda"]
-    assert code == 0 and cuda["verdict"] == "pass"
+    assert cuda["verdict"] == "pass"
     assert [f for f in cuda["figures"] if "q8_0/q8_0" in f["note"]]  # the locked pair
     (line,) = [x for x in lines if x.startswith("preflight: llama-cuda:")]
     assert "--kv-cache-dtype fp8 does not apply" in line
     assert all(t in line for t in ("f16", "bf16", "q8_0", "q4_0", "q5_1", "f32"))
+
+
+def test_a_kv_dtype_no_target_of_the_run_takes_is_a_usage_error(tmp_path: Path) -> None:
+    """issue 19: fp8 for llama-cuda alone (or q5_9 anywhere) is a typo, not a shape to judge
+    without: llama.cpp lacks it and no vLLM target of the run takes it."""
+    with pytest.raises(UsageError, match=r"llama-cuda: --kv-cache-dtype fp8: llama.cpp has no"):
+        run(tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "fp8", "llama-cuda")
+    with pytest.raises(UsageError, match=r"--kv-cache-dtype q5_9: llama.cpp has no such cache"):
+        run(tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "q5_9", "llama-cuda", "frank-small")
 
 
 def test_a_what_if_llama_server_would_refuse_is_a_usage_error_naming_the_target(
@@ -207,7 +217,7 @@ def test_a_bad_card_in_preflight_json_names_the_file_and_key(tmp_path: Path) -> 
 def test_an_unknown_backend_gets_no_pass_row(tmp_path: Path) -> None:
     code, doc = run(tmp_path, "--gpu", "rtx3090", "--attention-backend", "FOO", "frank-small")
     checks = by_target(doc)["frank-small"]["checks"]
-    assert code == CHECK_FAILED_RUN
+    assert code == CheckFailed.return_code
     assert any(c["name"] == "attention-backend" and c["status"] == "fail" for c in checks)
     assert not [c for c in checks if c["name"] == "backend" and c["status"] == "pass"]
 
@@ -216,16 +226,16 @@ def test_the_failure_line_says_what_failed_and_whether_as_asked(
     tmp_path: Path, lines: list[str]
 ) -> None:
     code, _ = run(tmp_path, "--gpu", "rtx3090", "--strict", "frank-large")
-    assert code == CHECK_FAILED_RUN
+    assert code == CheckFailed.return_code
     assert lines[-1].startswith("preflight: as locked, frank-large is unknown (")
     code, _ = run(tmp_path, "--gpu", "rtx3090", *TURBOQUANT_WHAT_IF, "frank-small")
-    assert code == CHECK_FAILED_RUN
+    assert code == CheckFailed.return_code
     assert lines[-1].startswith(f"preflight: as asked ({' '.join(TURBOQUANT_WHAT_IF)}), "
                                 "frank-small fails (")  # fmt: skip
     assert "backend" in lines[-1] and "would not fit" not in lines[-1]
     code, _ = run(tmp_path, "--gpu", "rtx3090", "--parallel", "5", "--ctx-size", "1310720",
                   "llama-cuda-slots")  # fmt: skip
-    assert code == CHECK_FAILED_RUN
+    assert code == CheckFailed.return_code
     assert lines[-1].startswith("preflight: as asked (")
     assert "--parallel 5" in lines[-1] and "llama-cuda-slots fails (budget" in lines[-1]
 
@@ -236,7 +246,7 @@ def test_a_strict_unknown_says_strict_and_the_json_agrees_with_the_exit_code(
     code, doc = run(tmp_path, "--gpu", "rtx3090", "frank-large")
     assert code == 0 and doc["verdict"] == "unknown"
     code, doc = run(tmp_path, "--gpu", "rtx3090", "--strict", "frank-large")
-    assert code == CHECK_FAILED_RUN and doc["verdict"] == "fail" and doc["strict"] is True
+    assert code == CheckFailed.return_code and doc["verdict"] == "fail" and doc["strict"] is True
     assert "frank-large is unknown (model-shape)" in lines[-1] and "--strict" in lines[-1]
 
 

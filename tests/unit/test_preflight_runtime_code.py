@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lockpipe.errors import CHECK_FAILED_RUN
+from lockpipe.errors import CheckFailed
 from lockpipe.preflight import config, vllm_rules
 from lockpipe.preflight.shape import from_hf_config
 from tests.frank_small import run_preflight
@@ -80,7 +80,7 @@ def test_fa_copies_push_a_quantized_slot_grid_past_the_card(tmp_path: Path) -> N
                    "llama-cuda-slots")  # fmt: skip
     slots = by["llama-cuda-slots"]
     budget = check(slots, "budget")
-    assert code == CHECK_FAILED_RUN and budget["status"] == "fail"
+    assert code == CheckFailed.return_code and budget["status"] == "fail"
     assert budget["fix"].startswith("--parallel 4")
     n = slots["numbers"]
     kv, copies = gemma_per_slot(260096)
@@ -161,7 +161,7 @@ def test_flash_attn_at_head_size_512_on_sm86_fails(tmp_path: Path) -> None:
             "--max-model-len", "131072", "frank-small")  # fmt: skip
     code, by = run(tmp_path, "--gpu", "rtx3090", *bf16)
     backend = check(by["frank-small"], "backend")
-    assert code == CHECK_FAILED_RUN and backend["status"] == "fail"
+    assert code == CheckFailed.return_code and backend["status"] == "fail"
     assert "head_size not supported" in backend["detail"] and "512" in backend["detail"]
     code, by = run(tmp_path, "--gpu", "h100-80g", *bf16)
     assert check(by["frank-small"], "backend")["status"] == "pass"  # FA4 on sm 9.0
@@ -170,7 +170,7 @@ def test_flash_attn_at_head_size_512_on_sm86_fails(tmp_path: Path) -> None:
 def test_a_backend_forced_with_ac_is_seen(tmp_path: Path) -> None:
     code, fs = vllm_run(tmp_path, "--kv-cache-dtype", "bfloat16", "-ac", '{"backend":"FLASH_ATTN"}')
     assert figure(fs, "backend")["value"] == "FLASH_ATTN"
-    assert code == CHECK_FAILED_RUN and check(fs, "backend")["status"] == "fail"
+    assert code == CheckFailed.return_code and check(fs, "backend")["status"] == "fail"
     code, fs = vllm_run(tmp_path, "--kv-cache-dtype", "turboquant_k8v4",
                         "--attention-config.backend=TRITON_ATTN")  # fmt: skip
     assert figure(fs, "backend")["value"] == "TRITON_ATTN"
@@ -178,7 +178,7 @@ def test_a_backend_forced_with_ac_is_seen(tmp_path: Path) -> None:
     code, fs = vllm_run(tmp_path, "--kv-cache-dtype", "bfloat16", "--attention-backend",
                         "TRITON_ATTN", "-ac.backend", "TRITON_ATTN")  # fmt: skip
     both = check(fs, "attention-config")
-    assert code == CHECK_FAILED_RUN and both["status"] == "fail"
+    assert code == CheckFailed.return_code and both["status"] == "fail"
     assert "mutually exclusive" in both["detail"]
 
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from lockpipe.errors import LockError, SmokeConfigError
-from lockpipe.preflight import config
+from lockpipe.cli.main import main
+from lockpipe.errors import LockError, SmokeConfigError, UsageError
+from lockpipe.preflight import config, host, llama
 from lockpipe.smoke.config import load_smoke
 from lockpipe.spelling import hint, nearest
 
@@ -64,3 +65,54 @@ def test_nearest_name() -> None:
     assert nearest("frank-smal", ["frank-small", "llama-cpu"]) == "frank-small"
     assert nearest("zzz", ["frank-small", "llama-cpu"]) is None
     assert hint("LLAMA-CPU", ["llama-cpu"]) == " (did you mean llama-cpu?)"
+
+
+@pytest.mark.parametrize(
+    ("typed", "card"),
+    [("RTX 3090", "rtx3090"), ("3090", "rtx3090"), ("h100", "h100-80g"),
+     ("NVIDIA GeForce RTX 4090", "rtx4090"), ("A100 80GB", "a100-80g"), ("rtx3090", "rtx3090")],
+)  # fmt: skip
+def test_card_names_are_normalised(typed: str, card: str) -> None:
+    assert host.card_named(typed).name == card
+
+
+def test_an_ambiguous_or_unknown_card_is_refused_with_the_candidates() -> None:
+    with pytest.raises(UsageError, match=r"more than one card matches \(a100-40g, a100-80g\)"):
+        host.card_named("a100")
+    with pytest.raises(UsageError, match=r"unknown card \(did you mean rtx3090\?\)"):
+        host.card_named("rtx3080")
+
+
+def test_a_kv_dtype_llama_cpp_lacks_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    lock = str(REPO / "locks/digests.json")
+    code = main(["preflight", "--lock", lock, "--gpu", "rtx3090", "--kv-cache-dtype", "q5_9",
+                 "llama-cuda"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 64, err
+    assert (
+        "llama-cuda: --kv-cache-dtype q5_9: llama.cpp has no such cache type (did you mean q5_"
+        in err
+    )
+    assert "f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1" in err  # llama.KV_TYPES
+
+
+def test_llama_cpp_cache_types_are_b10069s() -> None:
+    """KV_TYPES are arg.cpp's kv_cache_types at b10069 (common/arg.cpp:301-311)."""
+    assert list(llama.KV_TYPES) == ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl",
+                                    "q5_0", "q5_1"]  # fmt: skip
+
+
+@pytest.mark.parametrize("verb", ["payloads", "smoke", "preflight", "deploy"])
+def test_an_empty_store_path_is_refused(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([verb, "--store", ""])
+    assert exc.value.code == 64
+    assert (
+        "argument --store: an empty path would mean the current folder" in capsys.readouterr().err
+    )
+
+
+def test_an_unknown_target_gets_a_did_you_mean(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["plan", "--lock", str(REPO / "locks/digests.json"), "frank-smal"])
+    assert code == 64
+    assert "no target 'frank-smal' (did you mean frank-small?)" in capsys.readouterr().err
