@@ -12,7 +12,7 @@ from lockpipe.preflight.config import DEFAULT_VLLM_RESERVE_MIB, TargetPlan
 from lockpipe.preflight.host import Card
 from lockpipe.preflight.shape import ModelShape
 from lockpipe.preflight.verdict import MIB, Check, Figure, mib
-from lockpipe.preflight.vllm_args import VllmArgs, default_batched_tokens
+from lockpipe.preflight.vllm_args import VllmArgs, default_batched_tokens, utilization
 from lockpipe.preflight.vllm_rules import choose_backend, rule_checks, skip_set
 
 
@@ -124,13 +124,14 @@ def evaluate(t: VllmTarget) -> tuple[list[Check], list[Figure], dict[str, Any]]:
                 note=f"{shape.count(sliding=sliding)} layers",
             )
         )
-    requested = int(a.utilization * card.memory_mib * MIB)
+    share = utilization(a, t.facts)
+    requested = int(share * card.memory_mib * MIB)
     if card.free_mib is not None and requested > card.free_mib * MIB:
         checks.append(
             Check(
                 name="free",
                 status="fail",
-                detail=f"vLLM asks for {mib(requested)} ({a.utilization} of the card); "
+                detail=f"vLLM asks for {mib(requested)} ({share} of the card); "
                 f"{card.free_mib:,} MiB is free now",
                 fix="stop what holds the card, or a lower --gpu-memory-utilization",
             )
@@ -167,7 +168,7 @@ def evaluate(t: VllmTarget) -> tuple[list[Check], list[Figure], dict[str, Any]]:
         Figure(
             name="KV memory",
             value=mib(available),
-            note=f"{a.utilization} x {card.memory_mib:,} MiB - weights {mib(t.weights_bytes)} - "
+            note=f"{share} x {card.memory_mib:,} MiB - weights {mib(t.weights_bytes)} - "
             f"reserve {mib(held)} ({how})",
         ),
         Figure(

@@ -1,6 +1,8 @@
 """The sizing flags of a ``vllm serve`` command line, and the defaults vLLM 0.29.0 fills in.
 
-``--gpu-memory-utilization`` 0.9; ``--max-num-batched-tokens`` by card memory
+``--gpu-memory-utilization``: None when not given, then ``CacheConfig``'s default from the
+pinned wheel (:func:`utilization`, ``cache_config_defaults`` in the release's rules);
+``--max-num-batched-tokens`` by card memory
 (``EngineArgs._get_default_usage_values``, OpenAI server: 2048 below 70 GiB, 8192 up to
 160 GiB except A100, 16384 above); async scheduling on unless turned off, MTP included
 (``config/vllm.py``), so two batches are in flight. ``ENV`` lines of the target's
@@ -18,11 +20,28 @@ from typing import Any
 GIB = 1 << 30
 
 
+def default_utilization(facts: Mapping[str, Any]) -> float:
+    """``CacheConfig.gpu_memory_utilization``'s default in the release's wheel
+    (``config/cache.py``, read by :mod:`.vllm_source`)."""
+    value = (facts.get("cache_config_defaults") or {}).get("gpu_memory_utilization")
+    if not isinstance(value, (int, float)):
+        raise KeyError(
+            f"vLLM {facts.get('vllm')}'s rules lack cache_config_defaults.gpu_memory_utilization:"
+            f" derive them again (python -m lockpipe.preflight.vllm_release {facts.get('vllm')})"
+        )
+    return float(value)
+
+
+def utilization(args: VllmArgs, facts: Mapping[str, Any]) -> float:
+    """The fraction of the card vLLM asks for: the command's, else the wheel's default."""
+    return args.utilization if args.utilization is not None else default_utilization(facts)
+
+
 @dataclass(frozen=True, kw_only=True)
 class VllmArgs:
     max_model_len: int | None = None
     max_num_seqs: int | None = None
-    utilization: float = 0.9  # --gpu-memory-utilization default
+    utilization: float | None = None  # --gpu-memory-utilization; None: vLLM's default
     kv_dtype: str = "auto"
     backend: str | None = None
     block_size: int | None = None

@@ -201,11 +201,13 @@ def as_vllm_args(engine: Mapping[str, Any], base: VllmArgs) -> VllmArgs:
 
 
 def differences(vllm: VllmArgs, extract: VllmArgs) -> list[str]:
-    """Where lockpipe's extract reads the command otherwise than vLLM's parser."""
+    """Where lockpipe's extract reads the command otherwise than vLLM's parser (a field the
+    extract leaves None is not given: vLLM's default then applies, from the rules)."""
     return [
         f"{f.name}: extract {getattr(extract, f.name)!r}, vLLM {getattr(vllm, f.name)!r}"
         for f in fields(VllmArgs)
-        if getattr(extract, f.name) != getattr(vllm, f.name)
+        if getattr(extract, f.name) is not None
+        and getattr(extract, f.name) != getattr(vllm, f.name)
     ]
 
 

@@ -19,7 +19,9 @@ with :mod:`ast`:
   its kernels are in the wheel (the ``_vllm_faN_C`` extension its ``try`` imports, or the
   ``cute/interface.py`` it looks for) and the compute capabilities ``_is_faN_supported``
   accepts (``has_device_capability(N)``, ``is_device_capability_family(N)``);
-- ``vllm/model_executor/models/config.py``: ``Gemma4Config``'s largest head size for FA4.
+- ``vllm/model_executor/models/config.py``: ``Gemma4Config``'s largest head size for FA4;
+- ``vllm/config/cache.py``: ``CacheConfig``'s literal field defaults (``gpu_memory_utilization``
+  is what ``--gpu-memory-utilization`` means when the command does not give it).
 
 The output records the wheel's file name and sha256 and each source file's sha256.
 """
@@ -265,6 +267,22 @@ def gemma4_fa4_max_head(tree: ast.Module) -> int | None:
     return None
 
 
+def class_defaults(tree: ast.Module, name: str) -> dict[str, Any]:
+    """A dataclass's fields whose default is a literal: ``x: T = 1`` or
+    ``x: T = Field(default=1, ...)`` (None defaults left out: they mean "decided later")."""
+    node = _class(tree, name)
+    out: dict[str, Any] = {}
+    for stmt in node.body if node else []:
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+            continue
+        value = stmt.value
+        if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "Field":
+            value = next((k.value for k in value.keywords if k.arg == "default"), None)
+        if isinstance(value, ast.Constant) and value.value is not None:
+            out[stmt.target.id] = value.value
+    return out
+
+
 def extract(path: Path) -> dict[str, Any]:
     wheel = Wheel(path)
     version = path.name.split("-")[1]
@@ -283,6 +301,7 @@ def extract(path: Path) -> dict[str, Any]:
         "wheel": {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()},
         "env_vars": env_names(wheel.source(ENVS)),
         "kv_cache_dtypes": literal_values(wheel.source(CACHE), "CacheDType"),
+        "cache_config_defaults": class_defaults(wheel.source(CACHE), "CacheConfig"),
         "attention_backends": backends,
         "flash_attn_versions": flash_attn_versions(wheel),
         "gemma4_fa4_max_head_dim": gemma4_fa4_max_head(wheel.source(MODEL_CONFIGS)),

@@ -2,7 +2,9 @@
 
 A --gpu smoke runs beside whatever else the card serves (the fleet's host serves
 frank-small in production). vLLM measures free memory when it starts and refuses to
-start when it is below ``--gpu-memory-utilization`` (default 0.9) of the card's total;
+start when it is below ``--gpu-memory-utilization`` of the card's total (by default
+``CacheConfig.gpu_memory_utilization`` of the target's ``VLLM_VERSION``, from its wheel:
+0.92 in 0.29.0);
 llama.cpp loads its payloads' weights onto the card(s), so their sizes are a lower bound
 of what it takes. Either way the smoke says so before it starts a container: which card,
 free against needed, and which processes hold the rest.
@@ -13,9 +15,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from lockpipe.errors import GpuAttachError, SmokeError
 from lockpipe.lock.model import Payload, Target
+from lockpipe.preflight.vllm_args import default_utilization
+from lockpipe.preflight.vllm_release import rules_for
 
 QUERY_CARDS = (
     "--query-gpu=index,name,memory.total,memory.used,memory.free,compute_cap",
@@ -25,7 +30,6 @@ QUERY_HOLDERS = (
     "--query-compute-apps=pid,process_name,used_memory",
     "--format=csv,noheader,nounits",
 )
-VLLM_UTILIZATION = 0.9  # vLLM's --gpu-memory-utilization default
 MIB = 1024 * 1024
 
 
@@ -126,6 +130,15 @@ class Need:
         return math.ceil(self.payload_bytes / MIB)
 
 
+def vllm_rules_of(target: Target) -> Mapping[str, Any]:
+    """The preflight rules of the target's ``VLLM_VERSION`` (its wheel's own facts)."""
+    version = target.build_args.get("VLLM_VERSION")
+    if not version:
+        raise SmokeError(f"targets.{target.name}.build_args: no VLLM_VERSION, so vLLM's "
+                         "defaults are unknown; pin it in the lock")  # fmt: skip
+    return rules_for(version)
+
+
 def need_of(target: Target, payloads: Mapping[str, Payload]) -> Need:
     """The target's need, from its serve command (vLLM) or its payload sizes (llama.cpp)."""
     cmd = target.serve.command
@@ -133,7 +146,7 @@ def need_of(target: Target, payloads: Mapping[str, Payload]) -> Need:
     if target.serve.runtime == "vllm":
         raw = vllm_option(cmd, "--gpu-memory-utilization")
         try:
-            util = VLLM_UTILIZATION if raw is None else float(raw)
+            util = default_utilization(vllm_rules_of(target)) if raw is None else float(raw)
         except ValueError:
             util = math.nan
         if not 0 < util <= 1:

@@ -96,10 +96,10 @@ def _vllm(*extra: str) -> Need:
     return need_of(dataclasses.replace(t, serve=serve), LOCK.payloads)
 
 
-def test_vllm_needs_its_utilization_of_each_card_and_defaults_to_0_9() -> None:
-    need = _vllm()
-    assert (need.utilization, need.cards) == (0.9, 1)
-    assert need.mib(RTX3090) == 22119  # 0.9 x 24,576
+def test_vllm_needs_its_utilization_of_each_card_and_defaults_to_the_wheels() -> None:
+    need = _vllm()  # vLLM 0.29.0's CacheConfig: Field(default=0.92, gt=0, le=1), not 0.9
+    assert (need.utilization, need.cards) == (0.92, 1)
+    assert need.mib(RTX3090) == 22610  # 0.92 x 24,576, rounded up
     assert _vllm("--gpu-memory-utilization", "0.45").mib(RTX3090) == 11060
     assert _vllm("--tensor-parallel-size", "2").cards == 2
 
@@ -113,8 +113,8 @@ def test_a_utilization_vllm_would_refuse_names_the_lock_key(value: str) -> None:
 def test_vllm_short_of_memory_names_card_figures_holders_and_the_fix() -> None:
     message = shortage("frank-small", _vllm(), [RTX3090], FRANK_HOLDERS)
     assert message is not None
-    assert "GPU 0 (NVIDIA GeForce RTX 3090): 12250 MiB free, frank-small needs 22119 MiB" in message
-    assert "--gpu-memory-utilization 0.9 x 24576 MiB" in message
+    assert "GPU 0 (NVIDIA GeForce RTX 3090): 12250 MiB free, frank-small needs 22610 MiB" in message
+    assert "--gpu-memory-utilization 0.92 x 24576 MiB" in message
     assert "pid 2771 /usr/bin/python3: 11990 MiB" in message
     assert "pid 3012 llama-server: size unknown" in message
     assert "stop them" in message and "lower --gpu-memory-utilization" in message

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lockpipe.errors import CheckFailed
 from lockpipe.lock.model import load_lock
 from lockpipe.preflight import vllm_parser, vllm_rules
 from lockpipe.preflight.vllm_args import VllmArgs, parse_args
@@ -164,8 +166,12 @@ def test_vllms_values_replace_the_extracts_and_the_differences_are_named() -> No
     assert used.async_scheduling is True  # vLLM's None: decided later, on by default
     assert used.attention_config == {"backend": "FLASH_ATTN"}
     named = vllm_parser.differences(used, extract)
-    assert "utilization: extract 0.9, vLLM 0.92" in named
-    assert [d.split(":")[0] for d in named] == ["utilization", "skip_layers", "attention_config"]
+    # the extract leaves --gpu-memory-utilization unset (None: the wheel's default), not 0.9
+    assert extract.utilization is None and not any(d.startswith("utilization") for d in named)
+    assert [d.split(":")[0] for d in named] == ["skip_layers", "attention_config"]
+    assert vllm_parser.differences(used, replace(extract, utilization=0.9))[0] == (
+        "utilization: extract 0.9, vLLM 0.92"
+    )
 
 
 def test_preflight_uses_vllms_parse_and_says_so(fake_env: Path, tmp_path: Path) -> None:
@@ -176,7 +182,7 @@ def test_preflight_uses_vllms_parse_and_says_so(fake_env: Path, tmp_path: Path) 
     assert re.search(r"vLLM 0\.29\.0's own parser \(FlexibleArgumentParser serve", said["detail"])
     read = next(f for f in fs["figures"] if f["name"] == "serve command")
     assert read["value"] == "parsed by vLLM 0.29.0"
-    assert "the extract would read utilization: extract 0.9, vLLM 0.92" in read["note"]
+    assert "utilization" not in read["note"]  # both take the wheel's 0.92 (config/cache.py)
     assert "KV memory" in {f["name"] for f in fs["figures"]}
     assert next(f for f in fs["figures"] if f["name"] == "KV memory")["note"].startswith("0.92 x")
 
@@ -185,7 +191,7 @@ def test_a_what_if_vllm_refuses_fails_with_its_message(fake_env: Path, tmp_path:
     code, by = run(tmp_path, "--gpu", "rtx3090", "--vllm-parser", str(fake_env),
                    "--kv-cache-dtype", "q8_0", "frank-small")  # fmt: skip
     (said,) = [c for c in by["frank-small"]["checks"] if c["name"] == "serve-args"]
-    assert code == 1 and said["status"] == "fail"
+    assert code == CheckFailed.return_code and said["status"] == "fail"
     assert (
         "refuses the serve command: vllm serve: error: argument --kv-cache-dtype"
         in (said["detail"])
