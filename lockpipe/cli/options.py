@@ -267,7 +267,8 @@ def add_refresh_options(p: argparse.ArgumentParser) -> None:
         "targets",
         nargs="*",
         metavar="NAME",
-        help="entries to refresh: any kind's name, or KIND.NAME (default: all)",
+        help="entries to refresh: any kind's name, KIND.NAME, or a target (the entries it "
+        "builds from and serves; default: all)",
     )
     p.add_argument(
         "--only",

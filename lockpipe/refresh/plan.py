@@ -22,6 +22,7 @@ from lockpipe.lock.model import Lock, parse_lock
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.bases import Registry, refresh_bases
 from lockpipe.refresh.model import KINDS, Change, Kind, Newer, Outcome, Warn
+from lockpipe.spelling import hint
 
 if TYPE_CHECKING:  # each kind's module is imported when that kind is refreshed: a
     # `--kind bases` run (the scheduled check) starts without packaging, the archive
@@ -52,19 +53,41 @@ def select(lock: Lock, names: Sequence[str], kind: Kind | None) -> dict[Kind, li
     if not names:
         return {k: sorted(table(lock, k)) for k in kinds if table(lock, k)}
     out: dict[Kind, list[str]] = {k: [] for k in kinds}
-    for name in names:
+    for name in _entries(lock, names, kinds):
         prefix, _, rest = name.partition(".")
         hits = [k for k in kinds if prefix == k and rest in table(lock, k)]
         hits = hits or [k for k in kinds if name in table(lock, k)]
         if not hits:
             where = f"in {kind}" if kind else "in bases, sources, payloads or pip"
-            known = ", ".join(n for k in kinds for n in sorted(table(lock, k)))
-            raise UsageError(f"{name}: not {where} of {lock.path}; choose from {known}")
+            known = [n for k in kinds for n in sorted(table(lock, k))]
+            near = hint(name, [*known, *lock.targets])
+            raise UsageError(f"{name}: not {where} of {lock.path}, nor a target{near}; choose "
+                             f"from {', '.join(known)}, or a target's name")  # fmt: skip
         for k in hits:
             entry = rest if prefix == k and rest in table(lock, k) else name
             if entry not in out[k]:
                 out[k].append(entry)
     return {k: v for k, v in out.items() if v}
+
+
+def _entries(lock: Lock, names: Sequence[str], kinds: Sequence[Kind]) -> list[str]:
+    """``names`` with each target's name (one no entry has) replaced by ``KIND.NAME`` of
+    every entry it builds from or serves, among ``kinds``: its bases, source, pip files
+    and payloads."""
+    out: list[str] = []
+    for name in names:
+        target = lock.targets.get(name)
+        if target is None or any(name in table(lock, k) for k in KINDS):
+            out.append(name)
+            continue
+        uses: dict[Kind, tuple[str, ...]] = {
+            "bases": tuple(dict.fromkeys(target.bases.values())),
+            "sources": (target.source,) if target.source else (),
+            "pip": target.pip,
+            "payloads": target.payloads,
+        }
+        out += [f"{k}.{entry}" for k in kinds for entry in uses[k]]
+    return out
 
 
 def no_drift(lock: Lock) -> None:

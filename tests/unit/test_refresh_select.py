@@ -61,6 +61,15 @@ def test_an_unknown_name_is_a_usage_error_listing_the_choices(tmp_path: Path) ->
         select(lock, ["llama.cpp"], "bases")
 
 
+def test_a_target_name_selects_what_it_builds_from(tmp_path: Path) -> None:
+    """issue 19: --only TARGET (or NAME) refreshes the entries the target uses."""
+    lock = _lock(tmp_path)
+    assert select(lock, ["app"], None) == {"bases": ["busybox"]}
+    assert select(lock, ["app"], "sources") == {}
+    with pytest.raises(UsageError, match=r"ap: .*nor a target \(did you mean app\?\)"):
+        select(lock, ["ap"], None)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Answer:
     digest: str
