@@ -1,0 +1,269 @@
+"""Newer versions of the lock's entries, proposed (never applied); pure but for the asking.
+
+- **bases**: the registry's ``tags/list`` for the base's repository, read as Renovate reads
+  Docker tags (:mod:`.versions`): every newer stable tag with the same suffix and precision.
+- **sources** (llama.cpp): the repository's tags (GitHub's ``/repos/{o}/{r}/tags``, every
+  page); the newest ``bNNNN`` above the pinned one (llama.cpp tags every build, so one
+  proposal, with how many it skips).
+- **the pip side**: a requirements file derived for ``vllm[audio]==V`` moves with the base
+  whose tag says V, so a base proposal carries it when PyPI has that vLLM release (and is
+  refused when it does not: the audio extra could not be derived). A derived file no base
+  carries gets proposals of its own: every newer stable release on PyPI.
+
+Each candidate is stamped in the first-seen record (:mod:`.firstseen`); one first seen less
+than ``min_age`` ago is listed as held.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from packaging.version import InvalidVersion, Version
+
+from lockpipe.errors import FetchError
+from lockpipe.lock import requirements as rq
+from lockpipe.lock.model import Base, Lock, Source, Target
+from lockpipe.lock.refs import parse_ref
+from lockpipe.refresh import firstseen
+from lockpipe.refresh.api import Api
+from lockpipe.refresh.proposal import Proposal, Verdict
+from lockpipe.refresh.versions import newer, parse_tag
+
+_BUILD = re.compile(r"^b(\d+)$")
+ListTags = Callable[[str], Sequence[str]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Upstreams:
+    """Where candidates come from: the registry's tag lists, GitHub's API, the index."""
+
+    tags: ListTags  # ref -> every tag of its repository (lockpipe.registry.tags.list_tags)
+    github: Api
+    pypi: Api
+
+
+@dataclass(frozen=True, kw_only=True)
+class Derived:
+    """A requirements file derived for ``package[extra]==version`` (one target builds it)."""
+
+    pip: str
+    file: str
+    derivation: rq.Derivation
+    target: str
+    arg: str  # the build arg that says the version (VLLM_VERSION)
+
+
+def derived_files(lock: Lock) -> list[Derived]:
+    out = []
+    for target in sorted(lock.targets.values(), key=lambda t: t.name):
+        for name in target.pip:
+            path = lock.root / lock.pip[name].file
+            d = rq.derived_for(path.read_text(encoding="utf-8")) if path.is_file() else None
+            if d is not None:
+                out.append(
+                    Derived(
+                        pip=name,
+                        file=lock.pip[name].file,
+                        derivation=d,
+                        target=target.name,
+                        arg=rq.version_arg(d.package),
+                    )
+                )
+    return out
+
+
+def users(lock: Lock, base: str) -> list[Target]:
+    return [t for _, t in sorted(lock.targets.items()) if base in t.bases.values()]
+
+
+def carried(lock: Lock, base: Base) -> list[Derived]:
+    """The derived files that move with ``base``: their target builds FROM it and its
+    version build arg is the version the base's tag says."""
+    tag = parse_tag(parse_ref(base.ref).tag or "")
+    mine = {t.name for t in users(lock, base.name)}
+    return [
+        d
+        for d in derived_files(lock)
+        if tag and d.target in mine and lock.targets[d.target].build_args.get(d.arg) == tag.version
+    ]
+
+
+def releases(index: Api, package: str, what: str) -> dict[str, str]:
+    """Every stable, not yanked release of ``package`` on the index: version -> upload date."""
+    doc = index.get(f"pypi/{package}/json", what)
+    table = doc.get("releases") if isinstance(doc, dict) else None
+    if not isinstance(table, dict):
+        raise FetchError(f"{what}: {index.url(f'pypi/{package}/json')} has no releases table")
+    out = {}
+    for version, files in table.items():
+        try:
+            if Version(version).is_prerelease:
+                continue
+        except InvalidVersion:
+            continue
+        live = [f for f in files or [] if isinstance(f, dict) and not f.get("yanked")]
+        if live:
+            out[version] = min(str(f.get("upload_time", "")) for f in live)[:10]
+    return out
+
+
+def base_proposals(lock: Lock, up: Upstreams) -> list[Proposal]:
+    out: list[Proposal] = []
+    for name, base in sorted(lock.bases.items()):
+        ref = parse_ref(base.ref)
+        if ref.tag is None:
+            continue
+        found = newer(ref.tag, up.tags(base.ref))
+        if not found:
+            continue
+        targets = tuple(t.name for t in users(lock, name))
+        moves = carried(lock, base)
+        on_pypi: dict[str, dict[str, str]] = {}
+        for d in moves:
+            on_pypi.setdefault(
+                d.derivation.package,
+                releases(up.pypi, d.derivation.package, f"bases.{name}: {d.derivation.package}"),
+            )
+        for v in found:
+            also, verdicts = [], []
+            for d in moves:
+                pkg, seen = d.derivation.package, on_pypi[d.derivation.package]
+                also.append(
+                    f"targets.{d.target}.build_args.{d.arg}: {d.derivation.version} -> {v.version}"
+                )
+                if v.version in seen:
+                    also.append(
+                        f"pip.{d.pip}: {d.file} derived again for {pkg}[{d.derivation.extra}]"
+                        f"=={v.version} ({pkg} {v.version} on PyPI since {seen[v.version]})"
+                    )
+                else:
+                    verdicts.append(
+                        Verdict(
+                            target=d.target,
+                            check="pip",
+                            status="fail",
+                            detail=f"{pkg} {v.version} is not on the index ({up.pypi.base}): "
+                            f"{d.file} ({pkg}[{d.derivation.extra}]) cannot be derived for it",
+                            fix=f"wait for {pkg} {v.version} on PyPI, or stay on {ref.tag}",
+                        )
+                    )
+            out.append(
+                Proposal(
+                    kind="bases",
+                    name=name,
+                    pinned=ref.tag,
+                    version=v.version,
+                    new=f"{base.ref.rsplit(':', 1)[0]}:{v.tag}",
+                    targets=targets,
+                    also=tuple(also),
+                    verdicts=tuple(verdicts),
+                )
+            )
+    return out
+
+
+def source_proposals(lock: Lock, up: Upstreams) -> list[Proposal]:
+    from lockpipe.refresh.sources import pinned_tag, slug
+
+    out: list[Proposal] = []
+    for name, source in sorted(lock.sources.items()):
+        pinned = pinned_tag(source) or _root_tag(source)
+        m = _BUILD.match(pinned or "")
+        if pinned is None or m is None:
+            continue
+        what = f"sources.{name}"
+        tags = [
+            t.get("name")
+            for t in up.github.get_all(f"repos/{slug(source)}/tags", what, {"per_page": "100"})
+        ]
+        builds = sorted(int(b[1]) for t in tags if isinstance(t, str) and (b := _BUILD.match(t)))
+        later = [b for b in builds if b > int(m[1])]
+        if not later:
+            continue
+        targets = tuple(t for t, x in sorted(lock.targets.items()) if x.source == name)
+        skipped = (f"{len(later) - 1} other newer build(s) between them",) if len(later) > 1 else ()
+        out.append(
+            Proposal(
+                kind="sources",
+                name=name,
+                pinned=pinned,
+                version=f"b{later[-1]}",
+                new=f"{source.repository}/releases/tag/b{later[-1]}",
+                targets=targets,
+                also=skipped,
+            )
+        )
+    return out
+
+
+def _root_tag(source: Source) -> str | None:
+    """``llama.cpp-b10069`` (GitHub's archive folder) -> ``b10069``."""
+    root = source.root or ""
+    return root.rsplit("-", 1)[-1] if "-" in root else None
+
+
+def pip_proposals(lock: Lock, up: Upstreams) -> list[Proposal]:
+    """Derived files no base carries: every newer stable release of their package."""
+    moving = {d.pip for b in lock.bases.values() for d in carried(lock, b)}
+    out = []
+    for d in derived_files(lock):
+        if d.pip in moving:
+            continue
+        pkg, pinned = d.derivation.package, d.derivation.version
+        for version, day in sorted(
+            releases(up.pypi, pkg, f"pip.{d.pip}").items(), key=lambda kv: Version(kv[0])
+        ):
+            if Version(version) > Version(pinned):
+                out.append(
+                    Proposal(
+                        kind="pip",
+                        name=d.pip,
+                        pinned=pinned,
+                        version=version,
+                        new=f"{pkg}[{d.derivation.extra}]=={version}",
+                        targets=(d.target,),
+                        also=(f"on PyPI since {day}",),
+                    )
+                )
+    return out
+
+
+def hold(
+    proposals: Sequence[Proposal], record: firstseen.Record, now: datetime, min_age: timedelta
+) -> tuple[list[Proposal], dict[str, dict[str, str]]]:
+    """Each proposal stamped from the first-seen record (the new ones stamped ``now``), and
+    held when first seen less than ``min_age`` ago; the record with the new stamps."""
+    seen: dict[str, dict[str, str]] = {k: dict(v) for k, v in record.items()}
+    for p in proposals:
+        seen = firstseen.observe(seen, p.key, [p.version], now)
+    out = []
+    for p in proposals:
+        when = firstseen.first_seen(seen, p.key, p.version)
+        age = firstseen.age(seen, p.key, p.version, now)
+        held = None
+        if age < min_age:
+            held = (
+                f"first seen {firstseen.stamp(when or now)}, {_days(age)} ago; --min-age "
+                f"{_days(min_age)}"
+            )
+        out.append(replace(p, first_seen=firstseen.stamp(when or now), held=held))
+    return out, seen
+
+
+def _days(d: timedelta) -> str:
+    return f"{d.total_seconds() / 86400:.1f} days"
+
+
+def propose(lock: Lock, kinds: Sequence[str], up: Upstreams) -> list[Proposal]:
+    """Every proposal for the chosen kinds (``bases`` brings the pip side it carries)."""
+    out: list[Proposal] = []
+    if "bases" in kinds:
+        out += base_proposals(lock, up)
+    if "sources" in kinds:
+        out += source_proposals(lock, up)
+    if "pip" in kinds:
+        out += pip_proposals(lock, up)
+    return out

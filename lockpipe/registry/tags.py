@@ -1,0 +1,56 @@
+"""A repository's tags: ``GET /v2/<name>/tags/list``, every page (the distribution spec).
+
+The registry pages with ``?n=`` and a ``Link: <…?last=…>; rel="next"`` header; each page is
+followed on the same registry (a Link to another host is refused: the token is that host's).
+Mirrors are not asked: a mirror may hold only what was pulled through it, so its tag list
+is not the registry's.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urljoin, urlsplit
+
+from lockpipe.errors import RegistryError
+from lockpipe.registry.creds import credentials
+from lockpipe.registry.names import endpoint
+from lockpipe.registry.transport import Registry
+
+PAGE = 1000
+MAX_PAGES = 100
+_NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
+
+
+def list_tags(ref: str, *, registry: Registry | None = None) -> list[str]:
+    """Every tag of ``ref``'s repository, as the registry lists them; RegistryError naming
+    ``ref`` and the fix when it cannot."""
+    ep = endpoint(ref)
+    reg = registry or Registry(ep.host, scheme=ep.scheme, credential=credentials(ep.registry))
+    path = f"tags/list?n={PAGE}"
+    out: list[str] = []
+    for _ in range(MAX_PAGES):
+        resp = reg.request("GET", ep.repository, path, headers={"Accept": "application/json"})
+        try:
+            doc = resp.json()
+        except ValueError:
+            raise RegistryError(
+                f"{ref}: {ep.host} answered tags/list without JSON; is it a "
+                "registry (distribution API v2)?"
+            ) from None
+        tags = doc.get("tags") if isinstance(doc, dict) else None
+        if tags is not None and not (
+            isinstance(tags, list) and all(isinstance(t, str) for t in tags)
+        ):
+            raise RegistryError(f"{ref}: {ep.host}'s tags/list has no list of strings in 'tags'")
+        out += tags or []
+        nxt = _NEXT.search(resp.headers.get("Link", ""))
+        if nxt is None:
+            return out
+        url = urljoin(reg.url(ep.repository, "tags/list"), nxt[1])
+        if not reg.owns(url):
+            raise RegistryError(
+                f"{ref}: tags/list's next page is on another host "
+                f"({urlsplit(url).netloc}); refusing to follow it"
+            )
+        path = url  # Registry.request takes an absolute URL on its own origin as it is
+    raise RegistryError(f"{ref}: more than {MAX_PAGES} pages of tags at {ep.host}")

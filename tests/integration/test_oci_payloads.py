@@ -1,0 +1,431 @@
+"""Payloads as OCI artifacts: publish to a real registry, fetch back through --mirror oci://.
+
+A real ``docker-registry`` (distribution 2.8) per module, storage in a tmp folder
+(so a test can flip a byte of a blob on disk or delete it), the FAKE Hub of
+tests/integration/fake_hub.py for what the mirror lacks, the real Gemma 3 270M
+GGUF, and two other clients: PyPI's ``oras`` and ``skopeo``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import requests
+
+from lockpipe.errors import UsageError
+from lockpipe.fs import sha256_file
+from lockpipe.payloads.run import Options, run_payloads
+from lockpipe.payloads.settings import MiB, Tuning
+from lockpipe.payloads.store import blob_path, payload_path
+from lockpipe.publish.artifacts import PublishOptions, publish_payloads
+from lockpipe.publish.ocimirror import OciMirror
+from lockpipe.registry import modelpack as mp
+from tests.fixtures_gemma import GemmaFile, gemma3_270m_gguf  # noqa: F401
+from tests.integration.fake_hub import FakeHub
+from tests.integration.oci_servers import CappedRegistry, blob_data_path
+from tests.integration.payload_servers import REV, entry, make_lock, nginx_binary
+from tests.policy import unavailable
+from tests.registry_servers import (
+    PASSWORD,
+    USER,
+    FaultProxy,
+    RegistryProc,
+    TokenServer,
+    token_auth,
+)
+
+pytestmark = pytest.mark.integration
+QUICK = Tuning(connections=4, piece=4 * MiB, backoff=0.01, timeout=(2.0, 10.0))
+GEMMA = "gemma-3-270m-it-Q4_K_M.gguf"
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryProc]:
+    if shutil.which("docker-registry") is None:
+        unavailable("docker-registry is not installed (apt-get install docker-registry)")
+    proc = RegistryProc(tmp_path_factory.mktemp("oci-registry"))
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeHub]:
+    server = FakeHub()
+    yield server
+    server.stop()
+
+
+def _on_hub(hub: FakeHub, tmp: Path, repo: str, files: dict[str, bytes | Path]) -> None:
+    folder = tmp / ("hub-" + repo.replace("/", "-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        if isinstance(data, Path):
+            (folder / name).symlink_to(data)
+        else:
+            (folder / name).write_bytes(data)
+    hub.add(repo, folder, REV, lfs=tuple(files))
+
+
+def _options(tmp: Path, hub: FakeHub, store: str, **more: Any) -> Options:
+    env = {"HF_ENDPOINT": hub.url, "HOME": str(tmp)}
+    return Options(store=tmp / store, output="quiet", tuning=QUICK, connections=4, env=env, **more)
+
+
+def _hub_asked(hub: FakeHub, filename: str) -> int:
+    return sum(path.endswith("/" + filename) for path in hub.requests)
+
+
+def _payloads_cli(lock: Path, store: Path, mirror: str, *more: str) -> list[str]:
+    """``lockpipe payloads --mirror MIRROR`` into ``store``, as a user runs it."""
+    return [
+        sys.executable,
+        "-m",
+        "lockpipe",
+        "payloads",
+        "--lock",
+        str(lock),
+        "--store",
+        str(store),
+        "--mirror",
+        mirror,
+        *more,
+    ]
+
+
+@pytest.fixture(scope="module")
+def gemma_published(
+    registry: RegistryProc,
+    hub: FakeHub,
+    tmp_path_factory: pytest.TempPathFactory,
+    gemma3_270m_gguf: GemmaFile,  # noqa: F811 (a fixture imported from tests.fixtures_gemma)
+) -> dict[str, Any]:
+    """The Gemma payload: Hub fixture -> store A -> payloads publish (chunked) -> registry."""
+    tmp = tmp_path_factory.mktemp("gemma-oci")
+    g = gemma3_270m_gguf
+    _on_hub(hub, tmp, "google/gemma-3-270m", {GEMMA: g.path})
+    doc = {
+        "repository": "google/gemma-3-270m",
+        "revision": REV,
+        "filename": GEMMA,
+        "size": g.size,
+        "sha256": g.sha256,
+        "role": "model",
+        "format": "gguf",
+        "expect": {"arch": "gemma3", "block_count": 18, "tensor_count": 236},
+    }
+    lock = make_lock(tmp, {"gemma": doc})
+    run_payloads(lock, [], _options(tmp, hub, "store-a"))
+    prefix = f"{registry.host}/models"
+    first = publish_payloads(
+        lock,
+        [],
+        PublishOptions(
+            store=tmp / "store-a", prefix=prefix, chunk=64 * MiB, env={"HF_ENDPOINT": hub.url}
+        ),
+    )
+    again = publish_payloads(
+        lock,
+        [],
+        PublishOptions(
+            store=tmp / "store-a", prefix=prefix, chunk=64 * MiB, env={"HF_ENDPOINT": hub.url}
+        ),
+    )
+    return {"tmp": tmp, "lock": lock, "first": first[0], "again": again[0], "prefix": prefix}
+
+
+def test_gemma_is_published_as_a_modelpack_artifact(
+    gemma_published: dict[str, Any], registry: RegistryProc
+) -> None:
+    first, again = gemma_published["first"], gemma_published["again"]
+    assert first.reference == f"{registry.host}/models/gemma:rev-{REV}"
+    assert [u.mode for u in first.uploads] == ["chunked"] and first.uploads[0].requests == 4
+    assert first.attached
+    # a re-run sends no layer, puts the same manifest and attaches nothing new
+    assert [u.mode for u in again.uploads] == ["present"] and not again.attached
+    assert again.digest == first.digest and again.provenance == first.provenance
+    resp = requests.get(
+        f"http://{registry.host}/v2/models/gemma/manifests/rev-{REV}",
+        headers={"Accept": mp.OCI_MANIFEST},
+        timeout=10,
+    )
+    doc = resp.json()
+    assert "sha256:" + hashlib.sha256(resp.content).hexdigest() == first.digest
+    assert doc["artifactType"] == "application/vnd.cncf.model.manifest.v1+json"
+    assert doc["config"]["mediaType"] == "application/vnd.cncf.model.config.v1+json"
+    (layer,) = doc["layers"]
+    assert layer["mediaType"] == "application/vnd.cncf.model.weight.v1.raw"
+    assert layer["digest"] == f"sha256:{gemma_published['lock'].payloads['gemma'].sha256}"
+    assert layer["annotations"]["org.cncf.model.filepath"] == GEMMA
+    assert doc["annotations"]["org.opencontainers.image.revision"] == REV
+    assert doc["annotations"]["org.opencontainers.image.source"].endswith("/google/gemma-3-270m")
+    config = requests.get(
+        f"http://{registry.host}/v2/models/gemma/blobs/{doc['config']['digest']}", timeout=10
+    ).json()
+    assert config["config"]["format"] == "gguf"
+    assert config["modelfs"]["diffIds"] == [layer["digest"]]
+    index = requests.get(
+        f"http://{registry.host}/v2/models/gemma/manifests/{first.digest.replace(':', '-')}",
+        timeout=10,
+        headers={"Accept": "application/vnd.oci.image.index.v1+json"},
+    ).json()
+    assert [d["digest"] for d in index["manifests"]] == [first.provenance]
+
+
+def test_a_second_store_fills_from_the_registry_byte_identical(
+    gemma_published: dict[str, Any], registry: RegistryProc, hub: FakeHub
+) -> None:
+    tmp, lock = gemma_published["tmp"], gemma_published["lock"]
+    before = _hub_asked(hub, GEMMA)
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HOME": str(tmp)}
+    cmd = _payloads_cli(lock.path, tmp / "store-b", f"oci://{registry.host}/models", "--quiet")
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert _hub_asked(hub, GEMMA) == before  # every byte came from the registry
+    path = payload_path(tmp / "store-b", lock.payloads["gemma"])
+    assert (
+        sha256_file(path) == lock.payloads["gemma"].sha256
+    )  # verified, and the GGUF checks passed
+
+
+def test_oras_pulls_the_artifact_byte_identical(
+    gemma_published: dict[str, Any], registry: RegistryProc, tmp_path: Path
+) -> None:
+    oras_client = pytest.importorskip("oras.client")
+    client = oras_client.OrasClient(hostname=registry.host, insecure=True)
+    client.pull(target=gemma_published["first"].reference, outdir=str(tmp_path))
+    assert sha256_file(tmp_path / GEMMA) == gemma_published["lock"].payloads["gemma"].sha256
+
+
+def test_skopeo_copies_the_artifact_byte_identical(
+    gemma_published: dict[str, Any], registry: RegistryProc, tmp_path: Path
+) -> None:
+    if shutil.which("skopeo") is None:
+        unavailable("skopeo is not installed")
+    ref = gemma_published["first"].reference
+    subprocess.run(
+        ["skopeo", "copy", "--src-tls-verify=false", f"docker://{ref}", f"dir:{tmp_path / 'out'}"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    sha = gemma_published["lock"].payloads["gemma"].sha256
+    assert sha256_file(tmp_path / "out" / sha) == sha
+
+
+def test_podman_artifact_pull_needs_podman_5_4(
+    gemma_published: dict[str, Any], registry: RegistryProc, tmp_path: Path
+) -> None:
+    if shutil.which("podman") is None:
+        unavailable("podman is not installed")
+    version = subprocess.run(
+        ["podman", "version", "--format", "{{.Client.Version}}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    major, minor = (int(x) for x in version.split(".")[:2])
+    if (major, minor) < (5, 4):
+        # Not unavailable(): Debian 12's podman (4.3) is what CI has; this is its known limit.
+        pytest.skip(f"podman {version} has no `podman artifact` (5.4+, Debian 13): not checked")
+    ref = gemma_published["first"].reference
+    subprocess.run(["podman", "artifact", "pull", "--tls-verify=false", ref], check=True)
+    subprocess.run(["podman", "artifact", "extract", ref, str(tmp_path)], check=True)
+    assert sha256_file(tmp_path / GEMMA) == gemma_published["lock"].payloads["gemma"].sha256
+
+
+def _stored(tmp: Path, hub: FakeHub, name: str, data: bytes, registry: str) -> Any:
+    """A payload ``name`` of ``data`` on the Hub, in store A, and published to ``registry``."""
+    repo = f"org/{name}"
+    _on_hub(hub, tmp, repo, {f"{name}.bin": data})
+    lock = make_lock(tmp, {name: entry(data, f"{name}.bin", repo)})
+    dest = blob_path(tmp / "store-a", lock.payloads[name])
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_bytes(data)
+    publish_payloads(
+        lock,
+        [],
+        PublishOptions(
+            store=tmp / "store-a",
+            prefix=f"{registry}/models",
+            chunk=4 * MiB,
+            env={"HF_ENDPOINT": hub.url},
+        ),
+    )
+    return lock
+
+
+def _mirrored(tmp: Path, hub: FakeHub, lock: Any, host: str) -> Path:
+    mirror = OciMirror(f"oci://{host}/models")
+    (result,) = run_payloads(lock, [], _options(tmp, hub, "store-b", blob_mirror=mirror))
+    return result.path
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_a_throttling_or_failing_registry_is_retried(
+    status: int, registry: RegistryProc, hub: FakeHub, tmp_path: Path
+) -> None:
+    data = os.urandom(9 * MiB + 7)
+    lock = _stored(tmp_path, hub, f"fault-{status}", data, registry.host)
+    proxy = FaultProxy(registry.host)
+    try:
+        proxy.fail_status, proxy.fail_times, proxy.retry_after = status, 3, "0"
+        path = _mirrored(tmp_path, hub, lock, proxy.host)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert path.read_bytes() == data
+    assert _hub_asked(hub, f"fault-{status}.bin") == 0  # retried at the registry, as HTTP is
+    assert sum(s == status for _, _, s in proxy.seen) == 3
+
+
+def test_a_corrupted_blob_is_refused_and_the_hub_serves_the_file(
+    registry: RegistryProc, hub: FakeHub, tmp_path: Path
+) -> None:
+    data = os.urandom(6 * MiB)
+    lock = _stored(tmp_path, hub, "flipped", data, registry.host)
+    stored = blob_data_path(
+        Path(cast(list[str], registry.proc.args)[2]).parent / "data",
+        "sha256:" + hashlib.sha256(data).hexdigest(),
+    )
+    with stored.open("r+b") as fh:
+        fh.seek(len(data) // 2)
+        byte = fh.read(1)
+        fh.seek(len(data) // 2)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    path = _mirrored(tmp_path, hub, lock, registry.host)
+    assert path.read_bytes() == data  # the pinned bytes, not the registry's
+    assert _hub_asked(hub, "flipped.bin") >= 1
+
+
+def test_a_missing_blob_comes_from_the_hub(
+    registry: RegistryProc, hub: FakeHub, tmp_path: Path
+) -> None:
+    data = os.urandom(3 * MiB)
+    lock = _stored(tmp_path, hub, "gone", data, registry.host)
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    resp = requests.delete(f"http://{registry.host}/v2/models/gone/blobs/{digest}", timeout=10)
+    assert resp.status_code == 202
+    path = _mirrored(tmp_path, hub, lock, registry.host)
+    assert path.read_bytes() == data and _hub_asked(hub, "gone.bin") >= 1
+
+
+def test_a_payload_named_outside_the_registry_grammar_is_refused(
+    registry: RegistryProc, tmp_path: Path
+) -> None:
+    lock = make_lock(tmp_path, {"model-": entry(b"x", "x.bin")})
+    dest = blob_path(tmp_path / "s", lock.payloads["model-"])
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(b"x")
+    with pytest.raises(UsageError, match=r"payloads\.model-: not a registry repository name"):
+        publish_payloads(
+            lock, [], PublishOptions(store=tmp_path / "s", prefix=f"{registry.host}/models")
+        )
+
+
+def test_lockpipe_fetches_a_file_oras_pushed(registry: RegistryProc, tmp_path: Path) -> None:
+    oras_client = pytest.importorskip("oras.client")
+    data = os.urandom(5 * MiB + 1)
+    (tmp_path / "w.gguf").write_bytes(data)
+    client = oras_client.OrasClient(hostname=registry.host, insecure=True)
+    old = os.getcwd()
+    os.chdir(tmp_path)  # oras names the layer by the path it is given
+    try:
+        client.push(files=[f"w.gguf:{mp.WEIGHT_RAW}"], target=f"{registry.host}/models/byoras:1")
+    finally:
+        os.chdir(old)
+    lock = make_lock(tmp_path, {"byoras": entry(data, "w.gguf", "org/byoras")})
+    env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HOME": str(tmp_path)}  # no Hub at all
+    mirror = OciMirror(f"oci://{registry.host}/models")
+    opts = Options(
+        store=tmp_path / "store", output="quiet", tuning=QUICK, env=env, blob_mirror=mirror
+    )
+    (result,) = run_payloads(lock, [], opts)
+    assert result.path.read_bytes() == data
+
+
+@pytest.fixture(scope="module")
+def token_registry(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[TokenServer, RegistryProc]]:
+    if shutil.which("docker-registry") is None:
+        unavailable("docker-registry is not installed")
+    work = tmp_path_factory.mktemp("oci-token-registry")
+    tokens = TokenServer(work)
+    proc = RegistryProc(work / "registry", token_auth(tokens))
+    yield tokens, proc
+    proc.stop()
+    tokens.shutdown()
+    tokens.server_close()
+
+
+def test_credentials_renew_during_a_chunked_upload_and_serve_the_mirror(
+    token_registry: tuple[TokenServer, RegistryProc],
+    hub: FakeHub,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tokens, proc = token_registry
+    auth = tmp_path / "auth.json"
+    login = __import__("base64").b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    auth.write_text(json.dumps({"auths": {proc.host: {"auth": login}}}))
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(auth))
+    tokens.expires_in = 6  # cached 1 s (lifetime - 5): every chunk needs a renewed token
+    before = len(tokens.issued)
+    data = os.urandom(12 * MiB)
+    lock = _stored(tmp_path, hub, "private", data, proc.host)  # 4 MiB chunks: 3 PATCHes
+    assert len(tokens.issued) - before >= 3  # renewed between chunks, none refused
+    path = _mirrored(tmp_path, hub, lock, proc.host)
+    assert path.read_bytes() == data and _hub_asked(hub, "private.bin") == 0
+    # without credentials the registry refuses: noted, and the Hub serves the file
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(tmp_path / "none.json"))
+    shutil.rmtree(tmp_path / "store-b")
+    path = _mirrored(tmp_path, hub, lock, proc.host)
+    assert path.read_bytes() == data and _hub_asked(hub, "private.bin") >= 1
+
+
+def test_sigkill_mid_blob_resumes_from_the_registry(
+    registry: RegistryProc, hub: FakeHub, tmp_path: Path
+) -> None:
+    if nginx_binary() is None:
+        unavailable("nginx is not installed (apt-get install nginx)")
+    data = os.urandom(48 * MiB + 3)
+    lock = _stored(tmp_path, hub, "killed", data, registry.host)
+    capped = CappedRegistry(tmp_path / "nginx", registry.host, "4m")
+    store = tmp_path / "store-b"
+    final = payload_path(store, lock.payloads["killed"])
+    journal = final.parents[2] / "blobs" / (lock.payloads["killed"].sha256 + ".lockpipe-journal")
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HOME": str(tmp_path)}
+    mirror = f"oci://{capped.host}/models"
+    cmd = _payloads_cli(lock.path, store, mirror, "--jsonl", "--connections", "4")
+    try:
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not journal.exists():
+            time.sleep(0.01)
+        time.sleep(random.uniform(0.2, 0.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+        assert not final.exists(), "a killed run must leave nothing at the final path"
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        start = next(json.loads(x) for x in done.stdout.splitlines() if '"start"' in x)
+        served = sum(n for m, uri, _, n in capped.served() if m == "GET" and "/blobs/" in uri)
+    finally:
+        capped.stop()
+    assert start["resumed"] > 0
+    assert final.read_bytes() == data and _hub_asked(hub, "killed.bin") == 0
+    assert served < 2 * len(data)  # the second run did not fetch the blob again
