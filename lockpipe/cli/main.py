@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from lockpipe.cli import options
+from lockpipe.cli import options, propose_options
 from lockpipe.errors import BROKEN_PIPE, INTERRUPTED, Interrupted, LockpipeError
 from lockpipe.log import console, set_quiet
 
@@ -37,6 +37,8 @@ VERBS: dict[str, tuple[str, str]] = {
                "smoke-tested target"),
     "publish": ("publish:do_publish", "push each built image by digest with its provenance "
                 "(--to REGISTRY/PREFIX); record it in images.json"),
+    "upgrade": ("upgrade:do_upgrade", "apply one proposed upgrade (NAME VERSION): move the "
+                "entry, derive what depends on it, relock; one reviewable change"),
     "verify": ("publish:do_verify", "check a published image against its provenance and the "
                "lock (--image REF@sha256:… or --published)"),
 }  # fmt: skip
@@ -58,6 +60,8 @@ EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "reproduce": options.add_reproduce_options,
     "publish": options.add_publish_options,
     "verify": options.add_verify_options,
+    "refresh-digests": propose_options.add_propose_options,
+    "upgrade": propose_options.add_upgrade_options,
 }
 # The verbs whose work is downloading: an interrupted run keeps what it wrote and the
 # next run resumes (payloads fetches; smoke fetches each target's payloads first).
@@ -87,6 +91,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             p.set_defaults(targets=[])
         elif verb == "refresh-digests":
             options.add_refresh_options(p)
+        elif verb == "upgrade":
+            p.set_defaults(targets=[])
         else:
             p.add_argument("targets", nargs="*", metavar="TARGET")
         if verb in EXTRA_OPTIONS:

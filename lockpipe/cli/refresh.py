@@ -13,7 +13,10 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Collection
+from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lockpipe.errors import DriftError, UsageError
 from lockpipe.fs import write_atomic
@@ -22,8 +25,12 @@ from lockpipe.log import echo
 from lockpipe.refresh import report
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.bases import default_registry
-from lockpipe.refresh.model import Kind
+from lockpipe.refresh.model import Kind, Outcome
 from lockpipe.refresh.plan import World, apply, no_drift, resolve, select
+
+if TYPE_CHECKING:
+    from lockpipe.refresh.judge import ParserFor as judge_parser_for
+    from lockpipe.refresh.offer import TreeFetch as offer_fetch
 
 
 def world(args: argparse.Namespace, kinds: Collection[Kind]) -> World:
@@ -79,11 +86,82 @@ def _write_report(path: Path, text: str, option: str) -> None:
                          "in a folder that exists and is writable") from None  # fmt: skip
 
 
+def _now() -> datetime:
+    """The run's clock; LOCKPIPE_NOW (ISO 8601) sets it, for tests of --min-age."""
+    fixed = os.environ.get("LOCKPIPE_NOW")
+    if fixed:
+        try:
+            return datetime.fromisoformat(fixed.replace("Z", "+00:00"))
+        except ValueError:
+            raise UsageError(f"LOCKPIPE_NOW={fixed!r}: not an ISO 8601 time") from None
+    return datetime.now(timezone.utc)
+
+
+def _propose(
+    args: argparse.Namespace, loaded: Lock, chosen: Collection[Kind], w: World, outcome: Outcome
+) -> tuple[Outcome, Path | None, dict[str, dict[str, str]]]:
+    """The outcome with its proposals, the first-seen record's path and its new content."""
+    if not args.propose:
+        return outcome, None, {}
+    from lockpipe.cli.options import state_dir
+    from lockpipe.cli.propose_options import FIRST_SEEN
+    from lockpipe.refresh import firstseen, offer, propose
+    from lockpipe.registry.tags import list_tags
+
+    min_age = firstseen.parse_age(args.min_age)
+    record_path = args.first_seen or state_dir(args, loaded) / FIRST_SEEN
+    up = propose.Upstreams(tags=list_tags, github=w.github, pypi=w.pypi)
+    kinds = [k for k in chosen if k in ("bases", "sources", "pip")]
+    got = offer.offer(
+        loaded,
+        kinds,
+        up,
+        record=firstseen.load(record_path),
+        now=_now(),
+        min_age=min_age,
+        fetch=_tree_fetch(args, w),
+        parser_for=_parser_for(args),
+    )
+    return replace(outcome, proposals=got.proposals), record_path, got.record
+
+
+def _tree_fetch(args: argparse.Namespace, w: World) -> offer_fetch | None:
+    if w.archives is None:
+        return None
+    from lockpipe.payloads.cache import fetch_verified
+
+    archives = w.archives
+
+    def fetch(url: str, sha256: str | None) -> Path:
+        if sha256:
+            return fetch_verified(url, sha256, args.cache.expanduser(), args.mirror)
+        return archives.fetch(url).path
+
+    return fetch
+
+
+def _parser_for(args: argparse.Namespace) -> judge_parser_for:
+    from lockpipe.errors import LockError
+    from lockpipe.preflight import vllm_parser, vllm_rules
+
+    def find(version: str) -> vllm_parser.ParserEnv | vllm_parser.Unavailable:
+        try:
+            wheel = vllm_rules.release(version)["wheel"]
+        except LockError as exc:
+            return vllm_parser.Unavailable(reason=str(exc), fix="lockpipe upgrade derives them")
+        where = vllm_parser.env_dir(args.cache.expanduser(), version)
+        return vllm_parser.find_env(where, version, wheel)
+
+    return find
+
+
 def do_refresh(args: argparse.Namespace) -> int:
     loaded: Lock = load_lock(args.lock)
     chosen = select(loaded, [*args.targets, *args.only], args.kind)
     no_drift(loaded)
-    outcome = resolve(loaded, chosen, world(args, chosen))
+    w = world(args, chosen)
+    outcome = resolve(loaded, chosen, w)
+    outcome, record_path, record = _propose(args, loaded, chosen, w, outcome)
     doc = apply(loaded, outcome)
     for line in report.lines(outcome):
         echo(line)
@@ -93,6 +171,10 @@ def do_refresh(args: argparse.Namespace) -> int:
         if args.report_json:
             _write_report(args.report_json, report.as_json(outcome, str(args.lock)),
                           "--report-json")  # fmt: skip
+        if record_path is not None:
+            from lockpipe.refresh import firstseen
+
+            firstseen.save(record_path, record)
     n = len(outcome.changes)
     if args.check:
         if n:

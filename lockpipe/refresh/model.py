@@ -1,4 +1,5 @@
-"""What a refresh found: changes to write, warnings for the reviewer, newer pip releases.
+"""What a refresh found: changes to write, warnings for the reviewer, newer pip releases,
+proposed upgrades.
 
 Plain frozen data, shared by the resolvers (``bases``, ``sources``, ``payloads``,
 ``pypi``), the planner (``plan``) and the report (``report``), so the report can
@@ -10,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from lockpipe.refresh.proposal import Proposal
 
 Kind = Literal["bases", "sources", "payloads", "pip"]
 KINDS: tuple[Kind, ...] = ("bases", "sources", "payloads", "pip")
@@ -92,6 +95,7 @@ class Outcome:
     warnings: tuple[Warn, ...] = ()
     newer: tuple[Newer, ...] = ()
     checked: Mapping[Kind, tuple[str, ...]] = field(default_factory=dict)
+    proposals: tuple[Proposal, ...] = ()  # newer versions (--propose), never applied
 
     def __add__(self, other: Outcome) -> Outcome:
         return Outcome(
@@ -99,4 +103,5 @@ class Outcome:
             warnings=self.warnings + other.warnings,
             newer=self.newer + other.newer,
             checked={**self.checked, **other.checked},
+            proposals=self.proposals + other.proposals,
         )

@@ -3,7 +3,8 @@
 Pure rendering of an :class:`Outcome`. Warnings come first, because a reviewer
 must read them before merging; then one section per change (old → new for
 each pinned value, the tag, dates and links), then the newer pip releases
-that were reported and not moved.
+that were reported and not moved, then the proposed upgrades (``--propose``) with each
+target's verdicts.
 
 Much of it is text from upstream that nobody here wrote: an image's version
 label, a GitHub release's ``tag_name``, a Hub date, a package's version. In the
@@ -19,6 +20,7 @@ from dataclasses import asdict
 from typing import Any
 
 from lockpipe.refresh.model import Change, Outcome
+from lockpipe.refresh.proposal import Proposal
 
 TITLE = "lockpipe: refresh pins"
 _SPECIAL = re.compile(r"([\\`|\[\]<>])")  # what can end a cell, a code span, a link, a tag
@@ -81,9 +83,43 @@ def markdown(outcome: Outcome, lock: str) -> str:
         out += [f"| {_code(f'pip.{x.pip}')} ({md(x.file)}) | {md(x.package)} | {md(x.pinned)} "
                 f"| [{md(x.latest)}]({_url(x.url)}) |" for x in outcome.newer]  # fmt: skip
         out += ["", "Moving one is a reviewed change: edit the version, then `nox -s lock`.", ""]
+    if outcome.proposals:
+        out += proposals_md(outcome.proposals)
     if not outcome.changes and not outcome.warnings and not outcome.newer:
         out += ["Every pin is current.", ""]
     return "\n".join(out)
+
+
+_MARK = {"pass": "✅", "fail": "❌", "warn": "⚠️", "unknown": "❔", "gain": "🆕"}
+
+
+def proposal_md(p: Proposal, level: str = "####") -> list[str]:
+    """One proposal: what moves, whether each target would start, and why."""
+    lines = [f"{level} {_code(p.key)}: {md(p.pinned)} → {md(p.version)} ({md(p.summary)})", ""]
+    lines += [f"- new: {md(p.new)}", f"- targets: {md(', '.join(p.targets) or 'none')}",
+              f"- first seen: {md(p.first_seen or 'now')}"]  # fmt: skip
+    lines += [f"- moves with it: {md(a)}" for a in p.also]
+    if not p.held:
+        lines += [f"- apply (a reviewed change): `{p.command}`"]
+    if p.verdicts:
+        lines += ["", "| target | check | verdict | why | fix |", "|---|---|---|---|---|"]
+        lines += [f"| {md(v.target)} | {md(v.check)} | {_MARK[v.status]} {v.status} | "
+                  f"{md(v.detail)} | {md(v.fix)} |" for v in p.verdicts]  # fmt: skip
+    return [*lines, ""]
+
+
+def proposals_md(proposals: tuple[Proposal, ...]) -> list[str]:
+    held = sum(1 for p in proposals if p.held)
+    out = [
+        "### Proposed upgrades",
+        "",
+        f"{len(proposals) - held} proposed, {held} held by --min-age. None is applied by "
+        "this refresh: each is `lockpipe upgrade NAME VERSION`, reviewed on its own.",
+        "",
+    ]
+    for p in proposals:
+        out += proposal_md(p)
+    return out
 
 
 def as_json(outcome: Outcome, lock: str) -> str:
@@ -95,6 +131,8 @@ def as_json(outcome: Outcome, lock: str) -> str:
                     for c in outcome.changes],
         "warnings": [asdict(w) for w in outcome.warnings],
         "newer": [asdict(x) for x in outcome.newer],
+        "proposals": [{**asdict(p), "key": p.key, "command": p.command, "summary": p.summary}
+                      for p in outcome.proposals],
     }  # fmt: skip
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
@@ -110,4 +148,5 @@ def lines(outcome: Outcome) -> list[str]:
     out += [str(w) for w in outcome.warnings]
     out += [f"pip.{x.pip}: {x.package} {x.pinned} pinned, {x.latest} released (not moved)"
             for x in outcome.newer]  # fmt: skip
+    out += [f"proposed: {p.key} {p.pinned} -> {p.version}: {p.summary}" for p in outcome.proposals]
     return out
