@@ -76,6 +76,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         description="Turn one lock file into reproducible GPU serving images and verified "
         "model payloads.",
     )
+    parser.add_argument("--version", action="version", version=f"lockpipe {_version()}")
     sub = parser.add_subparsers(
         dest="verb", required=True, metavar="VERB", parser_class=options.Parser
     )
@@ -98,6 +99,16 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         if verb in EXTRA_OPTIONS:
             EXTRA_OPTIONS[verb](p)
     return parser.parse_args(argv)
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's, through its metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lockpipe")
+    except PackageNotFoundError:  # run from a tree that was never installed
+        return "(not installed)"
 
 
 def run(argv: Sequence[str]) -> int:

@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from tests.httpfake import FakeHandler, FakeServer
 from tests.integration.payload_servers import nginx_binary
 from tests.registry_servers import free_port
 
@@ -88,3 +89,31 @@ def blob_data_path(storage: Path, digest: str) -> Path:
     """Where distribution's filesystem driver keeps a blob's bytes."""
     hexd = digest.removeprefix("sha256:")
     return storage / "docker/registry/v2/blobs/sha256" / hexd[:2] / hexd / "data"
+
+
+class NoChunks(FakeServer):
+    """A relay to the registry at ``upstream`` that refuses chunked uploads (PATCH -> 405),
+    as registries without chunk support answer; ``seen``: (method, status) of each request."""
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(_NoChunksHandler)
+        self.upstream = upstream
+        self.seen: list[tuple[str, int]] = []
+
+
+class _NoChunksHandler(FakeHandler):
+    server: NoChunks
+
+    def relay(self) -> None:
+        body = self.read_body()
+        if self.command == "PATCH":
+            self.server.seen.append(("PATCH", 405))
+            self.send_bytes(405, b'{"errors":[{"code":"UNSUPPORTED"}]}')
+            return
+        answer = self.forward(self.server.upstream, body)
+        self.server.seen.append((self.command, answer.status_code))
+        hop = ("content-length", "connection", "transfer-encoding")
+        headers = {k: v for k, v in answer.headers.items() if k.lower() not in hop}
+        self.send_bytes(answer.status_code, answer.content, headers)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = relay

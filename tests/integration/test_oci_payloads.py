@@ -34,7 +34,7 @@ from lockpipe.publish.ocimirror import OciMirror
 from lockpipe.registry import modelpack as mp
 from tests.fixtures_gemma import GemmaFile, gemma3_270m_gguf  # noqa: F401
 from tests.integration.fake_hub import FakeHub
-from tests.integration.oci_servers import CappedRegistry, blob_data_path
+from tests.integration.oci_servers import CappedRegistry, NoChunks, blob_data_path
 from tests.integration.payload_servers import REV, entry, make_lock, nginx_binary
 from tests.policy import unavailable
 from tests.registry_servers import (
@@ -429,3 +429,30 @@ def test_sigkill_mid_blob_resumes_from_the_registry(
     assert start["resumed"] > 0
     assert final.read_bytes() == data and _hub_asked(hub, "killed.bin") == 0
     assert served < 2 * len(data)  # the second run did not fetch the blob again
+
+
+def test_a_registry_without_chunks_gets_one_put(
+    registry: RegistryProc, hub: FakeHub, tmp_path: Path
+) -> None:
+    relay = NoChunks(registry.host)
+    try:
+        data = os.urandom(9 * MiB)
+        lock = _stored(tmp_path, hub, "onepiece", data, relay.host)  # 4 MiB chunks asked
+        (published,) = publish_payloads(
+            lock,
+            [],
+            PublishOptions(
+                store=tmp_path / "store-a",
+                prefix=f"{relay.host}/models",
+                chunk=4 * MiB,
+                env={"HF_ENDPOINT": hub.url},
+            ),
+        )
+    finally:
+        relay.stop()
+    assert [m for m, _ in relay.seen].count("PATCH") == 1  # the probe, refused
+    puts = [s for m, s in relay.seen if m == "PUT"]
+    assert 201 in puts and published.uploads[0].mode == "present"  # the re-publish sent nothing
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    got = requests.get(f"http://{registry.host}/v2/models/onepiece/blobs/{digest}", timeout=10)
+    assert got.content == data
