@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from lockpipe.lock.model import Lock
 
 DEFAULT_LOCK = Path("locks/digests.json")
-DEFAULT_SMOKE = Path("locks/smoke.json")
+SMOKE_NAME = "smoke.json"  # beside the lock, unless --expect
 ENGINE_NAMES = ("buildah", "podman", "docker")  # lockpipe.engines.ENGINES, checked by a test
 
 
@@ -74,10 +74,23 @@ def _env(var: str) -> str | None:
     return os.environ.get(var) or None
 
 
+def find_lock(here: Path | None = None) -> Path:
+    """``locks/digests.json`` of the checkout ``here`` (default: the current folder) is in:
+    the nearest folder at or above it that holds one, so ``cd images && lockpipe plan``
+    reads the checkout's lock; the relative default when none does (its error says so)."""
+    start = (here or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / DEFAULT_LOCK).is_file():
+            return folder / DEFAULT_LOCK
+    return DEFAULT_LOCK
+
+
 def common() -> Parser:
     p = Parser(add_help=False)
-    p.add_argument("--lock", type=path, default=Path(_env("LOCKPIPE_LOCK") or DEFAULT_LOCK),
-                   help="the lock file (LOCKPIPE_LOCK; default locks/digests.json)")  # fmt: skip
+    lock = _env("LOCKPIPE_LOCK")
+    p.add_argument("--lock", type=path, default=Path(lock) if lock else find_lock(),
+                   help="the lock file (LOCKPIPE_LOCK; default locks/digests.json of the "
+                   "checkout the current folder is in)")  # fmt: skip
     p.add_argument("--engine", choices=ENGINE_NAMES, default=_env("LOCKPIPE_ENGINE"),
                    help="buildah, podman or docker (LOCKPIPE_ENGINE; default: the first "
                    "that works)")  # fmt: skip
@@ -121,9 +134,10 @@ def add_smoke_options(p: argparse.ArgumentParser) -> None:
                    help="how the GPU reaches the container (LOCKPIPE_GPU_MODE; default "
                    "cdi, which needs nvidia-container-toolkit's CDI spec; manual on a host "
                    "without the toolkit)")  # fmt: skip
-    p.add_argument("--expect", type=path, default=Path(_env("LOCKPIPE_SMOKE") or DEFAULT_SMOKE),
-                   help="what each target must answer (LOCKPIPE_SMOKE; default "
-                   "locks/smoke.json)")  # fmt: skip
+    smoke = _env("LOCKPIPE_SMOKE")
+    p.add_argument("--expect", type=path, default=Path(smoke) if smoke else None,
+                   help="what each target must answer (LOCKPIPE_SMOKE; default smoke.json "
+                   "beside the lock)")  # fmt: skip
     p.add_argument("--port", type=port, default=None,
                    help="host port (default: a free one, with or without --gpu; never the "
                    "target's own, where its production server may listen)")  # fmt: skip

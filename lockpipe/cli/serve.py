@@ -11,7 +11,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from lockpipe.cli.options import state_dir
+from lockpipe.cli.options import SMOKE_NAME, state_dir
 from lockpipe.engines import get_engine
 from lockpipe.engines.base import Engine
 from lockpipe.errors import CheckFailed, GpuAttachError, LockpipeError, SmokeError, UsageError
@@ -81,7 +81,8 @@ def do_smoke(args: argparse.Namespace) -> int:
                              "build one first, e.g. nox -s build-llama-cpu")  # fmt: skip
     if args.gpu and args.gpu_mode == "cdi":
         _require_cdi(loaded, names)
-    specs = load_smoke(args.expect)
+    expect = args.expect or loaded.path.parent / SMOKE_NAME
+    specs = load_smoke(expect)
     options = _payload_options(args)
     out = (args.out or state / "smoke").expanduser()
     read_records(out / "smoke.json")  # this run's results merge into it: check it first
@@ -92,10 +93,10 @@ def do_smoke(args: argparse.Namespace) -> int:
     reports: list[SmokeReport] = []
     for n in names:  # every expectation is checked before any container starts
         if n not in specs:
-            raise UsageError(f"{args.expect}: no expectations for target {n}; add targets.{n}")
+            raise UsageError(f"{expect}: no expectations for target {n}; add targets.{n}")
         for check, modality in ((specs[n].image, "vision"), (specs[n].audio, "audio")):
             if check is not None and modality not in loaded.target(n).serve.modalities:
-                raise UsageError(f"{args.expect}: targets.{n} checks {modality}, but "
+                raise UsageError(f"{expect}: targets.{n} checks {modality}, but "
                                  f"targets.{n}.serve.modalities in the lock lacks it")  # fmt: skip
     for n in names:  # and every image is there to run, before anything is downloaded
         if loaded.target(n).external is not None:  # built elsewhere: by digest, held here

@@ -327,7 +327,9 @@ def load_lock(path: Path) -> Lock:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise LockError(
-            f"{path}: no lock file here; pass --lock PATH or set LOCKPIPE_LOCK"
+            f"{path}: no lock file here"
+            + (" or in any folder above" if not path.is_absolute() else "")
+            + "; run lockpipe inside a checkout, pass --lock PATH or set LOCKPIPE_LOCK"
         ) from None
     except OSError as exc:
         raise LockError(f"{path}: cannot read the lock ({exc.strerror})") from None
