@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -98,7 +98,11 @@ def _now() -> datetime:
 
 
 def _propose(
-    args: argparse.Namespace, loaded: Lock, chosen: Collection[Kind], w: World, outcome: Outcome
+    args: argparse.Namespace,
+    loaded: Lock,
+    chosen: Mapping[Kind, Sequence[str]],
+    w: World,
+    outcome: Outcome,
 ) -> tuple[Outcome, Path | None, dict[str, dict[str, str]]]:
     """The outcome with its proposals, the first-seen record's path and its new content."""
     if not args.propose:
@@ -111,10 +115,9 @@ def _propose(
     min_age = firstseen.parse_age(args.min_age)
     record_path = args.first_seen or state_dir(args, loaded) / FIRST_SEEN
     up = propose.Upstreams(tags=list_tags, github=w.github, pypi=w.pypi)
-    kinds = [k for k in chosen if k in ("bases", "sources", "pip")]
     got = offer.offer(
         loaded,
-        kinds,
+        chosen,
         up,
         record=firstseen.load(record_path),
         now=_now(),

@@ -8,7 +8,7 @@ caller, after the refresh succeeded, so a failed run stamps nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -17,6 +17,7 @@ from lockpipe.errors import LockpipeError
 from lockpipe.lock.model import Lock
 from lockpipe.log import echo
 from lockpipe.refresh import firstseen, judge, llama_tree, propose
+from lockpipe.refresh.model import Kind
 from lockpipe.refresh.proposal import Proposal
 
 
@@ -63,7 +64,7 @@ def trees_for(
 
 def offer(
     lock: Lock,
-    kinds: Sequence[str],
+    chosen: Mapping[Kind, Sequence[str]],
     up: propose.Upstreams,
     *,
     record: firstseen.Record,
@@ -72,8 +73,9 @@ def offer(
     fetch: TreeFetch | None,
     parser_for: judge.ParserFor | None,
 ) -> Offer:
-    """Every proposal for ``kinds``, held or judged; nothing is written."""
-    found = propose.propose(lock, kinds, up)
+    """Every proposal for the ``chosen`` entries (per kind), held or judged; nothing is
+    written."""
+    found = propose.propose(lock, chosen, up)
     held, seen = propose.hold(found, record, now, min_age)
     trees = trees_for(lock, held, fetch) if fetch else {}
     judged = judge.judge(lock, held, trees=trees, parser_for=parser_for)

@@ -17,7 +17,7 @@ than ``min_age`` ago is listed as held.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -29,6 +29,7 @@ from lockpipe.lock.model import Base, Lock, Source, Target
 from lockpipe.lock.refs import parse_ref
 from lockpipe.refresh import firstseen
 from lockpipe.refresh.api import Api
+from lockpipe.refresh.model import Kind
 from lockpipe.refresh.proposal import Proposal, Verdict
 from lockpipe.refresh.versions import newer, parse_tag
 
@@ -110,9 +111,10 @@ def releases(index: Api, package: str, what: str) -> dict[str, str]:
     return out
 
 
-def base_proposals(lock: Lock, up: Upstreams) -> list[Proposal]:
+def base_proposals(lock: Lock, names: Sequence[str], up: Upstreams) -> list[Proposal]:
     out: list[Proposal] = []
-    for name, base in sorted(lock.bases.items()):
+    for name in sorted(names):
+        base = lock.bases[name]
         ref = parse_ref(base.ref)
         if ref.tag is None:
             continue
@@ -165,11 +167,12 @@ def base_proposals(lock: Lock, up: Upstreams) -> list[Proposal]:
     return out
 
 
-def source_proposals(lock: Lock, up: Upstreams) -> list[Proposal]:
+def source_proposals(lock: Lock, names: Sequence[str], up: Upstreams) -> list[Proposal]:
     from lockpipe.refresh.sources import pinned_tag, slug
 
     out: list[Proposal] = []
-    for name, source in sorted(lock.sources.items()):
+    for name in sorted(names):
+        source = lock.sources[name]
         pinned = pinned_tag(source) or _root_tag(source)
         m = _BUILD.match(pinned or "")
         if pinned is None or m is None:
@@ -205,12 +208,12 @@ def _root_tag(source: Source) -> str | None:
     return root.rsplit("-", 1)[-1] if "-" in root else None
 
 
-def pip_proposals(lock: Lock, up: Upstreams) -> list[Proposal]:
+def pip_proposals(lock: Lock, names: Sequence[str], up: Upstreams) -> list[Proposal]:
     """Derived files no base carries: every newer stable release of their package."""
     moving = {d.pip for b in lock.bases.values() for d in carried(lock, b)}
     out = []
     for d in derived_files(lock):
-        if d.pip in moving:
+        if d.pip in moving or d.pip not in names:
             continue
         pkg, pinned = d.derivation.package, d.derivation.version
         for version, day in sorted(
@@ -257,13 +260,11 @@ def _days(d: timedelta) -> str:
     return f"{d.total_seconds() / 86400:.1f} days"
 
 
-def propose(lock: Lock, kinds: Sequence[str], up: Upstreams) -> list[Proposal]:
-    """Every proposal for the chosen kinds (``bases`` brings the pip side it carries)."""
-    out: list[Proposal] = []
-    if "bases" in kinds:
-        out += base_proposals(lock, up)
-    if "sources" in kinds:
-        out += source_proposals(lock, up)
-    if "pip" in kinds:
-        out += pip_proposals(lock, up)
-    return out
+def propose(lock: Lock, chosen: Mapping[Kind, Sequence[str]], up: Upstreams) -> list[Proposal]:
+    """Every proposal for the chosen entries, per kind (a base brings the pip side it
+    carries; payloads have no versions to propose)."""
+    return [
+        *base_proposals(lock, chosen.get("bases", ()), up),
+        *source_proposals(lock, chosen.get("sources", ()), up),
+        *pip_proposals(lock, chosen.get("pip", ()), up),
+    ]

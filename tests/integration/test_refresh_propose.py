@@ -1,0 +1,71 @@
+"""refresh-digests --propose against the real loopback registry and PyPI: which tags are
+proposed, the first-seen hold (injected clock), and the verdicts for frank-small."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.upgrade_fixtures import checkout, lockpipe, vllm_tags
+
+pytestmark = pytest.mark.integration
+NOW = "2026-12-02T01:50:00Z"
+LATER = "2026-12-05T01:50:00Z"  # three days on
+
+
+def _propose(lock: Path, tmp: Path, now: str, *extra: str) -> dict[str, Any]:
+    md, js = tmp / "report.md", tmp / "report.json"
+    result = lockpipe("refresh-digests", "--lock", str(lock), "--only", "vllm-openai",
+                      "--propose", "--dry-run", "--report-md", str(md), "--report-json", str(js),
+                      "--first-seen", str(tmp / "first-seen.json"), *extra,
+                      LOCKPIPE_NOW=now)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    doc: dict[str, Any] = json.loads(js.read_text())
+    doc["_md"] = md.read_text()
+    return doc
+
+
+def test_exactly_the_compatible_newer_tags_are_proposed_and_held_then_released(
+    registry: str, tmp_path: Path
+) -> None:
+    repo, digests = vllm_tags(registry, tmp_path / "tags")
+    lock = checkout(tmp_path / "checkout", repo, digests["v0.29.0-cu129"])
+    before = lock.read_bytes()
+
+    held = _propose(lock, tmp_path, NOW, "--min-age", "3d")
+    got = [(p["key"], p["pinned"], p["version"], p["new"]) for p in held["proposals"]]
+    assert got == [
+        ("bases.vllm-openai", "v0.29.0-cu129", "0.30.0", f"{repo}:v0.30.0-cu129"),
+        ("bases.vllm-openai", "v0.29.0-cu129", "0.33.0", f"{repo}:v0.33.0-cu129"),
+    ]
+    assert all(p["held"] and p["first_seen"] == NOW for p in held["proposals"])
+    assert all(not p["verdicts"] for p in held["proposals"])  # a held one is not judged
+    assert "2 held by --min-age" in held["_md"]
+    assert lock.read_bytes() == before  # never applied
+    record = json.loads((tmp_path / "first-seen.json").read_text())
+    assert record["first_seen"]["bases.vllm-openai"] == {"0.30.0": NOW, "0.33.0": NOW}
+
+    released = _propose(lock, tmp_path, LATER, "--min-age", "3d")
+    assert [p["held"] for p in released["proposals"]] == [None, None]
+    assert [p["first_seen"] for p in released["proposals"]] == [NOW, NOW]  # from the record
+    by = {p["version"]: p for p in released["proposals"]}
+    # the pip side: vLLM 0.33.0 is on PyPI, so the audio extra moves with the base
+    assert any("pip.frank-small-audio: images/frank-small/requirements-audio.txt derived "
+               "again for vllm[audio]==0.33.0" in a for a in by["0.33.0"]["also"])  # fmt: skip
+    assert "targets.frank-small.build_args.VLLM_VERSION: 0.29.0 -> 0.33.0" in by["0.33.0"]["also"]
+    verdicts = {(v["target"], v["check"]): v for v in by["0.33.0"]["verdicts"]}
+    # judged with vLLM 0.33.0's own rules (lockpipe/preflight/data/vllm-0.33.0.json)
+    assert verdicts[("frank-small", "preflight")]["status"] == "pass"
+    assert "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl" in verdicts[
+        ("frank-small", "preflight")]["detail"]  # fmt: skip
+    assert verdicts[("frank-small", "baselines")]["status"] == "warn"
+    assert "pp@67k" in verdicts[("frank-small", "baselines")]["detail"]
+    # 0.30.0 has no rules in lockpipe: it says so and how to derive them, not "passes"
+    rules = {v["check"]: v for v in by["0.30.0"]["verdicts"]}["rules"]
+    assert rules["status"] == "unknown" and "no preflight rules for vLLM 0.30.0" in rules["detail"]
+    assert "### Proposed upgrades" in released["_md"]
+    assert "`lockpipe upgrade vllm-openai 0.33.0`" in released["_md"]
+    assert lock.read_bytes() == before
