@@ -10,6 +10,7 @@ re-resolves them).
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 
 import nox
@@ -57,11 +58,33 @@ def _install(session: nox.Session, pins: str) -> None:
         marker.write_text(key)
 
 
+# One venv for every runtime verb: nox gives each session its own (about 48 MB and a pip
+# install each, 24 s for a first `nox -s plan`), so the verbs run without one of nox's and
+# share this, installed once per pyproject.toml and pins (the same marker as _install).
+SHARED = Path(".nox/runtime")
+
+
+def _shared_runtime(session: nox.Session) -> Path:
+    """The shared runtime venv's bin folder, created and installed when missing or stale."""
+    python = SHARED / "bin" / "python"
+    key = hashlib.sha256(Path("pyproject.toml").read_bytes() + Path(RUNTIME).read_bytes())
+    marker = SHARED / ".lockpipe-installed"
+    if python.is_file() and marker.is_file() and marker.read_text() == key.hexdigest():
+        return python.parent
+    if not python.is_file():
+        session.run(sys.executable, "-m", "venv", str(SHARED), external=True)
+    pip = (str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check")
+    session.run(*pip, "--require-hashes", "-r", RUNTIME, external=True)
+    session.run(*pip, "--no-deps", "-e", ".", external=True)
+    marker.write_text(key.hexdigest())
+    return python.parent
+
+
 def _verb_session(verb: str) -> None:
-    @nox.session(name=verb, python=PYTHON)
+    @nox.session(name=verb, venv_backend="none")
     def _session(session: nox.Session) -> None:
-        _install(session, RUNTIME)
-        session.run("lockpipe", verb, *session.posargs)
+        bin_dir = _shared_runtime(session)
+        session.run(str(bin_dir / "lockpipe"), verb, *session.posargs, external=True)
 
     _session.__doc__ = f"lockpipe {verb} [-- ARGS]"
 
@@ -97,12 +120,13 @@ def unit(session: nox.Session) -> None:
     session.run("pytest", "tests/unit", *session.posargs)
 
 
-@nox.session(name="vllm-parser", python=PYTHON)
+@nox.session(name="vllm-parser", venv_backend="none")
 def vllm_parser(session: nox.Session) -> None:
     """vLLM's own serve-argument parser for preflight: a venv with torch (CPU) and what the
     parser imports (constraints/vllm-parser-VERSION.txt), the pinned wheel's .py tree."""
-    _install(session, RUNTIME)
-    session.run("python", "-m", "lockpipe.preflight.vllm_parser_env", *session.posargs)
+    python = _shared_runtime(session) / "python"
+    session.run(str(python), "-m", "lockpipe.preflight.vllm_parser_env", *session.posargs,
+                external=True)  # fmt: skip
 
 
 @nox.session(python=PYTHON)
