@@ -166,16 +166,27 @@ def do_deploy(args: argparse.Namespace) -> int:
                          start_timeout=args.start_timeout,
                          port_wait=int(args.port_timeout))  # fmt: skip
     inputs = _inputs(args, name, opts)
+    artifacts: dict[str, str] = {}
+    if args.artifacts:  # deploy --artifacts REGISTRY/PREFIX (lockpipe/cli/deployart.py)
+        from lockpipe.cli.deployart import render_units, with_artifacts
+
+        inputs, mounts = with_artifacts(args.artifacts, load_lock(args.lock), name, inputs)
+        artifacts = {f: u.render() for f, u in render_units(mounts).items()}
     text = render_quadlet(inputs).render()
     state = args.state or checkout_root(Path(args.lock)) / ".lockpipe"
     path = (args.out or Path(state) / "deploy").expanduser() / f"{name}.container"
     write_atomic(path, text)
     echo(f"rendered {path}")
+    for filename, body in artifacts.items():
+        write_atomic(path.with_name(filename), body)
+        echo(f"rendered {path.with_name(filename)}")
     user = os.geteuid() != 0
     if not args.no_verify:
         verify(text, name, inputs.podman, user=user)
     if args.install is not None:
         directory = Path(args.install) if args.install else default_dir(os.environ)
+        for filename, body in artifacts.items():  # before the container unit that mounts them
+            write_atomic(directory.expanduser() / filename, body)
         done = install(text, name, directory.expanduser(), port=inputs.port,
                        port_timeout=args.port_timeout, user=user)  # fmt: skip
         if done.stopped and not args.start:

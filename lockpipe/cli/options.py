@@ -195,6 +195,10 @@ def add_preflight_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_deploy_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--artifacts", metavar="REGISTRY/PREFIX",
+                   help="check the payloads' OCI artifacts there (payloads publish) and, on "
+                   "podman 5.7+, mount them with .artifact units (experimental) instead of "
+                   "the store")  # fmt: skip
     store = _env("LOCKPIPE_STORE")
     p.add_argument("--store", type=path, default=Path(store) if store else None,
                    help="payload store the unit mounts read-only at /store (LOCKPIPE_STORE; "

@@ -62,6 +62,7 @@ class DeployInputs:
     health: Health
     bind: str = DEFAULT_BIND
     store: Path | None = None  # the payload store, mounted read-only at /store
+    mounts: tuple[Entry, ...] = ()  # Mount= of each payload's .artifact unit (deploy.artifact)
     gpu: GpuAttach | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     start_timeout: int = DEFAULT_START_TIMEOUT
@@ -120,6 +121,7 @@ def container_entries(i: DeployInputs) -> list[Entry]:
     out.append(("PublishPort", verbatim(f"{_host(i.bind)}:{i.port}:{i.port}", "--bind")))
     if i.store is not None:
         out.append(("Volume", verbatim(f"{i.store}:{STORE_IN_CONTAINER}:ro", "--store")))
+    out += list(i.mounts)
     if i.gpu is not None:
         out += [("AddDevice", verbatim(d, "a GPU device")) for d in i.gpu.devices]
         out += [("Volume", verbatim(f"{m.source}:{m.target}:ro", "a GPU driver file"))

@@ -15,7 +15,7 @@ from pathlib import Path
 from lockpipe.errors import DeployError
 from lockpipe.lock.model import Lock
 from lockpipe.log import echo
-from lockpipe.payloads.store import default_store, payload_path
+from lockpipe.payloads.store import default_store, file_path
 
 
 def unit_store(given: Path | None, smoked: Path | None, env: Mapping[str, str]) -> Path:
@@ -36,9 +36,11 @@ def unit_store(given: Path | None, smoked: Path | None, env: Mapping[str, str]) 
 
 
 def missing_payloads(lock: Lock, name: str, store: Path) -> tuple[str, ...]:
-    """The payloads of ``name`` not in ``store`` (a dangling snapshot link counts)."""
-    payloads = lock.target(name).payloads
-    return tuple(p for p in payloads if not payload_path(store, lock.payloads[p]).exists())
+    """The payloads of ``name`` of which ``store`` lacks any file the serve command reads
+    (a dangling link counts: a snapshot folder with one file missing is not there)."""
+    payloads = [lock.payloads[p] for p in lock.target(name).payloads]
+    return tuple(p.name for p in payloads
+                 if any(not file_path(store, p, f).exists() for f in p.files))  # fmt: skip
 
 
 def check_payloads(lock: Lock, name: str, store: Path, *, install: bool) -> None:

@@ -1,0 +1,108 @@
+"""Deploy from the registry: payloads mounted from their OCI artifacts instead of the store.
+
+Pure. podman 5.7 added ``.artifact`` quadlet units (``[Artifact]`` with ``Artifact=REF``,
+which ``podman artifact pull``s it), marked experimental in podman-systemd.unit(5); a
+``.container`` mounts one with ``Mount=type=artifact,source=NAME.artifact,destination=DIR``
+(podman's ``--mount type=artifact``: each layer is a file in DIR named by its
+``org.opencontainers.image.title``, which ``payloads publish`` sets to the file's path).
+Older podman keeps the store bind mount. Either way the deploy checks that what the unit
+mounts holds every file of every payload the serve command names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lockpipe.deploy import keys
+from lockpipe.deploy.unit import Entry, Unit, sections, verbatim
+from lockpipe.lock.model import Lock, Payload, Target
+from lockpipe.registry.modelpack import Layer
+from lockpipe.smoke.runner import _PLACEHOLDER
+
+ARTIFACT_SINCE: keys.Version = (5, 7)
+MOUNT_ROOT = "/artifacts"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArtifactMount:
+    payload: str
+    reference: str  # REGISTRY/PREFIX/NAME@sha256:… (pinned: a tag could move)
+    unit: str  # the .artifact file's stem: TARGET-PAYLOAD
+
+    @property
+    def destination(self) -> str:
+        return f"{MOUNT_ROOT}/{self.payload}"
+
+    def entry(self) -> Entry:
+        value = f"type=artifact,source={self.unit}.artifact,destination={self.destination}"
+        return ("Mount", verbatim(value, f"payloads.{self.payload}"))
+
+    def pull_entry(self) -> Entry:
+        return ("Artifact", verbatim(self.reference, "--artifacts"))
+
+    def render(self) -> Unit:
+        """The ``.artifact`` unit that pulls the artifact before the container starts."""
+        return Unit(
+            header=(
+                f"{self.unit}.artifact: rendered by `lockpipe deploy --artifacts`; re-render, "
+                "do not edit.",
+                "Quadlet .artifact units are experimental in podman 5.7 (podman-systemd.unit(5)).",
+            ),
+            sections=sections(
+                ("Artifact", [("Artifact", verbatim(self.reference, "--artifacts"))])
+            ),
+        )
+
+
+def why_not(podman: keys.Version, lock: Lock, target: Target) -> str | None:
+    """Why this host keeps the store bind mount (a line), or None when it can mount artifacts."""
+    if podman < ARTIFACT_SINCE:
+        return (f"podman {keys.show(podman)} has no .artifact quadlet units (5.7+, experimental): "
+                "the unit mounts the payload store")  # fmt: skip
+    nested = [f"payloads.{p}" for p in target.payloads
+              if any("/" in f.path for f in lock.payloads[p].files)]  # fmt: skip
+    if nested:
+        return (f"{', '.join(nested)} hold files in subfolders, which an artifact mount lays out "
+                "flat by title: the unit mounts the payload store")  # fmt: skip
+    return None
+
+
+def plan_mounts(target: Target, references: Mapping[str, str]) -> tuple[ArtifactMount, ...]:
+    """One mount per payload of ``target``; ``references``: payload -> pinned reference."""
+    return tuple(
+        ArtifactMount(payload=p, reference=references[p], unit=f"{target.name}-{p}")
+        for p in target.payloads
+    )
+
+
+def artifact_command(
+    target: Target, lock: Lock, mounts: tuple[ArtifactMount, ...]
+) -> tuple[str, ...]:
+    """The serve command with each placeholder at its artifact mount: ``{payload-dir:N}`` the
+    mount's folder, ``{payload:N}`` the file in it (a snapshot's ``{payload:N}`` is refused
+    earlier, by the store path's rules)."""
+    where = {m.payload: m.destination for m in mounts}
+
+    def inside(match: re.Match[str]) -> str:
+        name = match.group(2)
+        folder = where[name]
+        payload = lock.payloads[name]
+        return folder if match.group(1) or payload.snapshot else f"{folder}/{payload.filename}"
+
+    return tuple(_PLACEHOLDER.sub(inside, arg) for arg in target.serve.command)
+
+
+def artifact_lacks(payload: Payload, layers: Mapping[str, Layer]) -> list[str]:
+    """The files of ``payload`` its artifact's manifest does not hold as the lock pins them."""
+    out = []
+    for f in payload.files:
+        layer = layers.get(f.path)
+        if layer is None:
+            out.append(f"{f.path}: not in the artifact")
+        elif f.size is not None and layer.size != f.size:
+            out.append(f"{f.path}: {layer.size:,} bytes in the artifact, the lock pins {f.size:,}")
+        elif f.sha256 and layer.digest != f"sha256:{f.sha256}":
+            out.append(f"{f.path}: {layer.digest} in the artifact, the lock pins sha256:{f.sha256}")
+    return out

@@ -1,0 +1,158 @@
+"""Pure parts of payloads as OCI artifacts: the ModelPack manifest, reading another client's,
+and deploying from artifacts (the .artifact unit, the version gate, the checks)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lockpipe.deploy import artifact as art
+from lockpipe.deploy.store import missing_payloads
+from lockpipe.errors import RegistryError
+from lockpipe.lock.model import load_lock
+from lockpipe.payloads.store import file_path
+from lockpipe.registry import modelpack as mp
+from tests.lockfactory import DOC, make_repo
+
+REV = "0123456789abcdef0123456789abcdef01234567"
+SHA = "ab" * 32
+
+
+def _lock(tmp: Path, files: dict[str, Any] | None = None) -> Any:
+    doc = copy.deepcopy(DOC)
+    one = {
+        "repository": "google/gemma-3-270m",
+        "revision": REV,
+        "role": "model",
+        "format": "gguf",
+        "filename": "g.gguf",
+        "size": 10,
+        "sha256": SHA,
+    }
+    snap = {
+        "repository": "org/snap",
+        "revision": REV,
+        "role": "mtp-assistant",
+        "format": "safetensors",
+        "files": files
+        or {
+            "config.json": {"size": 3, "git_sha1": "cd" * 20},
+            "model.safetensors": {"size": 5, "sha256": "ef" * 32},
+        },
+    }
+    doc["payloads"] = {"gemma": one, "snap": snap}
+    app = doc["targets"]["app"]
+    app["payloads"] = ["gemma", "snap"]
+    app["serve"]["command"] = ["llama-server", "-m", "{payload:gemma}", "--x", "{payload-dir:snap}"]
+    return load_lock(make_repo(tmp, doc))
+
+
+def _layers(lock: Any) -> tuple[mp.Layer, ...]:
+    return tuple(
+        mp.Layer(path=f.path, digest=f"sha256:{f.sha256 or 'cd' * 32}", size=f.size)
+        for f in lock.payloads["snap"].files
+    )
+
+
+def test_the_manifest_is_modelpack_and_the_same_bytes_every_time(tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    p = lock.payloads["snap"]
+    a = mp.artifact("models", p, _layers(lock), "https://huggingface.co/org/snap")
+    assert a == mp.artifact("models", p, _layers(lock), "https://huggingface.co/org/snap")
+    assert (a.repository, a.tag) == ("models/snap", f"rev-{REV}")
+    doc = json.loads(a.manifest)
+    assert doc["artifactType"] == "application/vnd.cncf.model.manifest.v1+json"
+    assert doc["config"]["digest"] == "sha256:" + hashlib.sha256(a.config).hexdigest()
+    kinds = {x["annotations"]["org.cncf.model.filepath"]: x["mediaType"] for x in doc["layers"]}
+    assert kinds == {
+        "config.json": "application/vnd.cncf.model.weight.config.v1.raw",
+        "model.safetensors": "application/vnd.cncf.model.weight.v1.raw",
+    }
+    config = json.loads(a.config)
+    assert set(config) == {"descriptor", "modelfs", "config"}  # the schema allows no other keys
+    assert config["descriptor"]["revision"] == REV
+
+
+def test_another_clients_manifest_is_read_by_title_and_tar_layers_are_skipped() -> None:
+    body = json.dumps(
+        {
+            "layers": [
+                {
+                    "mediaType": mp.WEIGHT_RAW,
+                    "digest": "sha256:" + SHA,
+                    "size": 4,
+                    "annotations": {"org.opencontainers.image.title": "w.gguf"},
+                },
+                {
+                    "mediaType": "application/vnd.cncf.model.weight.v1.tar",
+                    "digest": "sha256:" + "11" * 32,
+                    "size": 9,
+                    "annotations": {"org.cncf.model.filepath": "packed"},
+                },
+            ]
+        }
+    ).encode()
+    assert set(mp.file_layers("r", body)) == {"w.gguf"}
+    with pytest.raises(RegistryError, match="r: the manifest is not JSON"):
+        mp.file_layers("r", b"<html>")
+
+
+def test_podman_before_5_7_keeps_the_store_and_says_why(tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    why = art.why_not((4, 3), lock, lock.target("app"))
+    assert why is not None and "podman 4.3 has no .artifact quadlet units (5.7+" in why
+    assert art.why_not((5, 7), lock, lock.target("app")) is None
+
+
+def test_artifact_mounts_give_the_unit_and_the_command_paths(tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    refs = {
+        "gemma": "r:5000/models/gemma@sha256:" + "12" * 32,
+        "snap": "r:5000/models/snap@sha256:" + "34" * 32,
+    }
+    mounts = art.plan_mounts(lock.target("app"), refs)
+    assert mounts[0].entry() == (
+        "Mount",
+        "type=artifact,source=app-gemma.artifact,destination=/artifacts/gemma",
+    )
+    assert art.artifact_command(lock.target("app"), lock, mounts) == (
+        "llama-server",
+        "-m",
+        "/artifacts/gemma/g.gguf",
+        "--x",
+        "/artifacts/snap",
+    )
+    text = mounts[1].render().render()
+    assert "[Artifact]\nArtifact=r:5000/models/snap@sha256:" in text and "experimental" in text
+
+
+def test_an_artifact_missing_or_changing_a_file_is_named(tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    layers = {x.path: x for x in _layers(lock)}
+    assert art.artifact_lacks(lock.payloads["snap"], layers) == []
+    del layers["config.json"]
+    layers["model.safetensors"] = mp.Layer(
+        path="model.safetensors", digest="sha256:" + "00" * 32, size=5
+    )
+    assert art.artifact_lacks(lock.payloads["snap"], layers) == [
+        "config.json: not in the artifact",
+        f"model.safetensors: sha256:{'00' * 32} in the artifact, the lock pins sha256:{'ef' * 32}",
+    ]
+
+
+def test_the_store_check_counts_every_file_of_a_snapshot(tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    store = tmp_path / "store"
+    for name in ("gemma", "snap"):
+        for f in lock.payloads[name].files:
+            link = file_path(store, lock.payloads[name], f)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.write_bytes(b"x")
+    assert missing_payloads(lock, "app", store) == ()
+    file_path(store, lock.payloads["snap"], lock.payloads["snap"].files[0]).unlink()
+    assert missing_payloads(lock, "app", store) == ("snap",)  # the folder alone is not enough
