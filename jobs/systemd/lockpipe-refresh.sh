@@ -18,6 +18,9 @@
 #                       (default "lockpipe refresh" <lockpipe@HOSTNAME>): the service's
 #                       user has no git identity of its own
 #   LOCKPIPE_NOX        the nox to run (default: nox on PATH)
+#   LOCKPIPE_MIN_AGE    proposed upgrades first seen less than this long ago are held
+#                       (default 3d); the first-seen record is $LOCKPIPE_REPORTS/first-seen.json,
+#                       kept across runs (each run's worktree is fresh)
 #   GITHUB_TOKEN, HF_TOKEN, LOCKPIPE_*  passed on to lockpipe as they are
 set -euo pipefail
 state=${STATE_DIRECTORY:-/var/lib/lockpipe}  # systemd sets it from StateDirectory=
@@ -52,7 +55,8 @@ cd "$tree/work"
 mode=(--dry-run)
 [[ -z "$branch" ]] || mode=()
 "${LOCKPIPE_NOX:-nox}" -s refresh-digests -- "${mode[@]}" \
-  --report-md "$reports/$stamp.md" --report-json "$reports/$stamp.json"
+  --report-md "$reports/$stamp.md" --report-json "$reports/$stamp.json" \
+  --propose --min-age "${LOCKPIPE_MIN_AGE:-3d}" --first-seen "$reports/first-seen.json"
 ln -sfn "$stamp.md" "$reports/latest.md"
 
 # Keep the newest $keep runs: the stamps sort as they were taken.

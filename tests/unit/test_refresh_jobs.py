@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from lockpipe.cli.main import parse
 from tests.policy import unavailable
 
 REPO = Path(__file__).resolve().parents[2]
@@ -208,6 +209,12 @@ def test_report_only_compares_against_the_newest_base_not_the_old_checkout(
     assert result.returncode == 0, result.stderr
     log = nox_log(tmp_path)
     assert log.startswith("-s refresh-digests -- --dry-run ")
+    # the timer writes the proposals too, with a first-seen record kept across worktrees
+    record = tmp_path / "reports" / "first-seen.json"
+    assert f"--propose --min-age 3d --first-seen {record}" in log
+    argv = log.splitlines()[0].split(" -- ", 1)[1].split()
+    args = parse(["refresh-digests", *argv])  # lockpipe's own parser takes them
+    assert (args.propose, args.min_age, args.first_seen) == (True, "3d", record)
     assert 'lock={"newer": true}' in log, "the refresh saw the old lock"
     ran_in = Path(re.findall(r"^pwd=(.*)$", log, re.M)[0])
     assert ran_in != work and not ran_in.exists(), "the worktree was not cleaned up"
