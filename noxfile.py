@@ -32,6 +32,7 @@ VERBS = [
     "build-llama-cpu",
     "lock",
     "refresh-digests",
+    "upgrade",
     "reproduce",
     "payloads",
     "smoke",
