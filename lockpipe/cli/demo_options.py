@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lockpipe.cli.options import find_lock
+
 DEMO_LOCK = Path("locks/demo/digests.json")  # lockpipe.demo.plan.LOCK, checked by a test
 HELP = {
-    "lock": "the demo lock (default locks/demo/digests.json; LOCKPIPE_LOCK is not read)",
+    "lock": "the demo lock (default locks/demo/digests.json of the checkout; LOCKPIPE_LOCK "
+    "is not read)",
     "engine": "buildah (default), podman or docker",
     "mirror": "not used: the demo serves its inputs from a loopback mirror of its own",
     "state": "where build records live (default WORK/state)",
@@ -19,7 +22,7 @@ HELP = {
 def add_demo_options(p: argparse.ArgumentParser) -> None:
     """The demo's own: where its bases go and where it keeps its run. ``p`` has a ``--lock``
     of its own (not shared with other verbs), defaulting to the demo lock."""
-    p.set_defaults(lock=DEMO_LOCK)
+    p.set_defaults(lock=find_lock(lock=DEMO_LOCK))  # from any folder of the checkout
     for action in p._actions:  # this verb's own copies (lockpipe.cli.main.OWN_LOCK_DEFAULT)
         if action.dest in HELP:
             action.help = HELP[action.dest]

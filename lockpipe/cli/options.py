@@ -74,15 +74,16 @@ def _env(var: str) -> str | None:
     return os.environ.get(var) or None
 
 
-def find_lock(here: Path | None = None) -> Path:
-    """``locks/digests.json`` of the checkout ``here`` (default: the current folder) is in:
-    the nearest folder at or above it that holds one, so ``cd images && lockpipe plan``
-    reads the checkout's lock; the relative default when none does (its error says so)."""
+def find_lock(here: Path | None = None, lock: Path = DEFAULT_LOCK) -> Path:
+    """``lock`` (``locks/digests.json``) of the checkout ``here`` (default: the current
+    folder) is in: the nearest folder at or above it that holds one, so ``cd images &&
+    lockpipe plan`` reads the checkout's lock; the relative default when none does (its
+    error says so)."""
     start = (here or Path.cwd()).resolve()
     for folder in (start, *start.parents):
-        if (folder / DEFAULT_LOCK).is_file():
-            return folder / DEFAULT_LOCK
-    return DEFAULT_LOCK
+        if (folder / lock).is_file():
+            return folder / lock
+    return lock
 
 
 def common() -> Parser:
