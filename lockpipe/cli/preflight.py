@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from lockpipe.cli.options import targets
 from lockpipe.errors import CheckFailed, GpuAttachError, LockError, LockpipeError, UsageError
@@ -19,6 +20,7 @@ from lockpipe.lock.model import Lock, Target, load_lock
 from lockpipe.log import echo
 from lockpipe.payloads.store import default_store
 from lockpipe.preflight import config, external, host, plan, report, vllm_parser, vllm_rules
+from lockpipe.preflight.shape import ModelShape
 from lockpipe.preflight.verdict import TargetReport
 from lockpipe.preflight.whatif import Overrides
 
@@ -107,10 +109,15 @@ def _parser_env(
 
 
 def _vllm_parses(
-    args: argparse.Namespace, targets: Sequence[Target], over: Overrides
+    args: argparse.Namespace,
+    targets: Sequence[Target],
+    over: Overrides,
+    asks: Mapping[str, Mapping[str, Any] | None] | None = None,
 ) -> dict[str, vllm_parser.Parsed]:
     """Each vLLM target's serve command, as asked, through its version's own parser: one
-    run per version; Unavailable (and a line saying so) where that parser cannot run."""
+    run per version; Unavailable (and a line saying so) where that parser cannot run.
+    ``asks``: per target, what vLLM's own backend and page functions are asked in the same
+    run (:func:`lockpipe.preflight.plan.validation_request`)."""
     groups: dict[str, list[Target]] = {}
     for t in targets:
         if t.serve.runtime == "vllm" and t.external is None:
@@ -121,7 +128,8 @@ def _vllm_parses(
         found = _parser_env(args, version)
         if isinstance(found, vllm_parser.ParserEnv):
             commands = [vllm_parser.asked(t.serve.command, over) for t in group]
-            parsed = vllm_parser.parse(found, commands)
+            validate = [(asks or {}).get(t.name) for t in group]
+            parsed = vllm_parser.parse(found, commands, validate=validate)
             out.update(zip((t.name for t in group), parsed, strict=True))
         else:
             out.update((t.name, found) for t in group)
@@ -165,6 +173,31 @@ def _failures(reports: Sequence[TargetReport], strict: bool, over: Overrides) ->
     return f"preflight: {how}, {'; '.join(parts)}{tail}"
 
 
+def _judged_on(
+    args: argparse.Namespace,
+    loaded: Lock,
+    cfg: config.PreflightConfig,
+    card: host.Card | None,
+    no_card: str | None,
+    store: Path,
+    name: str,
+) -> tuple[host.Card | None, ModelShape | None] | None:
+    """The card a target is judged on and its model's shape (None for an external image)."""
+    target = loaded.target(name)
+    if target.external is not None:
+        return None
+    gpu = target.build_args.get("GGML_CUDA", "ON").upper() != "OFF"
+    named = cfg.target(name).card
+    this = card or (host.card_named(named) if named else None)
+    if gpu and this is None:
+        raise UsageError(
+            f"{name}: no card to judge it on, and none on this host: {no_card}\n"
+            f"fix: pass --gpu CARD ({', '.join(host.CARDS)}), or set targets.{name}.card "
+            "in preflight.json"
+        )
+    return this, plan.model_shape(loaded, cfg, target, store if store.is_dir() else None)
+
+
 def do_preflight(args: argparse.Namespace) -> int:
     if args.json is not None:
         report.check_json_path(args.json)
@@ -179,7 +212,13 @@ def do_preflight(args: argparse.Namespace) -> int:
     reports = []
     names = targets(args, loaded)
     _refuse_typos([loaded.target(n) for n in names], over)
-    parses = _vllm_parses(args, [loaded.target(n) for n in names], over)
+    judged = {n: _judged_on(args, loaded, cfg, card, no_card, store, n) for n in names}
+    asks = {
+        n: plan.validation_request(loaded, cfg, loaded.target(n), on[0], on[1], over)
+        for n, on in judged.items()
+        if on is not None
+    }
+    parses = _vllm_parses(args, [loaded.target(n) for n in names], over, asks)
     for name in names:
         target = loaded.target(name)
         ignored, why = over.not_for(target.serve.runtime)
@@ -190,16 +229,7 @@ def do_preflight(args: argparse.Namespace) -> int:
         if target.external is not None:
             reports.append(external.external_report(target))
             continue
-        gpu = target.build_args.get("GGML_CUDA", "ON").upper() != "OFF"
-        named = cfg.target(name).card
-        this = card or (host.card_named(named) if named else None)
-        if gpu and this is None:
-            raise UsageError(
-                f"{name}: no card to judge it on, and none on this host: {no_card}\n"
-                f"fix: pass --gpu CARD ({', '.join(host.CARDS)}), or set targets.{name}.card "
-                "in preflight.json"
-            )
-        shape = plan.model_shape(loaded, cfg, target, store if store.is_dir() else None)
+        this, shape = judged[name] or (None, None)
         reports.append(plan.evaluate(loaded, cfg, target, this, shape, over, parses.get(name)))
     report.show(reports)
     if args.json:

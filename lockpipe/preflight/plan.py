@@ -27,7 +27,8 @@ from lockpipe.preflight import (
     recurrent,
     vllm_args,
     vllm_parser,
-    vllm_rules,
+    vllm_release,
+    vllm_validate,
 )
 from lockpipe.preflight.config import ModelEntry, PreflightConfig, TargetPlan
 from lockpipe.preflight.shape import ModelShape, from_gguf, from_hf_config
@@ -213,6 +214,70 @@ def _llama(
     return checks + more, figures, numbers
 
 
+def _vllm_target(
+    lock: Lock,
+    target: Target,
+    plan: TargetPlan,
+    card: host.Card,
+    shape: ModelShape,
+    weights: int | None,
+    over: Overrides,
+    by_vllm: vllm_parser.Parsed | None = None,
+) -> plan_vllm.VllmTarget:
+    """The target's facts: its command as vLLM's parser read it (else the extract), the
+    rules of its VLLM_VERSION, and what vLLM's own backend functions said of its layers."""
+    args = extract_args(target, over)
+    version = target.build_args.get("VLLM_VERSION", "?")
+    validation: vllm_validate.Validation | vllm_validate.NotRun | None = None
+    if isinstance(by_vllm, vllm_parser.Accepted):
+        args = vllm_parser.as_vllm_args(by_vllm.engine, args)
+        validation = vllm_validate.read(by_vllm.validation, version)
+    elif isinstance(by_vllm, vllm_parser.Unavailable):
+        validation = vllm_validate.NotRun(
+            reason=f"vLLM's own functions run where its parser does: {by_vllm.reason}"
+        )
+    dockerfile = lock.root / target.context / target.dockerfile
+    env = vllm_args.dockerfile_env(dockerfile.read_text()) if dockerfile.is_file() else {}
+    return plan_vllm.VllmTarget(
+        args=args,
+        facts=vllm_release.rules_for(version),
+        shape=shape,
+        card=card,
+        plan=plan,
+        weights_bytes=weights,
+        env={**env, **over.env},
+        declared_parallel=target.serve.parallel,
+        validation=validation,
+    )
+
+
+def extract_args(target: Target, over: Overrides) -> vllm_args.VllmArgs:
+    """The serve command as lockpipe's extract reads it, with the what-ifs applied."""
+    parsed = vllm_args.parse_args(target.serve.command)
+    return replace(
+        parsed,
+        kv_dtype=over.kv_dtype or parsed.kv_dtype,
+        backend=over.attention_backend or parsed.backend,
+        max_model_len=over.max_model_len or parsed.max_model_len,
+    )
+
+
+def validation_request(
+    lock: Lock,
+    cfg: PreflightConfig,
+    target: Target,
+    card: host.Card | None,
+    shape: ModelShape | None,
+    over: Overrides,
+) -> dict[str, Any] | None:
+    """What vLLM's own backend and page functions are asked about this vLLM target's layers
+    (:mod:`.vllm_validate`), from the extract's reading; None where nothing can be asked."""
+    if target.serve.runtime != "vllm" or card is None or shape is None or not shape.kv_layers:
+        return None
+    t = _vllm_target(lock, target, cfg.target(target.name), card, shape, None, over)
+    return plan_vllm.validation_request(t)
+
+
 def _vllm(
     lock: Lock,
     target: Target,
@@ -223,33 +288,10 @@ def _vllm(
     over: Overrides,
     by_vllm: vllm_parser.Parsed | None = None,
 ) -> tuple[list[Check], list[Figure], dict[str, Any]]:
-    parsed = vllm_args.parse_args(target.serve.command)
-    extract = replace(
-        parsed,
-        kv_dtype=over.kv_dtype or parsed.kv_dtype,
-        backend=over.attention_backend or parsed.backend,
-        max_model_len=over.max_model_len or parsed.max_model_len,
-    )
-    # vLLM's own parse of the command as asked, when it ran and accepted it; else the extract
-    args = extract
-    if isinstance(by_vllm, vllm_parser.Accepted):
-        args = vllm_parser.as_vllm_args(by_vllm.engine, extract)
     said = vllm_parser.check(by_vllm, target.name) if by_vllm else None
-    dockerfile = lock.root / target.context / target.dockerfile
-    env = vllm_args.dockerfile_env(dockerfile.read_text()) if dockerfile.is_file() else {}
-    checks, figures, numbers = plan_vllm.evaluate(
-        plan_vllm.VllmTarget(
-            args=args,
-            facts=vllm_rules.release(target.build_args.get("VLLM_VERSION", "?")),
-            shape=shape,
-            card=card,
-            plan=plan,
-            weights_bytes=weights,
-            env={**env, **over.env},
-            declared_parallel=target.serve.parallel,
-        )
-    )
-    read = vllm_parser.figure(by_vllm, args)
+    t = _vllm_target(lock, target, plan, card, shape, weights, over, by_vllm)
+    checks, figures, numbers = plan_vllm.evaluate(t)
+    read = vllm_parser.figure(by_vllm, t.args)
     numbers["serve_command"] = f"{read.value} ({read.note})"
     return ([said] if said else []) + checks, [read, *figures], numbers
 

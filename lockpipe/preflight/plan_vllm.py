@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lockpipe.preflight import vllm_kv
+from lockpipe.preflight import vllm_kv, vllm_validate
 from lockpipe.preflight.config import DEFAULT_VLLM_RESERVE_MIB, TargetPlan
 from lockpipe.preflight.host import Card
 from lockpipe.preflight.shape import ModelShape
@@ -26,6 +26,64 @@ class VllmTarget:
     weights_bytes: int | None
     env: Mapping[str, str]
     declared_parallel: int | None
+    # what vLLM's own backend and page functions said (None: not asked; NotRun: why not)
+    validation: vllm_validate.Validation | vllm_validate.NotRun | None = None
+
+
+def validation_request(t: VllmTarget) -> dict[str, Any]:
+    """The facts vLLM's own functions are asked about (:func:`.vllm_validate.request`)."""
+    a, shape = t.args, t.shape
+    backend = choose_backend(a, shape, t.card.compute_cap, t.facts)
+    length = a.max_model_len or shape.trained_context or 0
+    k = knobs(t, backend, a.kv_dtype, length)
+    try:
+        raw = vllm_kv.pages(shape, k)
+    except ValueError:  # a dtype lockpipe cannot size: vLLM's selector is still asked
+        raw = []
+    return vllm_validate.request(
+        shape=shape,
+        args=a,
+        cap=t.card.compute_cap,
+        skip=k.skip,
+        pages=raw,
+        wheel=str(t.facts["wheel"]["file"]),
+    )
+
+
+def code_checks(
+    t: VllmTarget, extract: list[Check], raw: list[vllm_kv.Page]
+) -> tuple[list[Check], Figure]:
+    """The extract's checks with its ``backend`` verdict replaced by vLLM's own where its
+    functions ran (their page unification added), and the figure that says which ran."""
+    v, cap = t.validation, t.card.compute_cap
+    if not isinstance(v, vllm_validate.Validation):
+        why = v.reason if isinstance(v, vllm_validate.NotRun) else "not asked by this caller"
+        note = f"lockpipe's extract (vllm_rules.py, data/vllm-{t.facts['vllm']}.json): {why}"
+        return extract, Figure(name="backend rules", value="extract", note=note)
+    ours = next((c for c in extract if c.name == "backend"), None)
+    theirs = vllm_validate.backend_check(v, cap)
+    if ours is not None and (ours.status == "fail") != (theirs.status == "fail"):
+        theirs = replace(
+            theirs, detail=f"{theirs.detail} (lockpipe's extract said {ours.status}: {ours.detail})"
+        )
+    if unsure := vllm_validate.unsure(v):
+        theirs = replace(
+            theirs,
+            detail=f"{theirs.detail}; {', '.join(unsure)} could not be "
+            "imported here, and vLLM tries it before the backend picked",
+        )
+    out = [theirs if c is ours else c for c in extract]
+    if ours is None:
+        out.append(theirs)
+    if (page := vllm_validate.page_check(v, raw)) is not None:
+        out.append(page)
+    ran = "Gemma4Config hook, get_attn_backend_cls" + (
+        ", unify_kv_cache_spec_page_size" if not v.pages_not_run else ""
+    )
+    note = f"vLLM {v.version}'s own code ran: {ran}" + (
+        f"; pages by the extract: {v.pages_not_run}" if v.pages_not_run else ""
+    )
+    return out, Figure(name="backend rules", value="vLLM's code", note=note)
 
 
 def kernel_blocks(facts: Mapping[str, Any], backend: str | None) -> tuple[int, ...]:
@@ -115,6 +173,14 @@ def evaluate(t: VllmTarget) -> tuple[list[Check], list[Figure], dict[str, Any]]:
         raw = vllm_kv.pages(shape, k)
     except ValueError as exc:
         return [*checks, Check(name="pool", status="warn", detail=str(exc))], figures, {}
+    checks, ran = code_checks(t, checks, raw)
+    figures.append(ran)
+    if isinstance(t.validation, vllm_validate.Validation):
+        figures[0] = replace(
+            figures[0],
+            value=", ".join(sorted({k_.backend or "refused" for k_ in t.validation.kinds})),
+            note=figures[0].note + "; vLLM's get_attn_backend_cls",
+        )
     for sliding in (False, True):
         kinds = {(p.kv_dtype, p.per_token) for p in raw if p.sliding == sliding}
         figures.append(

@@ -11,9 +11,13 @@ The parser is built as ``vllm/entrypoints/cli/main.py`` builds it: a
 ``AsyncEngineArgs.from_cli_args``. The serve command's own modules (the API server,
 uvloop's event loop) are not imported: they are not needed to parse.
 
-REQUEST is JSON: ``{"commands": [[arg, ...], ...]}`` (each without the leading ``vllm``).
+REQUEST is JSON: ``{"commands": [[arg, ...], ...]}`` (each without the leading ``vllm``),
+and optionally ``"validate": [FACTS | null, ...]``, one per command: then each accepted
+command's layers go through vLLM's own backend choice, validation and page unification
+(``vllm_validate_child.py`` beside this file, loaded by path).
 RESULT gets ``{"vllm": VERSION, "import_seconds": s, "results": [...]}``, each result
-``{"accepted": true, "engine": {...}}`` or ``{"accepted": false, "message": "..."}``.
+``{"accepted": true, "engine": {...}, "validation": {...}}`` or
+``{"accepted": false, "message": "..."}``.
 """
 
 from __future__ import annotations
@@ -22,10 +26,13 @@ import contextlib
 import dataclasses
 import enum
 import importlib
+import importlib.util
 import io
 import json
+import os
 import sys
 import time
+import traceback
 from typing import Any
 
 # The AsyncEngineArgs fields preflight reads (engine/arg_utils.py), by their vLLM names.
@@ -88,9 +95,32 @@ def parse_one(parser: Any, validate: Any, engine_args: Any, argv: list[str]) -> 
     return {"accepted": True, "engine": {f: plain(getattr(engine, f, None)) for f in FIELDS}}
 
 
+def validator() -> Any:
+    """vllm_validate_child.py, the file beside this one (lockpipe is not importable here)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vllm_validate_child.py")
+    spec = importlib.util.spec_from_file_location("vllm_validate_child", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def validated(facts: dict[str, Any] | None, result: dict[str, Any]) -> dict[str, Any]:
+    if not facts or not result.get("accepted"):
+        return result
+    try:
+        found = validator().validate(facts, result["engine"])
+    except Exception as exc:  # vLLM's code could not run on these facts: the caller says so
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        found = {"error": f"{type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"}
+    return {**result, "validation": found}
+
+
 def main(request_path: str, result_path: str) -> None:
     with open(request_path, encoding="utf-8") as f:
-        commands = json.load(f)["commands"]
+        request = json.load(f)
+    commands = request["commands"]
+    facts = request.get("validate") or [None] * len(commands)
     start = time.monotonic()
     parser, validate = build_parser()
     engine_args = importlib.import_module("vllm.engine.arg_utils").AsyncEngineArgs
@@ -99,7 +129,10 @@ def main(request_path: str, result_path: str) -> None:
     except (ImportError, AttributeError):
         version = None
     imported = time.monotonic() - start
-    results = [parse_one(parser, validate, engine_args, list(argv)) for argv in commands]
+    results = [
+        validated(f, parse_one(parser, validate, engine_args, list(argv)))
+        for argv, f in zip(commands, facts, strict=True)
+    ]
     out = {"vllm": version, "import_seconds": round(imported, 2), "results": results}
     with open(result_path, "w", encoding="utf-8") as f:
         json.dump(out, f)

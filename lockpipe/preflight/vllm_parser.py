@@ -50,12 +50,18 @@ class ParserEnv:
     wheel: str  # the wheel file the tree was extracted from
     sha256: str
 
+    @property
+    def wheel_path(self) -> Path:
+        """The wheel itself, beside the tree (its compiled extensions' names are faked)."""
+        return self.tree.parent / self.wheel
+
 
 @dataclass(frozen=True, kw_only=True)
 class Accepted:
     argv: tuple[str, ...]
     engine: Mapping[str, Any]  # vllm_parse_child.FIELDS of the parsed AsyncEngineArgs
     env: ParserEnv
+    validation: Mapping[str, Any] | None = None  # vllm_validate_child's answer, when asked
     seconds: float  # the whole run: import and every parse
 
 
@@ -137,10 +143,16 @@ def _call(argv: Sequence[str], env: Mapping[str, str]) -> str:
 
 
 def parse(
-    env: ParserEnv, commands: Sequence[Sequence[str]], *, run: Runner = _call
+    env: ParserEnv,
+    commands: Sequence[Sequence[str]],
+    *,
+    run: Runner = _call,
+    validate: Sequence[Mapping[str, Any] | None] | None = None,
 ) -> list[Parsed]:
     """Each command (a lock's serve command, placeholders allowed) through vLLM's parser,
-    in one run of :mod:`.vllm_parse_child`; all Unavailable when that run fails."""
+    in one run of :mod:`.vllm_parse_child`; all Unavailable when that run fails.
+    ``validate``: per command, the facts :mod:`.vllm_validate` built for vLLM's own backend
+    and page functions (None: not asked), answered in ``Accepted.validation``."""
     argvs = [stand_in(c) for c in commands]
     child_env = {
         **os.environ,
@@ -151,7 +163,12 @@ def parse(
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="lockpipe-vllm-parse-") as tmp:
         request, result = Path(tmp) / "request.json", Path(tmp) / "result.json"
-        request.write_text(json.dumps({"commands": [list(a) for a in argvs]}), encoding="utf-8")
+        payload: dict[str, Any] = {"commands": [list(a) for a in argvs]}
+        if validate is not None:
+            payload["validate"] = [
+                {**v, "wheel": str(env.wheel_path)} if v else None for v in validate
+            ]
+        request.write_text(json.dumps(payload), encoding="utf-8")
         try:  # -P: the child's own folder (lockpipe/preflight) must not shadow a module
             run([str(env.python), "-P", str(CHILD), str(request), str(result)], child_env)
             doc = json.loads(result.read_text(encoding="utf-8"))
@@ -166,7 +183,15 @@ def parse(
     out: list[Parsed] = []
     for argv, r in zip(argvs, doc.get("results", []), strict=True):
         if r.get("accepted"):
-            out.append(Accepted(argv=argv, engine=r["engine"], env=env, seconds=seconds))
+            out.append(
+                Accepted(
+                    argv=argv,
+                    engine=r["engine"],
+                    env=env,
+                    seconds=seconds,
+                    validation=r.get("validation"),
+                )
+            )
         else:
             out.append(Refused(argv=argv, message=str(r["message"]), env=env, seconds=seconds))
     return out

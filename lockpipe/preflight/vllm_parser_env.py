@@ -20,6 +20,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -55,6 +56,33 @@ def versions(lock: Lock) -> list[str]:
 
 def constraints_for(root: Path, version: str) -> Path:
     return root / "constraints" / f"vllm-parser-{version}.txt"
+
+
+def pinned_python(root: Path, version: str) -> str | None:
+    """The Python the constraints were resolved for: ``--python-version X.Y`` in the
+    re-resolve command of ``constraints/vllm-parser-VERSION.in`` (torch's file is cpXY)."""
+    source = constraints_for(root, version).with_suffix(".in")
+    try:
+        found = re.search(r"--python-version\s+(\d+\.\d+)", source.read_text(encoding="utf-8"))
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+def check_python(root: Path, version: str, running: tuple[int, int]) -> None:
+    """LockpipeError naming the interpreter and the fix when it is not the pinned Python."""
+    want = pinned_python(root, version)
+    have = f"{running[0]}.{running[1]}"
+    if want is None or want == have:
+        return
+    raise LockpipeError(
+        f"vLLM {version}'s parser environment is pinned for Python {want} "
+        f"(constraints/vllm-parser-{version}.in resolves for --python-version {want}, and "
+        f"its torch is a cp{want.replace('.', '')} file), but this is Python {have} "
+        f"({sys.executable}): run it with Python {want}, e.g. python{want} -m "
+        f"lockpipe.preflight.vllm_parser_env, or nox -s vllm-parser on a nox whose Python "
+        f"is {want}; or re-resolve the constraints for {have} (the header says how)"
+    )
 
 
 def _sha256(path: Path) -> str:
@@ -120,6 +148,7 @@ def build(root: Path, cache: Path, version: str, where: Path | None = None) -> P
             f"no {constraints}: pin what vLLM {version}'s parser imports (its header says how)"
         )
     dest = where or env_dir(cache, version)
+    check_python(root, version, (sys.version_info.major, sys.version_info.minor))
     want = _wanted(version, wheel, constraints)
     found = find_env(dest, version, wheel)
     if isinstance(found, ParserEnv):

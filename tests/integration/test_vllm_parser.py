@@ -12,14 +12,25 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from lockpipe.errors import LockpipeError
+from lockpipe.errors import CheckFailed, LockpipeError
 from lockpipe.fs import cache_home
-from lockpipe.lock.model import load_lock
-from lockpipe.preflight import vllm_parser, vllm_parser_env, vllm_rules
+from lockpipe.lock.model import Lock, load_lock
+from lockpipe.preflight import (
+    config,
+    host,
+    plan,
+    vllm_parser,
+    vllm_parser_env,
+    vllm_rules,
+    vllm_validate,
+)
 from lockpipe.preflight.vllm_parser import Accepted, Parsed, ParserEnv, Refused
+from lockpipe.preflight.vllm_validate import Validation
+from lockpipe.preflight.whatif import Overrides
 from tests.frank_small import TURBOQUANT_WHAT_IF, run_preflight, turboquant
 from tests.policy import ON_CI, unavailable
 
@@ -108,10 +119,85 @@ def test_the_seeds_turboquant_flags_parse_and_preflight_refuses_the_backend(
                              *TURBOQUANT_WHAT_IF, "frank-small")  # fmt: skip
     checks = {c["name"]: c for c in by["frank-small"]["checks"]}
     assert checks["serve-args"]["status"] == "pass"
-    assert code == 1 and checks["backend"]["status"] == "fail"
-    assert "sliding window not supported (40 sliding layers)" in checks["backend"]["detail"]
-    read = next(f for f in by["frank-small"]["figures"] if f["name"] == "serve command")
-    assert read["value"] == f"parsed by vLLM {VERSION}"
+    assert code == CheckFailed.return_code and checks["backend"]["status"] == "fail"
+    # vLLM's own validate_configuration said it, through platforms/cuda.py, not the extract
+    detail = checks["backend"]["detail"]
+    assert "get_attn_backend_cls" in detail
+    assert "Selected backend AttentionBackendEnum.TURBOQUANT is not valid" in detail
+    assert "head 256 sliding turboquant_k8v4 (37 layers)" in detail
+    assert "Reason: ['sliding window not supported']" in detail
+    assert (
+        "head 512 full auto (layers 47): " in detail and "'kv_cache_dtype not supported'" in detail
+    )
+    figures = {f["name"]: f for f in by["frank-small"]["figures"]}
+    assert figures["serve command"]["value"] == f"parsed by vLLM {VERSION}"
+    assert figures["backend rules"]["value"] == "vLLM's code"
+
+
+def _asked(lock: Lock, name: str, card: str, *what_if: str) -> dict[str, Any]:
+    """What preflight asks vLLM's backend functions for ``name`` on ``card``."""
+    cfg = config.load(REPO / "locks" / "preflight.json")
+    target = lock.target(name)
+    over = Overrides(attention_backend=what_if[1]) if what_if else Overrides()
+    shape = plan.model_shape(lock, cfg, target, None)
+    asked = plan.validation_request(lock, cfg, target, host.card_named(card), shape, over)
+    assert asked is not None
+    return asked
+
+
+@pytest.fixture(scope="module")
+def validated(env: ParserEnv) -> dict[str, Validation]:
+    """frank-small's layers through vLLM's own selector and page unification: on the 3090
+    and the H100 as locked, and with FLASH_ATTN forced on the 3090 (one run)."""
+    cases = {
+        "3090": ((), "rtx3090", ()),
+        "h100": ((), "h100-80g", ()),
+        "3090 FLASH_ATTN": (("--attention-backend", "FLASH_ATTN"), "rtx3090",
+                            ("--attention-backend", "FLASH_ATTN")),
+    }  # fmt: skip
+    command = LOCK.target("frank-small").serve.command
+    argvs = [(*command, *extra) for extra, _, _ in cases.values()]
+    asks = [_asked(LOCK, "frank-small", card, *w) for _, card, w in cases.values()]
+    results = vllm_parser.parse(env, argvs, validate=asks)
+    out = {}
+    for name, result in zip(cases, results, strict=True):
+        assert isinstance(result, Accepted), f"{name}: {result}"
+        got = vllm_validate.read(result.validation, VERSION)
+        assert isinstance(got, Validation), f"{name}: {got}"
+        out[name] = got
+    return out
+
+
+def test_vllms_own_selector_gives_gemma4_triton_on_the_3090(
+    validated: dict[str, Validation],
+) -> None:
+    v = validated["3090"]
+    assert v.forced is None and v.after_hook == "TRITON_ATTN"  # the Gemma 4 hook: no FA4
+    assert {(k.head_size, k.sliding, k.backend) for k in v.kinds} == {
+        (256, True, "TRITON_ATTN"), (512, False, "TRITON_ATTN")
+    }  # fmt: skip
+    assert "vllm._C_stable_libtorch" in v.fakes  # the compiled extensions stood in for
+    # and vLLM's own page unification: the full layers' blocks grow 4x to the sliding page
+    pages = {(r.block, r.page) for r in v.pages}
+    assert pages == {(16, 131072), (64, 131072)} and not v.pages_refused
+
+
+def test_flash_attn_at_head_512_is_refused_on_the_3090_by_vllms_validation(
+    validated: dict[str, Validation],
+) -> None:
+    forced = validated["3090 FLASH_ATTN"]
+    refused = {k.head_size: k.refused for k in forced.kinds if k.refused}
+    assert list(refused) == [512]
+    assert "Selected backend AttentionBackendEnum.FLASH_ATTN is not valid" in refused[512]
+    assert "head_size not supported" in refused[512]
+
+
+def test_on_the_h100_the_gemma4_hook_leaves_vllm_to_pick_flash_attn_for_every_layer(
+    validated: dict[str, Validation],
+) -> None:
+    v = validated["h100"]
+    assert v.after_hook is None  # FA4 supported on 9.x: flash_attn_version 4, no backend forced
+    assert {k.backend for k in v.kinds} == {"FLASH_ATTN"} and not any(k.refused for k in v.kinds)
 
 
 def test_the_environment_records_what_it_was_built_from(env: ParserEnv) -> None:

@@ -1,0 +1,202 @@
+"""Run inside the parser's Python: vLLM's own backend choice, validation and page sizes.
+
+Loaded by :mod:`.vllm_parse_child` (by path; lockpipe is not installed in that Python),
+after a command parsed, for the facts :mod:`lockpipe.preflight.vllm_validate` sends:
+the card's compute capability and each KV layer's head sizes, KV heads, sliding window,
+KV dtype and page. What runs is vLLM's code from the wheel's tree:
+
+- ``Gemma4Config.verify_and_update_config`` (``model_executor/models/config.py``), on a
+  stand-in of the config fields it reads (layer types and per-layer head sizes);
+- ``CudaPlatformBase.get_attn_backend_cls`` (``platforms/cuda.py``) for each layer kind,
+  with the ``AttentionSelectorConfig`` ``v1/attention/selector.py`` builds: a forced
+  backend's ``validate_configuration`` and "Selected backend … is not valid", or the
+  priority list and the first valid backend;
+- ``unify_kv_cache_spec_page_size`` (``v1/core/kv_cache_utils.py``) on the
+  ``FullAttentionSpec``/``SlidingWindowSpec`` of each layer.
+
+Two FAKES stand for what cannot exist here: the card (a ``CudaPlatformBase`` whose
+``get_device_capability`` returns the card's, set as ``current_platform``), and the
+compiled extensions the wheel ships (``vllm/…/*.so``: an empty module of each name, so
+the Python around them imports; none of their kernels is called). A backend whose import
+still fails here (FlashInfer needs its CUDA packages) is named in the result: vLLM's own
+choice may then differ, and the caller says so.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+import zipfile
+from types import SimpleNamespace
+from typing import Any
+
+FAKE_DOC = "lockpipe FAKE: a compiled vLLM extension that cannot load without a GPU"
+
+
+def fake_extensions(wheel: str) -> list[str]:
+    """An empty module for each compiled extension the wheel ships (named FAKE)."""
+    names = []
+    for member in zipfile.ZipFile(wheel).namelist():
+        if member.startswith("vllm/") and member.endswith(".so"):
+            name = member.split(".", 1)[0].replace("/", ".")
+            if name not in sys.modules:
+                sys.modules[name] = types.ModuleType(name, FAKE_DOC)
+                names.append(name)
+    return names
+
+
+def fake_card(capability: tuple[int, int]) -> Any:
+    """A CUDA platform (vLLM's own class) that reports this card: FAKE, there is no GPU."""
+    platforms = importlib.import_module("vllm.platforms")
+    cuda = importlib.import_module("vllm.platforms.cuda")
+    cap = importlib.import_module("vllm.platforms.interface").DeviceCapability(*capability)
+
+    class FakeCard(cuda.CudaPlatformBase):  # type: ignore[misc,name-defined]
+        @classmethod
+        def get_device_capability(cls, device_id: int = 0) -> Any:
+            return cap
+
+        @classmethod
+        def get_device_name(cls, device_id: int = 0) -> str:
+            return f"lockpipe FAKE sm_{capability[0]}{capability[1]}"
+
+    # what vllm.platforms.current_platform returns from now on
+    platforms._current_platform = FakeCard()  # type: ignore[attr-defined]
+    return FakeCard
+
+
+def gemma4_hook(layers: list[dict[str, Any]], forced: str | None) -> str | None:
+    """The backend ``Gemma4Config.verify_and_update_config`` leaves in attention_config."""
+    hook = importlib.import_module("vllm.model_executor.models.config").Gemma4Config
+    enum = importlib.import_module("vllm.v1.attention.backends.registry").AttentionBackendEnum
+    heads = [SimpleNamespace(head_size=max(x["head_size"], x["head_size_v"])) for x in layers]
+    types_ = ["sliding_attention" if x["sliding_window"] else "full_attention" for x in layers]
+
+    class Arch(list):  # type: ignore[type-arg]  # model_arch_config[i].head_size
+        total_num_hidden_layers = len(heads)
+
+    config = SimpleNamespace(  # only the fields the hook reads
+        model_config=SimpleNamespace(
+            model_arch_config=Arch(heads), hf_text_config=SimpleNamespace(layer_types=types_)
+        ),
+        attention_config=SimpleNamespace(
+            backend=enum[forced] if forced else None, flash_attn_version=None
+        ),
+    )
+    hook.verify_and_update_config(config)
+    backend = config.attention_config.backend
+    return backend.name if backend is not None else None
+
+
+def choose(card: Any, forced: str | None, kind: dict[str, Any], model_dtype: str) -> dict[str, Any]:
+    """``get_attn_backend_cls`` for one layer kind: the backend, or vLLM's refusal."""
+    torch = importlib.import_module("torch")
+    selector = importlib.import_module("vllm.v1.attention.selector")
+    enum = importlib.import_module("vllm.v1.attention.backends.registry").AttentionBackendEnum
+    config = selector.AttentionSelectorConfig(
+        head_size=kind["head_size"],
+        dtype=getattr(torch, model_dtype),
+        kv_cache_dtype=kind["kv_cache_dtype"],
+        block_size=kind["block_size"],
+        has_sliding_window=kind["sliding"],
+    )
+    out: dict[str, Any] = {"backend": None, "refused": None, "not_importable": []}
+    if forced is None:  # which backends could not be judged here (ImportError, OSError)
+        _, invalid = card.get_valid_backends(card.get_device_capability(), config)
+        out["not_importable"] = sorted(
+            b.name
+            for b, (_, why) in invalid.items()
+            if any(w.startswith(("ImportError", "ModuleNotFoundError", "OSError")) for w in why)
+        )
+    try:
+        path = card.get_attn_backend_cls(enum[forced] if forced else None, config)
+    except ValueError as exc:
+        out["refused"] = str(exc)
+        return out
+    found = next((b.name for b in enum if b.value == path), path)
+    out["backend"] = found
+    return out
+
+
+def unified_pages(layers: list[dict[str, Any]], model_dtype: str) -> dict[str, Any]:
+    """vLLM's unify_kv_cache_spec_page_size on each layer's spec: block and page bytes."""
+    torch = importlib.import_module("torch")
+    iface = importlib.import_module("vllm.v1.kv_cache_interface")
+    utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
+    to_dtype = importlib.import_module("vllm.utils.torch_utils").STR_DTYPE_TO_TORCH_DTYPE
+    specs = {}
+    for x in layers:
+        kv = x["kv_cache_dtype"]
+        dtype = getattr(torch, model_dtype) if kv == "auto" else to_dtype.get(kv)
+        if dtype is None or kv.startswith(("turboquant_", "int")) or kv.endswith("per_token_head"):
+            return {"not_run": f"a {kv} layer's spec is built by its backend (packed slots)"}
+        common = dict(
+            block_size=x["block_size"],
+            num_kv_heads=x["num_kv_heads"],
+            head_size=x["head_size"],
+            head_size_v=x["head_size_v"],
+            dtype=dtype,
+            page_size_padded=x.get("page_padded"),
+        )
+        name = f"model.layers.{x['index']}.self_attn.attn"
+        if x["sliding_window"]:
+            specs[name] = iface.SlidingWindowSpec(sliding_window=x["sliding_window"], **common)
+        else:
+            specs[name] = iface.FullAttentionSpec(**common)
+    before = {n: s.page_size_bytes for n, s in specs.items()}
+    try:
+        after = utils.unify_kv_cache_spec_page_size(specs)
+    except NotImplementedError as exc:
+        return {"refused": str(exc)}
+    return {
+        "layers": [
+            {
+                "index": int(n.split(".")[2]),
+                "page_before": before[n],
+                "block": s.block_size,
+                "page": s.page_size_bytes,
+            }
+            for n, s in after.items()
+        ]
+    }
+
+
+def validate(request: dict[str, Any], engine: dict[str, Any]) -> dict[str, Any]:
+    """What vLLM's own functions say of the layers in ``request`` under the parsed command."""
+    assumed = request["assumed"]  # what the caller's extract read; vLLM's parse must agree
+    read = {
+        "kv_cache_dtype": engine.get("kv_cache_dtype"),
+        "backend": engine.get("attention_backend")
+        or (engine.get("attention_config") or {}).get("backend"),
+    }
+    if read != assumed:
+        return {"not_run": f"vLLM parsed {read}, the request assumed {assumed}"}
+    faked = fake_extensions(request["wheel"])
+    card = fake_card(tuple(request["capability"]))
+    layers, model_dtype = request["layers"], request["model_dtype"]
+    forced = read["backend"] if read["backend"] not in (None, "auto", "AUTO") else None
+    hooked = gemma4_hook(layers, forced) if request.get("gemma4_hook") else forced
+    kinds: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for x in layers:
+        key = (x["head_size"], bool(x["sliding_window"]), x["kv_cache_dtype"])
+        kind = kinds.setdefault(
+            key,
+            {
+                "head_size": x["head_size"],
+                "sliding": bool(x["sliding_window"]),
+                "kv_cache_dtype": x["kv_cache_dtype"],
+                "block_size": engine.get("block_size"),
+                "layers": [],
+            },
+        )
+        kind["layers"].append(x["index"])
+    for kind in kinds.values():
+        kind.update(choose(card, hooked, kind, model_dtype))
+    return {
+        "forced": forced,
+        "after_hook": hooked,
+        "kinds": list(kinds.values()),
+        "pages": unified_pages(layers, model_dtype),
+        "fakes": faked,
+    }
