@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -59,6 +60,18 @@ def write_atomic(path: Path, text: str) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+STDOUT = Path("-")  # a report path that means standard output
+
+
+def write_report(path: Path, text: str) -> None:
+    """A report file written atomically, or, for ``-``, the text on stdout (flushed)."""
+    if path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    write_atomic(path, text)
 
 
 def cache_home(env: Mapping[str, str]) -> Path:

@@ -1,8 +1,16 @@
-"""Output: one rich console, grouped steps, and CI log groups.
+"""Output: results on stdout, everything else on stderr; grouped steps, and CI log groups.
+
+Two rich consoles. :data:`out` (stdout) carries a verb's result: the plan, preflight's and
+smoke's tables, a refresh report, verify's verdict, a payload summary. :data:`console`
+(stderr) carries progress, logs, warnings and errors, so ``lockpipe preflight > report.txt``
+keeps the report and the terminal keeps the rest. When stdout is not a terminal, tables are
+printed plain (no box) and never wrapped (:func:`show`). ``NO_COLOR`` and ``--color``
+(:func:`set_color`) decide colour on both.
 
 On GitHub Actions (``GITHUB_ACTIONS=true``) each step opens a collapsible
 ``::group::``; elsewhere it prints a rule. :func:`set_quiet` (the command line's
-``LOCKPIPE_QUIET=1``) silences echo.
+``LOCKPIPE_QUIET=1``) silences echo. :func:`set_results_to_stderr` moves the results to
+stderr, for ``--json -``, whose JSON then has stdout to itself.
 """
 
 from __future__ import annotations
@@ -10,11 +18,18 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.table import Table
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True, emoji=False)
+COLORS = ("auto", "always", "never")
+Color = Literal["auto", "always", "never"]
+PLAIN_WIDTH = 100_000  # a table printed to a file or pipe: as wide as its widest row
 _quiet = False
+_results_to_stderr = False
 
 
 def set_quiet(quiet: bool) -> None:
@@ -22,9 +37,57 @@ def set_quiet(quiet: bool) -> None:
     _quiet = quiet
 
 
+def set_results_to_stderr(on: bool) -> None:
+    """Results go to stderr while ``on``: stdout carries a JSON report (``--json -``)."""
+    global _results_to_stderr
+    _results_to_stderr = on
+
+
+def set_color(mode: Color, env: dict[str, str] | None = None) -> None:
+    """``--color``: ``always`` colours even a pipe, ``never`` never does, ``auto`` colours a
+    terminal unless ``NO_COLOR`` is set (https://no-color.org: any non-empty value)."""
+    no_color = bool((os.environ if env is None else env).get("NO_COLOR"))
+    for c in (console, out):
+        c._force_terminal = True if mode == "always" else None  # rich reads it per print
+        c.no_color = mode == "never" or (mode == "auto" and no_color)
+        c._color_system = c._detect_color_system()
+
+
 def echo(text: str, *, style: str | None = None) -> None:
+    """A progress or log line, on stderr (silenced by :func:`set_quiet`)."""
     if not _quiet:
         console.print(text, style=style, markup=False)
+
+
+def result(text: str, *, style: str | None = None) -> None:
+    """A line of a verb's result, on stdout (never silenced: it is what the verb is for)."""
+    results().print(text, style=style, markup=False)
+
+
+def results() -> Console:
+    """The console results go to: stdout, or stderr under ``--json -``."""
+    return console if _results_to_stderr else out
+
+
+def show(renderable: RenderableType) -> None:
+    """A result table (or any renderable) on :func:`results`, as :func:`print_to` prints it."""
+    print_to(results(), renderable)
+
+
+def print_to(where: Console, renderable: RenderableType) -> None:
+    """``renderable`` on ``where``; to a file or pipe a table loses its box and its width
+    limit, so each row is one line that ``grep`` can read."""
+    if where.is_terminal or not isinstance(renderable, Table):
+        where.print(renderable)
+        return
+    renderable.box = None
+    renderable.show_edge = False
+    width = where._width  # print(width=) is capped at the console's: lift the cap itself
+    where.width = PLAIN_WIDTH
+    try:
+        where.print(renderable, crop=False)
+    finally:
+        where._width = width
 
 
 @contextmanager

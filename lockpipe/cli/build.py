@@ -11,7 +11,7 @@ from lockpipe.errors import UsageError
 from lockpipe.imagebuild.plan import built_here
 from lockpipe.imagebuild.run import Settings, build_target
 from lockpipe.lock.model import Lock, load_lock
-from lockpipe.log import echo
+from lockpipe.log import result
 from lockpipe.verify.reproduce import reproduce_and_explain
 
 
@@ -37,7 +37,7 @@ def do_reproduce(args: argparse.Namespace) -> int:
         return _across(args, loaded, names, settings)
     results = [reproduce_and_explain(loaded, n, engine, settings) for n in names]
     for r in results:
-        echo(str(r), style=None if r.same else "yellow")
+        result(str(r), style=None if r.same else "yellow")
     return 0 if all(r.same for r in results) else 1
 
 
@@ -53,6 +53,6 @@ def _across(args: argparse.Namespace, lock: Lock, names: list[str], settings: Se
     same = True
     for n in names:
         for comparison in build_across(lock, n, engines, replace(settings, force=False)):
-            echo(f"{n}: {comparison}", style=None if comparison.same else "yellow")
+            result(f"{n}: {comparison}", style=None if comparison.same else "yellow")
             same = same and comparison.same
     return 0 if same else 1

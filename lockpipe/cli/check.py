@@ -9,23 +9,33 @@ from __future__ import annotations
 
 import argparse
 
+from lockpipe.cli import jsonout
 from lockpipe.cli.options import targets
 from lockpipe.errors import LintError, LockError
 from lockpipe.imagebuild import lint, plan
 from lockpipe.lock.fingerprint import check_drift
 from lockpipe.lock.model import load_lock, write_lock
-from lockpipe.log import echo
+from lockpipe.log import echo, result
 from lockpipe.preflight import vllm_release
 
 
 def do_plan(args: argparse.Namespace) -> int:
+    """Each target's plan on stdout (``--json FILE``: also as JSON; ``-``: JSON alone)."""
+    jsonout.begin(args.json)
     loaded = load_lock(args.lock)
+    docs = []
     for n in targets(args, loaded):
-        if loaded.target(n).external is not None:
-            print(plan.render_external(loaded, n), end="\n\n")
+        t = loaded.target(n)
+        if t.external is not None:
+            result(plan.render_external(loaded, n) + "\n")
+            docs.append({"target": n, "external": jsonout.as_json(t.external),
+                         "serve": jsonout.as_json(t.serve)})  # fmt: skip
             continue
-        check_drift(loaded, loaded.target(n))
-        print(plan.render(plan.plan_target(loaded, n)), end="\n\n")
+        check_drift(loaded, t)
+        built = plan.plan_target(loaded, n)
+        result(plan.render(built) + "\n")
+        docs.append(jsonout.plan_json(built))
+    jsonout.emit(args.json, "plan", {"lock": str(args.lock), "targets": docs})
     return 0
 
 
@@ -47,7 +57,7 @@ def do_lint(args: argparse.Namespace) -> int:
         problems += lint.mtp_problems(loaded, t)
     if problems:
         raise LintError("Dockerfile pinning rules broken:\n  " + "\n  ".join(problems))
-    echo("lint: every Dockerfile is pinned")
+    result("lint: every Dockerfile is pinned")
     return 0
 
 
@@ -57,9 +67,10 @@ def do_lock(args: argparse.Namespace) -> int:
         for n in plan.built_here(loaded, sorted(loaded.targets), "lock --check"):
             check_drift(loaded, loaded.target(n))
         if stale := vllm_release.missing(loaded):
+            fix = vllm_release.fix_for(stale[0], vllm_release.beside(loaded))
             raise LockError(f"{args.lock}: no preflight rules for vLLM {', '.join(stale)} "
-                            f"(VLLM_VERSION): {vllm_release.fix_for(stale[0])}")  # fmt: skip
-        echo(f"{args.lock}: no drift")
+                            f"(VLLM_VERSION): {fix}")  # fmt: skip
+        result(f"{args.lock}: no drift")
         return 0
     from lockpipe.refresh.pip import relock_derived  # reaches PyPI: only lock loads it
 
@@ -68,7 +79,7 @@ def do_lock(args: argparse.Namespace) -> int:
         echo(str(change))
     for version in vllm_release.missing(loaded):  # a VLLM_VERSION moved: its wheel's rules
         echo(f"{args.lock}: derived vLLM {version}'s preflight rules: "
-             f"{vllm_release.derive(version)}")  # fmt: skip
+             f"{vllm_release.derive(version, vllm_release.beside(loaded))}")  # fmt: skip
     if doc == loaded.document:
         echo(f"{args.lock}: already current")
         return 0

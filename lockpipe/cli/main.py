@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from lockpipe.cli import demo_options, options, propose_options
 from lockpipe.errors import BROKEN_PIPE, INTERRUPTED, Interrupted, LockpipeError
-from lockpipe.log import console, set_quiet
+from lockpipe.log import console, set_color, set_quiet
 
 # verb: ("module:function", help)
 VERBS: dict[str, tuple[str, str]] = {
@@ -56,6 +56,7 @@ FORCE: dict[str, str] = {
     "publish": "push even when the registry already has this build",
 }
 EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "plan": options.add_plan_options,
     "demo": demo_options.add_demo_options,
     "payloads": options.add_payload_options,
     "smoke": options.add_smoke_options,
@@ -153,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(sys.argv[1:] if argv is None else argv)
         verb = args.verb
+        set_color(args.color)
         return dispatch(args)
     except LockpipeError as exc:
         console.print(f"error: {exc}", style="bold red", markup=False, highlight=False)

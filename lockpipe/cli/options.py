@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from lockpipe.engines.base import GPU_MODES
 from lockpipe.errors import UsageError
 from lockpipe.fs import cache_home
+from lockpipe.log import COLORS
 
 if TYPE_CHECKING:
     from lockpipe.lock.model import Lock
@@ -98,6 +99,9 @@ def common() -> Parser:
     p.add_argument("--mirror", default=_env("LOCKPIPE_MIRROR"),
                    help="base URL tried before upstream for every fetched file "
                    "(LOCKPIPE_MIRROR)")  # fmt: skip
+    p.add_argument("--color", choices=COLORS, default="auto",
+                   help="colour: auto (a terminal, unless NO_COLOR is set), always or "
+                   "never")  # fmt: skip
     state = _env("LOCKPIPE_STATE")
     p.add_argument("--state", type=path, default=Path(state) if state else None,
                    help="where build records live (LOCKPIPE_STATE; default .lockpipe in the "
@@ -107,6 +111,17 @@ def common() -> Parser:
                    help="verified downloads by sha256 (LOCKPIPE_CACHE; default "
                    "~/.cache/lockpipe)")  # fmt: skip
     return p
+
+
+def add_json_option(p: argparse.ArgumentParser, what: str) -> None:
+    """``--json FILE``: the verb's result as JSON too; ``-`` is stdout (tables to stderr)."""
+    p.add_argument("--json", type=path, metavar="FILE",
+                   help=f"also write {what} as JSON to FILE (- for stdout, which the "
+                   "tables then leave to it, going to stderr)")  # fmt: skip
+
+
+def add_plan_options(p: argparse.ArgumentParser) -> None:
+    add_json_option(p, "each target's resolved plan")
 
 
 def add_payload_options(p: argparse.ArgumentParser) -> None:
@@ -124,6 +139,7 @@ def add_payload_options(p: argparse.ArgumentParser) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--quiet", action="store_true", help="no progress display")
     out.add_argument("--jsonl", action="store_true", help="progress as JSON lines, for CI")
+    add_json_option(p, "the results" if p.prog.endswith(" payloads") else "the reports")
 
 
 def add_smoke_options(p: argparse.ArgumentParser) -> None:
@@ -168,7 +184,7 @@ def add_preflight_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", type=path, metavar="DIR",
                    help="payload store whose files give model shapes (must be a directory; "
                    "default: the payloads verb's store, used when it is there)")  # fmt: skip
-    p.add_argument("--json", type=path, metavar="FILE", help="also write the report as JSON")
+    add_json_option(p, "the report")
     p.add_argument("--strict", action="store_true", help="warnings and UNKNOWN fail too")
     p.add_argument("--vllm-parser", metavar="DIR|off", default=_env("LOCKPIPE_VLLM_PARSER"),
                    help="vLLM's own serve-argument parser, as nox -s vllm-parser builds it "
@@ -266,6 +282,7 @@ def add_publish_options(p: argparse.ArgumentParser) -> None:
 
 def add_verify_options(p: argparse.ArgumentParser) -> None:
     add_image_options(p)
+    add_json_option(p, "the verdict")
     p.add_argument("--rebuild", action="store_true",
                    help="also rebuild here without cache and compare with the published "
                    "digest")  # fmt: skip
@@ -309,7 +326,9 @@ def add_refresh_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="write the Markdown report (a pull request body) here",
     )
-    p.add_argument("--report-json", type=path, metavar="FILE", help="write the JSON report here")
+    p.add_argument("--report-json", "--json", type=path, metavar="FILE",
+                   help="write the JSON report here (- for stdout, the lines then going to "
+                   "stderr)")  # fmt: skip
     p.add_argument(
         "--github-api",
         default=_env("LOCKPIPE_GITHUB_API") or DEFAULT_GITHUB_API,

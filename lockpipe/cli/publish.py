@@ -9,13 +9,15 @@ against its provenance and the lock, and with ``--rebuild`` rebuilds here.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
+from lockpipe.cli import jsonout
 from lockpipe.cli.options import state_dir, targets
 from lockpipe.engines import get_engine
 from lockpipe.errors import CheckFailed, UsageError
 from lockpipe.imagebuild.plan import built_here
 from lockpipe.lock.model import load_lock
-from lockpipe.log import echo
+from lockpipe.log import echo, result
 from lockpipe.publish.outputs import images_path, published_for
 from lockpipe.publish.push import check_prefix, publish_target
 
@@ -52,6 +54,8 @@ def image_for(args: argparse.Namespace, target: str) -> str:
 
 
 def do_verify(args: argparse.Namespace) -> int:
+    """The verdict on stdout (``--json``: also as JSON, written whether it passes or not)."""
+    jsonout.begin(args.json)
     from lockpipe.verify.check import verify_image
 
     loaded = load_lock(args.lock)
@@ -63,18 +67,23 @@ def do_verify(args: argparse.Namespace) -> int:
                          "provenance for it, so there is nothing to verify it against")  # fmt: skip
     image = image_for(args, name)
     mismatch = None
+    verdict: dict[str, Any] = {"target": name, "image": image, "lock": str(loaded.path)}
     try:
-        result = verify_image(loaded, name, image)
+        checked = verify_image(loaded, name, image)
     except CheckFailed as exc:
+        verdict.update(matches=False, mismatch=str(exc))
         if not args.rebuild:
+            jsonout.emit(args.json, "verify", verdict)
             raise
         # The rebuild and its explanation (a moved base, another engine) say why; go on.
         mismatch = exc
-        echo(str(exc), style="yellow")
+        result(str(exc), style="yellow")
     else:
-        echo(f"{name}: {image} matches its provenance ({result.provenance[:19]}) and "
-             f"{loaded.path}: {result.checked} inputs checked")  # fmt: skip
+        verdict.update(matches=True, provenance=checked.provenance, checked=checked.checked)
+        result(f"{name}: {image} matches its provenance ({checked.provenance[:19]}) and "
+               f"{loaded.path}: {checked.checked} inputs checked")  # fmt: skip
     if not args.rebuild:
+        jsonout.emit(args.json, "verify", verdict)
         return 0
     from lockpipe.imagebuild.run import Settings
     from lockpipe.verify.rebuild import rebuild_and_compare
@@ -83,7 +92,14 @@ def do_verify(args: argparse.Namespace) -> int:
     settings = Settings(state=state_dir(args, loaded), cache=args.cache.expanduser(),
                         mirror=args.mirror, force=True)  # fmt: skip
     comparison = rebuild_and_compare(loaded, name, engine, settings, image)
-    echo(str(comparison), style=None if comparison.same else "yellow")
+    result(str(comparison), style=None if comparison.same else "yellow")
+    verdict["rebuild"] = {
+        "same": comparison.same,
+        "engine": comparison.engine,
+        "rebuilt": comparison.rebuilt,
+        "explanation": str(comparison),
+    }
+    jsonout.emit(args.json, "verify", verdict)
     if not comparison.same:
         raise CheckFailed(f"{name}: a rebuild here does not give {image}; see above")
     if mismatch is not None:

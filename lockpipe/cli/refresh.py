@@ -18,15 +18,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lockpipe.errors import DriftError, UsageError
-from lockpipe.fs import write_atomic
+from lockpipe.errors import DriftError, FetchError, LockpipeError, RegistryError, UsageError
+from lockpipe.fs import STDOUT, write_report
 from lockpipe.lock.model import Lock, load_lock, write_lock
-from lockpipe.log import echo
+from lockpipe.log import echo, result, set_results_to_stderr
 from lockpipe.refresh import report
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.bases import default_registry
 from lockpipe.refresh.model import Kind, Outcome
-from lockpipe.refresh.plan import World, apply, no_drift, resolve, select
+from lockpipe.refresh.plan import World, apply, no_drift, resolve, resolve_each, select
 
 if TYPE_CHECKING:
     from lockpipe.refresh.judge import ParserFor as judge_parser_for
@@ -79,7 +79,7 @@ def _hf_token() -> str | None:
 
 def _write_report(path: Path, text: str, option: str) -> None:
     try:
-        write_atomic(path, text)
+        write_report(path, text)  # "-": stdout
     except OSError as exc:
         why = exc.strerror or exc
         raise UsageError(f"{option} {path}: cannot write the report ({why}); pass a path "
@@ -158,16 +158,32 @@ def _parser_for(args: argparse.Namespace) -> judge_parser_for:
     return find
 
 
+def _unresolved(failed: tuple[LockpipeError, ...]) -> LockpipeError:
+    """One error for the entries a --dry-run could not resolve (its report has them all),
+    of the first one's kind: a registry's (18) or a fetch's (8)."""
+    kind = RegistryError if isinstance(failed[0], RegistryError) else FetchError
+    lines = "\n  ".join(str(e).splitlines()[0] for e in failed)
+    n = len(failed)
+    return kind(f"{n} entr{'y' if n == 1 else 'ies'} could not be resolved (the report above "
+                f"lists every entry):\n  {lines}")  # fmt: skip
+
+
 def do_refresh(args: argparse.Namespace) -> int:
+    if STDOUT in (args.report_md, args.report_json):  # the report has stdout to itself
+        set_results_to_stderr(True)
     loaded: Lock = load_lock(args.lock)
     chosen = select(loaded, [*args.targets, *args.only], args.kind)
     no_drift(loaded)
     w = world(args, chosen)
-    outcome = resolve(loaded, chosen, w)
+    failed: tuple[LockpipeError, ...] = ()
+    if args.dry_run:  # every entry, the unreachable ones among them, goes in the report
+        outcome, failed = resolve_each(loaded, chosen, w)
+    else:
+        outcome = resolve(loaded, chosen, w)
     outcome, record_path, record = _propose(args, loaded, chosen, w, outcome)
     doc = apply(loaded, outcome)
     for line in report.lines(outcome):
-        echo(line)
+        result(line)
     if not args.check:  # --check writes nothing, not even a report
         if args.report_md:
             _write_report(args.report_md, report.markdown(outcome, str(args.lock)), "--report-md")
@@ -178,6 +194,8 @@ def do_refresh(args: argparse.Namespace) -> int:
             from lockpipe.refresh import firstseen
 
             firstseen.save(record_path, record)
+    if failed:
+        raise _unresolved(failed)
     n = len(outcome.changes)
     if args.check:
         if n:

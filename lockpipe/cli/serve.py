@@ -11,13 +11,15 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from lockpipe.cli import jsonout
 from lockpipe.cli.options import SMOKE_NAME, state_dir
 from lockpipe.engines import get_engine
 from lockpipe.engines.base import Engine
 from lockpipe.errors import CheckFailed, GpuAttachError, LockpipeError, SmokeError, UsageError
+from lockpipe.fs import STDOUT
 from lockpipe.imagebuild.records import read_record
 from lockpipe.lock.model import Lock, load_lock
-from lockpipe.log import console, echo
+from lockpipe.log import echo, result, results
 from lockpipe.payloads.run import Options, run_payloads
 from lockpipe.payloads.store import default_store, payload_path
 from lockpipe.publish.ocimirror import oci_mirror
@@ -30,6 +32,7 @@ from lockpipe.smoke.report import (
     SmokeReport,
     read_records,
     render,
+    to_json,
     write_json,
     write_junit,
 )
@@ -54,11 +57,24 @@ def do_payloads(args: argparse.Namespace) -> int:
         return do_payloads_publish(args)
     if args.to:
         raise UsageError("--to is for `lockpipe payloads publish --to REGISTRY/PREFIX`")
-    run_payloads(load_lock(args.lock), args.targets, _payload_options(args))
+    _json_begin(args)
+    done = run_payloads(load_lock(args.lock), args.targets, _payload_options(args))
+    for r in done:  # the result, on stdout; the progress went to stderr
+        result(f"{r.name}: {r.status}, {r.fetched:,} bytes fetched: {r.path}")
+    jsonout.emit(args.json, "payloads", {"payloads": jsonout.as_json(done)})
     return 0
 
 
+def _json_begin(args: argparse.Namespace) -> None:
+    """--json (``-``: stdout) is checked first; --jsonl's progress lines would share stdout."""
+    if args.jsonl and args.json == STDOUT:
+        raise UsageError("--jsonl writes progress to stdout, so --json - cannot: give --json "
+                         "a FILE, or drop --jsonl")  # fmt: skip
+    jsonout.begin(args.json)
+
+
 def do_smoke(args: argparse.Namespace) -> int:
+    _json_begin(args)
     loaded = load_lock(args.lock)
     engine = get_engine(args.engine)
     state = state_dir(args, loaded)
@@ -112,8 +128,9 @@ def do_smoke(args: argparse.Namespace) -> int:
             errors.append(exc)
             image = _image_of(loaded, n, state, engine, pulled)
             reports.append(_failed(n, engine.name, exc, image))
-        render(reports[-1], console)
+        render(reports[-1], results())
     write_json(reports, out / "smoke.json")
+    jsonout.emit(args.json, "smoke", {"reports": [to_json(r) for r in reports]})
     write_junit(reports, out / "smoke.junit.xml")
     echo(f"reports: {out / 'smoke.json'}, {out / 'smoke.junit.xml'}")
     if errors:

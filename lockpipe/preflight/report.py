@@ -1,4 +1,4 @@
-"""Preflight's output: one table per target on the console, and a JSON file for CI."""
+"""Preflight's output: one table per target on stdout, and a JSON file (or stdout) for CI."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from lockpipe.errors import UsageError
-from lockpipe.fs import write_atomic
-from lockpipe.log import console
+from lockpipe.fs import STDOUT, write_report
+from lockpipe.log import set_results_to_stderr
+from lockpipe.log import show as show_table
 from lockpipe.preflight.verdict import Status, TargetReport
 
 STYLE = {"pass": "green", "warn": "yellow", "unknown": "bold magenta", "fail": "bold red"}
@@ -40,8 +41,9 @@ def table(report: TargetReport) -> Table:
 
 
 def show(reports: Sequence[TargetReport]) -> None:
+    """One table per target, on stdout (plain to a file or pipe; stderr under --json -)."""
     for r in reports:
-        console.print(table(r))
+        show_table(table(r))
 
 
 def overall(reports: Sequence[TargetReport], *, strict: bool) -> Status:
@@ -54,7 +56,11 @@ def overall(reports: Sequence[TargetReport], *, strict: bool) -> Status:
 
 
 def check_json_path(path: Path) -> None:
-    """UsageError unless ``path`` can be a file (checked before anything is evaluated)."""
+    """UsageError unless ``path`` can be a file (checked before anything is evaluated);
+    ``-`` is stdout, which the tables then leave to the JSON."""
+    if path == STDOUT:
+        set_results_to_stderr(True)
+        return
     if path.is_dir():
         raise UsageError(f"--json {path}: a directory; give a file, e.g. {path}/preflight.json")
     parent = next((p for p in path.parents if p.exists()), None)
@@ -69,4 +75,4 @@ def write_json(path: Path, reports: Sequence[TargetReport], *, strict: bool) -> 
         "strict": strict,
         "targets": [r.as_json() for r in reports],
     }
-    write_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    write_report(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")

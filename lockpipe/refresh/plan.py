@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from lockpipe.errors import DriftError, UsageError
+from lockpipe.errors import DriftError, FetchError, RegistryError, UsageError
 from lockpipe.fs import sha256_file
 from lockpipe.lock.fingerprint import check_drift, relock
 from lockpipe.lock.model import Lock, parse_lock
@@ -153,6 +153,28 @@ def resolve(lock: Lock, chosen: Mapping[Kind, Sequence[str]], world: World) -> O
         newer = tuple(newer_releases(lock, pips, world.pypi))
     checked = {k: tuple(v) for k, v in chosen.items()}
     return Outcome(changes=tuple(changes), warnings=tuple(warns), newer=newer, checked=checked)
+
+
+def resolve_each(
+    lock: Lock, chosen: Mapping[Kind, Sequence[str]], world: World
+) -> tuple[Outcome, tuple[FetchError | RegistryError, ...]]:
+    """``--dry-run``: each entry resolved on its own, so an upstream that cannot be reached
+    is one more line of the report (a warning, rule ``unfetchable``) rather than its end.
+    The failures come back too, for the exit code once the report is out."""
+    total = Outcome()
+    failed: list[FetchError | RegistryError] = []
+    for kind, names in chosen.items():
+        for name in names:
+            try:
+                total = total + resolve(lock, {kind: [name]}, world)
+            except (FetchError, RegistryError) as exc:
+                failed.append(exc)
+                first = str(exc).splitlines()[0]
+                warn = Warn(
+                    kind=kind, name=name, rule="unfetchable", message=f"not resolved: {first}"
+                )
+                total = total + Outcome(warnings=(warn,))
+    return replace(total, checked={k: tuple(v) for k, v in chosen.items()}), tuple(failed)
 
 
 def apply(lock: Lock, outcome: Outcome, today: str | None = None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from lockpipe.errors import LockpipeError, SmokeError
 from lockpipe.fs import write_atomic
+from lockpipe.log import print_to
 
 # XML 1.0 forbids most control characters, and server logs do contain them.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -101,7 +102,7 @@ def render(report: SmokeReport, console: Console) -> None:
             r.name, f"[{style[r.status]}]{r.status}[/]", f"{r.seconds:.1f} s",
             _measured(r.measured), first, end_section=False,
         )  # fmt: skip
-    console.print(table)
+    print_to(console, table)
     failed = report.failures
     verdict = "[green]passed[/]" if not failed else f"[bold red]{len(failed)} failed[/]"
     log = f"; server log: {report.log_path}" if report.log_path else ""

@@ -14,7 +14,7 @@ from lockpipe.errors import DriftError, RegistryError, UsageError
 from lockpipe.lock.model import Lock, load_lock
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.bases import Registry
-from lockpipe.refresh.plan import World, apply, no_drift, select
+from lockpipe.refresh.plan import World, apply, no_drift, resolve_each, select
 from lockpipe.refresh.plan import resolve as resolve_all
 from lockpipe.refresh.sources import Archives
 from lockpipe.registry.platforms import PlatformMissing
@@ -129,6 +129,21 @@ def test_one_failing_base_fails_the_whole_refresh_naming_it(tmp_path: Path) -> N
     world = _world(registry)
     with pytest.raises(RegistryError, match=r"bases.other: x/other:2: refused; nothing was"):
         resolve_all(lock, {"bases": ["busybox", "other"]}, world)
+
+
+def test_a_dry_run_resolves_every_entry_and_reports_the_unreachable_one(tmp_path: Path) -> None:
+    """issue 19: --dry-run goes on past an unreachable registry; the report has both."""
+    lock = _lock(tmp_path)
+    refused = RegistryError("x/other:2: cannot be reached")
+    registry = _registry({"127.0.0.1:5000/lockpipe-test/busybox:1": Answer(digest=NEW),
+                          "127.0.0.1:5000/x/other:2": refused})  # fmt: skip
+    outcome, failed = resolve_each(lock, {"bases": ["other", "busybox"]}, _world(registry))
+    assert [c.key for c in outcome.changes] == ["bases.busybox"]
+    (warn,) = outcome.warnings
+    assert (warn.kind, warn.name, warn.rule) == ("bases", "other", "unfetchable")
+    assert "not resolved: bases.other: x/other:2: cannot be reached" in warn.message
+    assert [type(e) for e in failed] == [RegistryError]
+    assert outcome.checked == {"bases": ("other", "busybox")}
 
 
 def _multi_arch_lock(tmp_path: Path) -> Lock:

@@ -65,7 +65,7 @@ def test_counts_and_verdict() -> None:
 
 
 def test_render_shows_every_check_and_the_verdict() -> None:
-    console = Console(record=True, width=200, color_system=None)
+    console = Console(record=True, width=200, color_system=None, force_terminal=True)
     render(frank(), console)
     text = console.export_text()
     assert "smoke: frank-small (localhost/vllm/vllm-openai:frank-small, podman)" in text
@@ -75,6 +75,16 @@ def test_render_shows_every_check_and_the_verdict() -> None:
     assert "full table" not in text  # the table shows only each detail's first line
     assert "SKIP" in rows["gpu-memory"]
     assert f"frank-small: 2 failed in 130.7 s; server log: {LOG}" in text
+
+
+def test_to_a_file_the_table_is_plain_and_unwrapped() -> None:
+    """issue 19: not a terminal (a pipe, a CI log): no box, and no row folded at 80 columns."""
+    console = Console(record=True, width=80, color_system=None)
+    render(frank(), console)
+    text = console.export_text()
+    assert not set("│─┃━┏┡└") & set(text)
+    (row,) = [line for line in text.splitlines() if line.lstrip().startswith("throughput")]
+    assert "FAIL" in row and "pp@67k=1290, tg@85k=12.1" in row and len(row) > 80
 
 
 def test_json_round_trip(tmp_path: Path) -> None:
