@@ -1,0 +1,90 @@
+"""One pull request per proposed upgrade: what the scheduled workflow opens, from the report.
+
+``python -m lockpipe.refresh.prs REPORT.json OUT`` writes, for each proposal of the JSON
+report that is not held, a folder ``OUT/N/`` with ``name`` and ``version`` (what to pass
+to ``lockpipe upgrade``), ``branch`` (``lockpipe/upgrade/NAME-VERSION``), ``title`` and
+``body.md`` (the proposal with its verdicts, as the report renders it). The workflow's
+read-only job runs the upgrade beside each and adds ``change.patch``; the job that can
+write only commits those patches and opens the pull requests (``.github/workflows/
+refresh.yml``). :func:`pull_requests` is pure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lockpipe.errors import UsageError
+from lockpipe.fs import write_atomic
+from lockpipe.refresh.proposal import Proposal, Verdict
+from lockpipe.refresh.report import md, proposal_md
+
+PREFIX = "lockpipe/upgrade/"
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PullRequest:
+    name: str
+    version: str
+    branch: str
+    title: str
+    body: str
+
+
+def from_json(doc: Mapping[str, Any]) -> Proposal:
+    """A proposal as the JSON report holds it."""
+    keep = {k: v for k, v in doc.items() if k not in ("key", "command", "summary")}
+    keep["verdicts"] = tuple(Verdict(**v) for v in doc.get("verdicts", ()))
+    for key in ("targets", "also"):
+        keep[key] = tuple(doc.get(key, ()))
+    return Proposal(**keep)
+
+
+def pull_requests(report: Mapping[str, Any]) -> list[PullRequest]:
+    """The pull requests for the report's proposals that are not held."""
+    out = []
+    for p in (from_json(d) for d in report.get("proposals", ())):
+        if p.held:
+            continue
+        slug = _SAFE.sub("-", f"{p.name}-{p.version}")
+        lock = md(str(report.get("lock")))
+        body = [f"## lockpipe: upgrade {md(p.name)} {md(p.pinned)} → {md(p.version)}", "",
+                f"Made by `{p.command}` from the scheduled refresh of {lock}; the digest "
+                "refresh is a pull request of its own.", "", *proposal_md(p, "###")]  # fmt: skip
+        out.append(PullRequest(name=p.name, version=p.version, branch=PREFIX + slug,
+                               title=f"lockpipe: upgrade {p.name} to {p.version} ({p.summary})",
+                               body="\n".join(body)))  # fmt: skip
+    return out
+
+
+def write(prs: list[PullRequest], out: Path) -> None:
+    for n, pr in enumerate(prs, 1):
+        folder = out / f"{n:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for key in ("name", "version", "branch", "title"):
+            write_atomic(folder / key, getattr(pr, key) + "\n")
+        write_atomic(folder / "body.md", pr.body)
+
+
+def main(argv: list[str] | None = None) -> int:  # pragma: no cover - the workflow's step
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        raise SystemExit("usage: python -m lockpipe.refresh.prs REPORT.json OUT")
+    try:
+        report = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{args[0]}: not a refresh report ({exc})") from None
+    prs = pull_requests(report)
+    write(prs, Path(args[1]))
+    print(f"{len(prs)} pull request(s) planned in {args[1]}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
