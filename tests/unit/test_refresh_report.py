@@ -90,3 +90,34 @@ def test_a_removed_value_reads_as_removed() -> None:
     change = Change(kind="bases", name="b", what="r/x:1", updates={}, source="s", moved=(gone,))
     assert "| *(removed)* |" in report.markdown(Outcome(changes=(change,)), "lock")
     assert "-> (removed)" in report.lines(Outcome(changes=(change,)))[0]
+
+
+def test_proposed_upgrades_are_a_section_with_each_target_s_verdicts() -> None:
+    from lockpipe.refresh.proposal import Proposal, Verdict
+
+    fail = Verdict(target="frank-small", check="preflight:backend", status="fail",
+                   detail="a | pipe and <b>tag</b>\nnew line", fix="drop it")  # fmt: skip
+    gain = Verdict(target="llama-cuda", check="metrics", status="gain", detail="counters")
+    ok = Proposal(kind="sources", name="llama.cpp", pinned="b10069", version="b11434",
+                  new="t", targets=("llama-cuda",), verdicts=(gain,))  # fmt: skip
+    bad = Proposal(kind="bases", name="vllm-openai", pinned="v0.29.0-cu129", version="0.33.0",
+                   new="r", targets=("frank-small",), verdicts=(fail,))  # fmt: skip
+    held = Proposal(kind="bases", name="vllm-openai", pinned="v0.29.0-cu129", version="0.30.0",
+                    new="r", targets=("frank-small",), held="first seen today")  # fmt: skip
+    outcome = Outcome(proposals=(ok, bad, held))
+    md = report.markdown(outcome, "locks/digests.json")
+    assert "### Proposed upgrades" in md and "2 proposed, 1 held by --min-age" in md
+    assert "(every affected target would start)" in md
+    assert "(would break frank-small (preflight:backend))" in md
+    assert "a \\| pipe and \\<b\\>tag\\</b\\> new line | drop it |" in md  # inert, one line
+    assert "`lockpipe upgrade llama.cpp b11434`" in md
+    assert "lockpipe upgrade vllm-openai 0.30.0" not in md  # a held one is not offered
+    doc = json.loads(report.as_json(outcome, "locks/digests.json"))
+    assert [p["summary"] for p in doc["proposals"]] == [
+        "every affected target would start",
+        "would break frank-small (preflight:backend)",
+        "held: first seen today",
+    ]
+    assert doc["proposals"][1]["verdicts"][0]["fix"] == "drop it"
+    assert "proposed: bases.vllm-openai v0.29.0-cu129 -> 0.33.0: would break" in "\n".join(
+        report.lines(outcome))  # fmt: skip
