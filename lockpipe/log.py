@@ -27,6 +27,7 @@ console = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True, emoji=False)
 COLORS = ("auto", "always", "never")
 Color = Literal["auto", "always", "never"]
+PROGRESS_EVERY = 10.0  # seconds: the longest a long wait or download stays silent in a CI log
 PLAIN_WIDTH = 100_000  # a table printed to a file or pipe: as wide as its widest row
 _quiet = False
 _results_to_stderr = False

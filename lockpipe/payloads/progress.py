@@ -1,4 +1,5 @@
-"""Progress output: a rich display, nothing (quiet), or JSON lines for CI.
+"""Progress output: a rich display on a terminal, timed lines in a log (stderr not a
+terminal: a line at least every 10 s), nothing (quiet), or JSON lines for CI.
 
 Every method may be called from any download thread. JSON lines go to stdout,
 one object per line: ``start``, ``progress`` (at most one a second per file),
@@ -24,7 +25,7 @@ from rich.progress import (
 )
 
 from lockpipe.errors import UsageError
-from lockpipe.log import console
+from lockpipe.log import PROGRESS_EVERY, console
 
 
 class Reporter(Protocol):
@@ -128,13 +129,58 @@ class Rich:
         self.bar.stop()
 
 
+class Lines:
+    """Progress for a log, not a terminal (stderr is a file or a pipe, as in CI): a line per
+    file that starts or ends, and a total line at least every ``every`` seconds while
+    bytes are still to come, so a long download is never silent in the log."""
+
+    def __init__(self, total: int, every: float = PROGRESS_EVERY) -> None:
+        self.total, self.every = total, every
+        self.lock = threading.Lock()
+        self.got = 0
+        self.started = self.said = time.monotonic()
+
+    def _line(self, text: str) -> None:
+        console.print(text, markup=False, highlight=False)
+
+    def start(self, label: str, size: int, already: int) -> None:
+        with self.lock:
+            self.got += already
+        resumed = f", resuming at {already:,}" if already else ""
+        self._line(f"{label}: fetching {size:,} bytes{resumed}")
+
+    def advance(self, label: str, n: int) -> None:
+        with self.lock:
+            self.got += n
+            now = time.monotonic()
+            if now - self.said < self.every:
+                return
+            self.said = now
+            got = self.got
+        rate = got / max(now - self.started, 1e-9)
+        share = f" ({got / self.total:.0%})" if self.total else ""
+        self._line(f"payloads: {got:,} of {self.total:,} bytes{share}, "
+                   f"{rate / 2**20:.1f} MiB/s")  # fmt: skip
+
+    def done(self, label: str, status: str, fetched: int) -> None:
+        self._line(f"{label}: {status}")
+
+    def error(self, label: str, message: str) -> None:
+        self._line(f"{label}: failed")
+
+    def note(self, text: str) -> None:
+        self._line(text)
+
+    def close(self, summary: dict[str, Any]) -> None: ...
+
+
 MODES = ("rich", "quiet", "jsonl")
 
 
 def reporter(mode: str, total: int) -> Reporter:
     """The reporter for ``mode``; ``total`` is the bytes this run will account for."""
-    if mode == "rich":
-        return Rich(total)
+    if mode == "rich":  # a live display on a terminal; timed lines in a log
+        return Rich(total) if console.is_terminal else Lines(total)
     if mode == "quiet":
         return Quiet()
     if mode == "jsonl":

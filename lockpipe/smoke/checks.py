@@ -19,6 +19,7 @@ import requests
 
 from lockpipe.errors import CheckFailed
 from lockpipe.jsonshape import Reader
+from lockpipe.log import PROGRESS_EVERY, echo
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,7 +39,12 @@ def wait_ready(base: str, deadline: float, exited: Callable[[], str | None]) -> 
     """
     start = time.monotonic()
     last = "no answer yet"
+    said = start  # a line every PROGRESS_EVERY s, so a CI log shows the wait is alive
     while time.monotonic() < deadline:
+        if time.monotonic() - said >= PROGRESS_EVERY:
+            said = time.monotonic()
+            echo(f"waiting for {base}/health: {said - start:.0f} s so far ({last}), "
+                 f"{max(deadline - said, 0):.0f} s left")  # fmt: skip
         gone = exited()
         if gone is not None:
             raise CheckFailed(f"the server exited before it was ready: {gone}")
