@@ -52,7 +52,9 @@ def conf_mirrors(confs: Sequence[RegistryConf] | None = None) -> list[str]:
     """The mirror locations registries.conf gives ``huggingface.co`` (``[[registry]] prefix =
     "huggingface.co"`` with ``[[registry.mirror]] location = "REGISTRY/PREFIX"``)."""
     hit = find(host_confs() if confs is None else confs, HUB_PREFIX)
-    return [m.location for m in hit[0].mirrors] if hit else []
+    if hit is None or hit[0].prefix != HUB_PREFIX:  # a "*.co" table is about images, not this
+        return []
+    return [m.location for m in hit[0].mirrors]
 
 
 class OciMirror:

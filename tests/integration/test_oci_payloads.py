@@ -503,3 +503,37 @@ def test_a_snapshot_with_git_pinned_files_round_trips(
     assert sum("/resolve/" in path for path in hub.requests) == before  # git files too
     for f in lock.payloads["minilm"].files:
         assert (result.path / f.path).read_bytes() == (folder / f.path).read_bytes()
+
+
+def test_the_cli_publishes_and_names_what_it_needs(
+    registry: RegistryProc, hub: FakeHub, tmp_path: Path
+) -> None:
+    data = os.urandom(2 * MiB)
+    lock = _stored(tmp_path, hub, "bycli", data, registry.host)  # published once already
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HOME": str(tmp_path)}
+    env.pop("LOCKPIPE_PUBLISH_TO", None)
+    base = [
+        sys.executable,
+        "-m",
+        "lockpipe",
+        "payloads",
+        "publish",
+        "--lock",
+        str(lock.path),
+        "--store",
+        str(tmp_path / "store-a"),
+    ]
+    again = subprocess.run(
+        [*base, "--to", f"{registry.host}/models"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "bycli.bin: in the registry already, not sent" in again.stderr
+    assert "0 of 1 files uploaded" in again.stderr and "(already attached)" in again.stderr
+    bare = subprocess.run(base, env=env, capture_output=True, text=True, timeout=60)
+    assert bare.returncode == UsageError.return_code
+    assert "payloads publish: name the registry with --to REGISTRY/PREFIX" in bare.stderr
+    assert "Traceback" not in bare.stderr

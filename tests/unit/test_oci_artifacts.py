@@ -156,3 +156,24 @@ def test_the_store_check_counts_every_file_of_a_snapshot(tmp_path: Path) -> None
     assert missing_payloads(lock, "app", store) == ()
     file_path(store, lock.payloads["snap"], lock.payloads["snap"].files[0]).unlink()
     assert missing_payloads(lock, "app", store) == ("snap",)  # the folder alone is not enough
+
+
+def test_a_registries_conf_table_for_the_hub_names_the_payload_mirror() -> None:
+    from lockpipe.publish.ocimirror import conf_mirrors
+    from lockpipe.registry.names import parse_registries_conf
+
+    text = """
+[[registry]]
+prefix = "huggingface.co"
+location = "huggingface.co"
+[[registry.mirror]]
+location = "127.0.0.1:5000/models"
+[[registry]]
+prefix = "*.co"
+location = ""
+[[registry.mirror]]
+location = "elsewhere:5000/images"
+"""
+    confs = parse_registries_conf(text, "registries.conf")
+    assert conf_mirrors(confs) == ["127.0.0.1:5000/models"]
+    assert conf_mirrors([c for c in confs if c.prefix != "huggingface.co"]) == []
