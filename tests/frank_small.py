@@ -9,6 +9,7 @@ build this one from the lock's own command, with only those flags changed.
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -70,3 +71,15 @@ def run_preflight(
     code = do_preflight(args)
     report: dict[str, Any] = json.loads(out.read_text())
     return code, {t["target"]: t for t in report["targets"]}
+
+
+def bump(root: Path, version: str) -> Path:
+    """The committed lock with frank-small's VLLM_VERSION moved to ``version``."""
+    (root / "images").symlink_to(REPO / "images")
+    (root / "locks").mkdir()
+    doc = json.loads((REPO / "locks" / "digests.json").read_text())
+    doc["targets"]["frank-small"]["build_args"]["VLLM_VERSION"] = version
+    path = root / "locks" / "digests.json"
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    shutil.copy(REPO / "locks" / "preflight.json", root / "locks" / "preflight.json")
+    return path

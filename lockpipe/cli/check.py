@@ -64,12 +64,12 @@ def do_lint(args: argparse.Namespace) -> int:
 def do_lock(args: argparse.Namespace) -> int:
     loaded = load_lock(args.lock)
     if args.check:
-        for n in plan.built_here(loaded, sorted(loaded.targets), "lock --check"):
-            check_drift(loaded, loaded.target(n))
         if stale := vllm_release.missing(loaded):
             fix = vllm_release.fix_for(stale[0], vllm_release.beside(loaded))
             raise LockError(f"{args.lock}: no preflight rules for vLLM {', '.join(stale)} "
                             f"(VLLM_VERSION): {fix}")  # fmt: skip
+        for n in plan.built_here(loaded, sorted(loaded.targets), "lock --check"):
+            check_drift(loaded, loaded.target(n))
         result(f"{args.lock}: no drift")
         return 0
     from lockpipe.refresh.pip import relock_derived  # reaches PyPI: only lock loads it

@@ -19,7 +19,16 @@ from lockpipe.errors import CheckFailed, GpuAttachError, LockError, LockpipeErro
 from lockpipe.lock.model import Lock, Target, load_lock
 from lockpipe.log import echo
 from lockpipe.payloads.store import default_store
-from lockpipe.preflight import config, external, host, plan, report, vllm_parser, vllm_rules
+from lockpipe.preflight import (
+    config,
+    external,
+    host,
+    plan,
+    report,
+    vllm_parser,
+    vllm_release,
+    vllm_rules,
+)
 from lockpipe.preflight.shape import ModelShape
 from lockpipe.preflight.verdict import TargetReport
 from lockpipe.preflight.whatif import Overrides
@@ -96,7 +105,7 @@ def _store(args: argparse.Namespace) -> Path:
 
 
 def _parser_env(
-    args: argparse.Namespace, version: str
+    args: argparse.Namespace, loaded: Lock, version: str
 ) -> vllm_parser.ParserEnv | vllm_parser.Unavailable:
     """Where vLLM ``version``'s parser is (--vllm-parser, else under --cache), if usable."""
     if args.vllm_parser == vllm_parser.OFF:
@@ -105,11 +114,12 @@ def _parser_env(
             fix="leave --vllm-parser out",
         )
     where = Path(args.vllm_parser) if args.vllm_parser else vllm_parser.env_dir(args.cache, version)
-    return vllm_parser.find_env(where, version, vllm_rules.release(version)["wheel"])
+    return vllm_parser.find_env(where, version, vllm_release.rules_of(loaded, version)["wheel"])
 
 
 def _vllm_parses(
     args: argparse.Namespace,
+    loaded: Lock,
     targets: Sequence[Target],
     over: Overrides,
     asks: Mapping[str, Mapping[str, Any] | None] | None = None,
@@ -125,7 +135,7 @@ def _vllm_parses(
     out: dict[str, vllm_parser.Parsed] = {}
     for version, group in groups.items():
         names = ", ".join(t.name for t in group)
-        found = _parser_env(args, version)
+        found = _parser_env(args, loaded, version)
         if isinstance(found, vllm_parser.ParserEnv):
             commands = [vllm_parser.asked(t.serve.command, over) for t in group]
             validate = [(asks or {}).get(t.name) for t in group]
@@ -218,7 +228,7 @@ def do_preflight(args: argparse.Namespace) -> int:
         for n, on in judged.items()
         if on is not None
     }
-    parses = _vllm_parses(args, [loaded.target(n) for n in names], over, asks)
+    parses = _vllm_parses(args, loaded, [loaded.target(n) for n in names], over, asks)
     for name in names:
         target = loaded.target(name)
         ignored, why = over.not_for(target.serve.runtime)

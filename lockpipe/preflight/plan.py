@@ -240,7 +240,7 @@ def _vllm_target(
     env = vllm_args.dockerfile_env(dockerfile.read_text()) if dockerfile.is_file() else {}
     return plan_vllm.VllmTarget(
         args=args,
-        facts=vllm_release.rules_for(version),
+        facts=vllm_release.rules_of(lock, version),
         shape=shape,
         card=card,
         plan=plan,

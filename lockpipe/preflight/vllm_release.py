@@ -5,10 +5,15 @@
 are refused, with the command that derives the right ones, so preflight never judges a
 lock's ``VLLM_VERSION`` by another release's code.
 
+Rules are found beside the lock first (``vllm-rules/`` in the lock's folder: what
+``lockpipe lock`` derived for a version this lockpipe does not ship), then in lockpipe's
+own ``data/`` (:func:`rules_of`).
+
 ``derive(VERSION)`` fetches the wheel from PyPI with pip (``--no-deps``, wheels only) and
-writes its facts; ``lockpipe lock`` calls it for every ``VLLM_VERSION`` of the lock whose
-rules are missing, and ``lock --check`` fails while one is missing (see :func:`missing`).
-``python -m lockpipe.preflight.vllm_release VERSION [--data DIR]`` does the same by hand.
+writes its facts; ``lockpipe lock`` calls it, into the lock's ``vllm-rules/``, for every
+``VLLM_VERSION`` of the lock whose rules are missing, and ``lock --check`` fails while one
+is missing (see :func:`missing`). ``python -m lockpipe.preflight.vllm_release VERSION
+[--data DIR]`` does the same by hand.
 """
 
 from __future__ import annotations
@@ -67,12 +72,31 @@ def rules_for(version: str, data: Path = DATA) -> Mapping[str, Any]:
     return facts
 
 
-def missing(lock: Lock, data: Path = DATA) -> list[str]:
-    """The lock's ``VLLM_VERSION``s whose rules :func:`rules_for` refuses."""
+def beside(lock: Lock) -> Path:
+    """Where ``lockpipe lock`` writes the rules it derives: ``vllm-rules/`` by the lock."""
+    return lock.path.parent / "vllm-rules"
+
+
+def source_of(lock: Lock, version: str) -> Path:
+    """The folder ``version``'s rules are read from: the lock's own ``vllm-rules/`` when it
+    holds them, else lockpipe's ``data/`` when that does, else the lock's (to derive into)."""
+    here = beside(lock)
+    if rules_path(version, here).is_file() or not rules_path(version).is_file():
+        return here
+    return DATA
+
+
+def rules_of(lock: Lock, version: str) -> Mapping[str, Any]:
+    """:func:`rules_for` from :func:`source_of`; the error names the fix for that folder."""
+    return rules_for(version, source_of(lock, version))
+
+
+def missing(lock: Lock) -> list[str]:
+    """The lock's ``VLLM_VERSION``s whose rules :func:`rules_of` refuses."""
     out = []
     for version in pinned(lock):
         try:
-            rules_for(version, data)
+            rules_of(lock, version)
         except LockError:
             out.append(version)
     return out

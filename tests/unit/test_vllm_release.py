@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from pathlib import Path
@@ -44,3 +45,18 @@ def test_a_version_field_that_disagrees_with_its_wheel_is_refused(tmp_path: Path
 def test_missing_rules_name_lock_as_the_fix(tmp_path: Path) -> None:
     with pytest.raises(LockError, match=r"no preflight rules for vLLM 9\.9\.9 .*lockpipe lock"):
         vllm_release.rules_for("9.9.9", tmp_path)
+
+
+def test_lock_check_refuses_a_vllm_version_without_rules_naming_lock(tmp_path: Path) -> None:
+    from lockpipe.cli.check import do_lock
+    from tests.frank_small import bump
+
+    path = bump(tmp_path, "0.32.0")  # a release lockpipe ships no rules for
+    lock = load_lock(path)
+    assert vllm_release.missing(lock) == ["0.32.0"]
+    assert vllm_release.source_of(lock, "0.32.0") == tmp_path / "locks" / "vllm-rules"
+    with pytest.raises(LockError) as err:
+        do_lock(argparse.Namespace(lock=path, check=True, force=False))
+    text = str(err.value)
+    assert "no preflight rules for vLLM 0.32.0 (VLLM_VERSION)" in text
+    assert "lockpipe lock" in text and f"--data {tmp_path / 'locks' / 'vllm-rules'}" in text
