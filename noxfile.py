@@ -26,6 +26,7 @@ DEV = "constraints/dev.txt"
 VERBS = [
     "demo",
     "plan",
+    "doctor",
     "build",
     "build-frank-small",
     "build-llama-cuda",

@@ -23,6 +23,8 @@ VERBS: dict[str, tuple[str, str]] = {
              "llama.cpp and a Gemma GGUF from PyPI through a loopback mirror; build, payloads, "
              "smoke, deploy (rendered), timed"),
     "plan": ("check:do_plan", "print the fully resolved build plan of each target"),
+    "doctor": ("doctor:do_doctor", "say what works on this host and what does not (engines, "
+               "services, registries, the Hub, GPU and CDI, quadlet, store space), with fixes"),
     "build": ("build:do_build", "build every target (or those named)"),
     "build-frank-small": ("build:do_build", "build the vLLM frank-small image"),
     "build-llama-cuda": ("build:do_build", "build the llama.cpp CUDA variants (or those named)"),
@@ -57,6 +59,7 @@ FORCE: dict[str, str] = {
 }
 EXTRA_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "plan": options.add_plan_options,
+    "doctor": options.add_doctor_options,
     "demo": demo_options.add_demo_options,
     "payloads": options.add_payload_options,
     "smoke": options.add_smoke_options,

@@ -120,6 +120,14 @@ def add_json_option(p: argparse.ArgumentParser, what: str) -> None:
                    "tables then leave to it, going to stderr)")  # fmt: skip
 
 
+def add_doctor_options(p: argparse.ArgumentParser) -> None:
+    store = _env("LOCKPIPE_STORE")
+    p.add_argument("--store", type=path, default=Path(store) if store else None,
+                   help="the payload store whose free space to check (LOCKPIPE_STORE; "
+                   "default: the payloads verb's)")  # fmt: skip
+    add_json_option(p, "every finding with its fix")
+
+
 def add_plan_options(p: argparse.ArgumentParser) -> None:
     add_json_option(p, "each target's resolved plan")
 

@@ -1,0 +1,69 @@
+"""``lockpipe doctor`` (issue 19 part 5): each finding with its fix; nothing it finds fails it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lockpipe.cli import doctor
+from lockpipe.cli.main import main
+from lockpipe.lock.model import load_lock
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_unreachable_places_are_warnings_with_a_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lock's docker.io bases are asked of registry-1.docker.io:443; the mirror of its
+    own port. A FAKE connect decides what answers (unit tests open no socket)."""
+    asked: list[tuple[str, int]] = []
+
+    def fake_reachable(host: str, port: int) -> str | None:
+        asked.append((host, port))
+        return None if host == "127.0.0.1" else "Name or service not known"
+
+    monkeypatch.setattr(doctor, "reachable", fake_reachable)
+    lock = load_lock(REPO / "locks/digests.json")
+    found = {f.name: f for f in doctor.network(lock, "https://huggingface.co",
+                                               "http://127.0.0.1:8081")}  # fmt: skip
+    assert ("registry-1.docker.io", 443) in asked and ("127.0.0.1", 8081) in asked
+    assert found["the mirror"].status == "ok" and not found["the mirror"].fix
+    hub = found["the Hub"]
+    assert hub.status == "warn" and "cannot be reached (Name or service not known)" in hub.detail
+    assert "--mirror" in hub.fix
+
+
+def test_the_store_check_compares_free_space_with_the_lock(tmp_path: Path) -> None:
+    lock = load_lock(REPO / "locks/digests.json")
+    (finding,) = doctor.store(tmp_path / "not-yet" / "store", lock)
+    assert f"free on {tmp_path}" in finding.detail and "the lock's payloads take" in finding.detail
+
+
+def test_doctor_reports_every_area_as_json_and_exits_0(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(doctor, "reachable", lambda host, port: "FAKE: no network in unit tests")
+    monkeypatch.setattr(
+        doctor,
+        "engines",
+        lambda: iter(
+            [
+                doctor.Finding(
+                    area="engines",
+                    name="buildah",
+                    status="warn",
+                    detail="FAKE",
+                    fix="apt-get install x",
+                )
+            ]
+        ),
+    )
+    code = main(["doctor", "--lock", str(REPO / "locks/digests.json"), "--json", "-"])
+    captured = capsys.readouterr()
+    assert code == 0
+    doc = json.loads(captured.out)  # stdout is the JSON alone; the table went to stderr
+    areas = {f["area"] for f in doc["findings"]}
+    assert {"lock", "engines", "network", "gpu", "quadlet", "store"} <= areas
+    assert all(f["fix"] for f in doc["findings"] if f["status"] != "ok")
+    assert "lockpipe doctor" in captured.err
