@@ -73,6 +73,13 @@ def _parsed(
         )
     env = parser_for(version)
     if isinstance(env, vllm_parser.Unavailable):
+        from lockpipe.preflight.vllm_parser_env import constraints_for
+
+        pins = constraints_for(lock.root, version)
+        if not pins.is_file():  # nox -s vllm-parser cannot build it before these exist
+            return replace(env, fix=f"pin what vLLM {version}'s parser imports in "
+                           f"{pins.relative_to(lock.root)} (as for the pinned version), then "
+                           f"{env.fix}")  # fmt: skip
         return env
     return vllm_parser.parse(env, [lock.target(name).serve.command])[0]
 

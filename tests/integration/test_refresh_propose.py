@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.upgrade_fixtures import checkout, lockpipe, vllm_tags
+from tests.upgrade_fixtures import SIX, checkout, lockpipe, vllm_tags
 
 pytestmark = pytest.mark.integration
 NOW = "2026-12-02T01:50:00Z"
@@ -61,6 +61,9 @@ def test_exactly_the_compatible_newer_tags_are_proposed_and_held_then_released(
     assert verdicts[("frank-small", "preflight")]["status"] == "pass"
     assert "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl" in verdicts[
         ("frank-small", "preflight")]["detail"]  # fmt: skip
+    # vLLM 0.33.0's own parser has no environment here: said, with what it takes
+    parser = verdicts[("frank-small", "serve-args")]
+    assert parser["status"] == "unknown" and "constraints/vllm-parser-0.33.0.txt" in parser["fix"]
     assert verdicts[("frank-small", "baselines")]["status"] == "warn"
     assert "pp@67k" in verdicts[("frank-small", "baselines")]["detail"]
     # 0.30.0 has no rules in lockpipe: it says so and how to derive them, not "passes"
@@ -69,3 +72,13 @@ def test_exactly_the_compatible_newer_tags_are_proposed_and_held_then_released(
     assert "### Proposed upgrades" in released["_md"]
     assert "`lockpipe upgrade vllm-openai 0.33.0`" in released["_md"]
     assert lock.read_bytes() == before
+
+
+def test_every_page_of_tags_list_is_read(
+    registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lockpipe.registry import tags
+
+    repo, _ = vllm_tags(registry, tmp_path / "tags")
+    monkeypatch.setattr(tags, "PAGE", 2)  # distribution answers 2 a page, with Link: next
+    assert sorted(tags.list_tags(f"{repo}:v0.29.0-cu129")) == sorted(SIX)
