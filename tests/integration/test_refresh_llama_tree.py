@@ -88,6 +88,10 @@ def test_every_llama_targets_flags_parse_in_b11434_and_metrics_gain(trees: Trees
     assert set(flags) == set(LLAMA) == {"llama-cpu", "llama-cuda", "llama-cuda-mtp",
                                         "llama-cuda-slots"}  # fmt: skip
     assert all(v.status == "pass" for v in flags.values()), flags
+    server = llama_tree.server_flags(trees.new.files[llama_tree.ARG])
+    # -p is an option of common/arg.cpp excluded from the server (set_excludes), -i is for
+    # the CLI tools only (set_examples); llama-server refuses both
+    assert {"--port", "--spec-type", "-fit"} <= server and not {"-p", "-i"} & server
     gains = [v for v in verdicts if v.check == "metrics"]
     assert {v.target for v in gains} == set(LLAMA) and all(v.status == "gain" for v in gains)
     for name in COUNTERS:  # the tree's own file:line, found by reading it
