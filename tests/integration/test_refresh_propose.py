@@ -82,3 +82,15 @@ def test_every_page_of_tags_list_is_read(
     repo, _ = vllm_tags(registry, tmp_path / "tags")
     monkeypatch.setattr(tags, "PAGE", 2)  # distribution answers 2 a page, with Link: next
     assert sorted(tags.list_tags(f"{repo}:v0.29.0-cu129")) == sorted(SIX)
+
+
+def test_a_tag_whose_vllm_pypi_lacks_breaks_the_audio_extra(registry: str, tmp_path: Path) -> None:
+    # PyPI has vLLM 0.29.0 and 0.30.0 and nothing between them (pypi.org/pypi/vllm/json)
+    repo, digests = vllm_tags(registry, tmp_path / "tags", ("v0.29.0-cu129", "v0.29.1-cu129"))
+    lock = checkout(tmp_path / "checkout", repo, digests["v0.29.0-cu129"])
+    (p,) = _propose(lock, tmp_path, NOW)["proposals"]
+    assert p["version"] == "0.29.1" and p["summary"].startswith("would break frank-small (pip")
+    pip = next(v for v in p["verdicts"] if v["check"] == "pip")
+    assert "vllm 0.29.1 is not on the index" in pip["detail"]
+    assert "requirements-audio.txt (vllm[audio]) cannot be derived for it" in pip["detail"]
+    assert pip["fix"] == "wait for vllm 0.29.1 on PyPI, or stay on v0.29.0-cu129"
