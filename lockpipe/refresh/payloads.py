@@ -18,6 +18,7 @@ from lockpipe.errors import FetchError
 from lockpipe.lock.model import Payload, PayloadFile
 from lockpipe.refresh import rules
 from lockpipe.refresh.api import Api
+from lockpipe.refresh.gitsha import git_file_sha256
 from lockpipe.refresh.model import Change, Link, Moved, Warn
 
 
@@ -60,6 +61,13 @@ def refresh_payload(p: Payload, hub: Api) -> tuple[Change | None, list[Warn]]:
                          f"({sha[:12]}); fix the file names in the lock")  # fmt: skip
     warns: list[Warn] = []
     new_files = {f.path: _pins(listed[f.path], what) for f in p.files}
+    for f in p.files:  # a registry names blobs by sha256: pin one for files kept in git too
+        new = new_files[f.path]
+        if "git_sha1" in new:
+            keep = f.sha256 and f.git_sha1 == new["git_sha1"]
+            new["sha256"] = f.sha256 if keep else git_file_sha256(
+                hub, p.repository, sha, f.path, new["size"], new["git_sha1"],
+                f"{what}.files.{f.path}")  # fmt: skip
     if not p.snapshot and "sha256" not in new_files[p.single.path]:
         raise FetchError(f"{what}: {p.single.path} is not an LFS file, so the Hub publishes no "
                          "sha256 for it; pin it as a snapshot (files: {path: {}}) to take "
