@@ -30,7 +30,7 @@ from lockpipe.lock.model import Lock, parse_lock
 from lockpipe.preflight import config, host, plan, vllm_parser, vllm_rules
 from lockpipe.preflight.verdict import TargetReport
 from lockpipe.preflight.whatif import Overrides
-from lockpipe.refresh import llama_tree
+from lockpipe.refresh import llama_tree, turboquant
 from lockpipe.refresh.proposal import Proposal, Verdict
 
 # What smoke's acceptance probe can read from /metrics once a tree exports counters of this
@@ -277,6 +277,7 @@ def judge(
         verdicts = list(p.verdicts)
         if p.kind == "bases":
             verdicts += judge_vllm(lock, p, parser_for=parser_for)
+            verdicts += turboquant.verdicts(lock, p)  # the seeds' TurboQuant shape (issue 17)
         elif p.kind == "sources":
             got = (trees or {}).get(f"{p.key}@{p.version}")
             if got is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lockpipe.lock.model import load_lock
 from lockpipe.preflight import seeds_turboquant, vllm_release
-from lockpipe.refresh import turboquant
+from lockpipe.refresh import judge, turboquant
 from lockpipe.refresh.proposal import Proposal
 from tests.frank_small import bump
 
@@ -44,3 +44,6 @@ def test_a_release_whose_turboquant_takes_sliding_windows_is_a_gain(tmp_path: Pa
     # its boundary layers still sit at auto, which TURBOQUANT does not list
     assert "still refused: backend:" in gain.detail and "kv_cache_dtype auto" in gain.detail
     assert gain.fix.startswith("lockpipe preflight --gpu rtx3090 frank-small --kv-cache-dtype")
+    # and the refresh's judgement of that proposal carries it
+    (judged,) = judge.judge(load_lock(path), [proposal("9.9.9")])
+    assert gain in judged.verdicts
