@@ -33,7 +33,13 @@ from lockpipe.publish.artifacts import PublishOptions, publish_payloads
 from lockpipe.publish.ocimirror import OciMirror
 from lockpipe.registry import modelpack as mp
 from tests.fixtures_gemma import GemmaFile, cache_dir, gemma3_270m_gguf  # noqa: F401
-from tests.integration.fake_hub import FakeHub, Unavailable, entry_from_tree, minilm_model
+from tests.integration.fake_hub import (
+    FakeHub,
+    Unavailable,
+    entry_from_tree,
+    git_blob_id,
+    minilm_model,
+)
 from tests.integration.oci_servers import CappedRegistry, NoChunks, blob_data_path
 from tests.integration.payload_servers import REV, entry, make_lock, nginx_binary
 from tests.policy import unavailable
@@ -540,3 +546,60 @@ def test_the_cli_publishes_and_names_what_it_needs(
     assert bare.returncode == UsageError.return_code
     assert "payloads publish: name the registry with --to REGISTRY/PREFIX" in bare.stderr
     assert "Traceback" not in bare.stderr
+
+
+def test_git_files_with_a_sha256_pin_come_by_digest_from_the_registry_or_the_hub(
+    registry: RegistryProc, hub: FakeHub, tmp_path: Path
+) -> None:
+    """What refresh-digests writes for files kept in git (git_sha1 and sha256): the mirror
+    serves them by digest, no manifest read; the Hub through the ranged downloader."""
+    import numpy as np
+    from safetensors.numpy import save
+
+    data = save({"w": np.arange(4096, dtype=np.float32)})
+    extra = b'{"architectures": ["Tiny"], "model_type": "tiny"}\n'
+    _on_hub(hub, tmp_path, "org/both", {"model.safetensors": data})
+    (tmp_path / "hub-org-both" / "config.json").write_bytes(extra)
+    hub.add("org/both", tmp_path / "hub-org-both", REV, lfs=("model.safetensors",))
+    files = {
+        "model.safetensors": {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()},
+        "config.json": {
+            "size": len(extra),
+            "git_sha1": git_blob_id(extra),
+            "sha256": hashlib.sha256(extra).hexdigest(),
+        },
+    }
+    doc = {
+        "repository": "org/both",
+        "revision": REV,
+        "role": "mtp-assistant",
+        "format": "safetensors",
+        "files": files,
+        "expect": {"dtypes": ["F32"]},
+    }
+    lock = make_lock(tmp_path, {"both": doc})
+    for f in lock.payloads["both"].files:
+        dest = blob_path(tmp_path / "store-a", lock.payloads["both"], f)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data if f.path == "model.safetensors" else extra)
+    publish_payloads(
+        lock,
+        [],
+        PublishOptions(
+            store=tmp_path / "store-a",
+            prefix=f"{registry.host}/models",
+            env={"HF_ENDPOINT": hub.url},
+        ),
+    )
+    env = {"HF_ENDPOINT": "http://127.0.0.1:9", "HOME": str(tmp_path)}  # no Hub
+    mirror = OciMirror(f"oci://{registry.host}/models")
+    (got,) = run_payloads(
+        lock,
+        [],
+        Options(
+            store=tmp_path / "store-b", output="quiet", tuning=QUICK, env=env, blob_mirror=mirror
+        ),
+    )
+    assert (got.path / "config.json").read_bytes() == extra
+    (hub_got,) = run_payloads(lock, [], _options(tmp_path, hub, "store-c"))
+    assert (hub_got.path / "config.json").read_bytes() == extra
