@@ -603,3 +603,44 @@ def test_git_files_with_a_sha256_pin_come_by_digest_from_the_registry_or_the_hub
     assert (got.path / "config.json").read_bytes() == extra
     (hub_got,) = run_payloads(lock, [], _options(tmp_path, hub, "store-c"))
     assert (hub_got.path / "config.json").read_bytes() == extra
+
+
+def test_the_token_is_renewed_during_a_long_ranged_download(
+    token_registry: tuple[TokenServer, RegistryProc],
+    hub: FakeHub,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tokens, proc = token_registry
+    auth = tmp_path / "auth.json"
+    login = __import__("base64").b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    auth.write_text(json.dumps({"auths": {proc.host: {"auth": login}}}))
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(auth))
+    data = os.urandom(24 * MiB)
+    lock = _stored(tmp_path, hub, "longpull", data, proc.host)
+    proxy = FaultProxy(proc.host)  # a distant registry: 0.4 s a request, 6 pieces of 4 MiB
+    proxy.delay = 0.4
+    monkeypatch.setenv("REGISTRY_AUTH_FILE", str(auth.with_name("auth-proxy.json")))
+    auth.with_name("auth-proxy.json").write_text(
+        json.dumps({"auths": {proxy.host: {"auth": login}}})
+    )
+    tokens.expires_in = 6  # cached 1 s: the download outlives several tokens
+    before = len(tokens.issued)
+    try:
+        mirror = OciMirror(f"oci://{proxy.host}/models")
+        opts = Options(
+            store=tmp_path / "store-b",
+            output="quiet",
+            connections=1,
+            tuning=Tuning(connections=1, piece=4 * MiB, backoff=0.01, timeout=(2.0, 10.0)),
+            env={"HF_ENDPOINT": hub.url, "HOME": str(tmp_path)},
+            blob_mirror=mirror,
+        )
+        (result,) = run_payloads(lock, [], opts)
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+    assert result.path.read_bytes() == data and _hub_asked(hub, "longpull.bin") == 0
+    assert len(tokens.issued) - before >= 2  # renewed between pieces, none refused
+    # only the first HEAD met the challenge: no blob GET was sent with an expired token
+    assert [m for m, _, s in proxy.seen if s == 401] == ["HEAD"]
