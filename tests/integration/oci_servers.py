@@ -91,29 +91,30 @@ def blob_data_path(storage: Path, digest: str) -> Path:
     return storage / "docker/registry/v2/blobs/sha256" / hexd[:2] / hexd / "data"
 
 
-class NoChunks(FakeServer):
-    """A relay to the registry at ``upstream`` that refuses chunked uploads (PATCH -> 405),
-    as registries without chunk support answer; ``seen``: (method, status) of each request."""
+class Relay(FakeServer):
+    """A relay to the registry at ``upstream`` that can refuse chunked uploads (PATCH -> 405,
+    as registries without chunk support answer) or drop ``Range`` from every request (a
+    front that serves whole blobs only); ``seen``: (method, status) of each request."""
 
-    def __init__(self, upstream: str) -> None:
-        super().__init__(_NoChunksHandler)
-        self.upstream = upstream
+    def __init__(self, upstream: str, *, refuse_patch: bool = False, drop_range: bool = False):
+        super().__init__(_RelayHandler)
+        self.upstream, self.refuse_patch, self.drop_range = upstream, refuse_patch, drop_range
         self.seen: list[tuple[str, int]] = []
 
 
-class _NoChunksHandler(FakeHandler):
-    server: NoChunks
+class _RelayHandler(FakeHandler):
+    server: Relay
 
     def relay(self) -> None:
         body = self.read_body()
-        if self.command == "PATCH":
+        if self.command == "PATCH" and self.server.refuse_patch:
             self.server.seen.append(("PATCH", 405))
             self.send_bytes(405, b'{"errors":[{"code":"UNSUPPORTED"}]}')
             return
-        answer = self.forward(self.server.upstream, body)
+        answer = self.forward(
+            self.server.upstream, body, {"Range": None} if self.server.drop_range else None
+        )
         self.server.seen.append((self.command, answer.status_code))
-        hop = ("content-length", "connection", "transfer-encoding")
-        headers = {k: v for k, v in answer.headers.items() if k.lower() not in hop}
-        self.send_bytes(answer.status_code, answer.content, headers)
+        self.send_answer(answer)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = relay

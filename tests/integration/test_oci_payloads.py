@@ -40,7 +40,7 @@ from tests.integration.fake_hub import (
     git_blob_id,
     minilm_model,
 )
-from tests.integration.oci_servers import CappedRegistry, NoChunks, blob_data_path
+from tests.integration.oci_servers import CappedRegistry, Relay, blob_data_path
 from tests.integration.payload_servers import REV, entry, make_lock, nginx_binary
 from tests.policy import unavailable
 from tests.registry_servers import (
@@ -440,7 +440,7 @@ def test_sigkill_mid_blob_resumes_from_the_registry(
 def test_a_registry_without_chunks_gets_one_put(
     registry: RegistryProc, hub: FakeHub, tmp_path: Path
 ) -> None:
-    relay = NoChunks(registry.host)
+    relay = Relay(registry.host, refuse_patch=True)
     try:
         data = os.urandom(9 * MiB)
         lock = _stored(tmp_path, hub, "onepiece", data, relay.host)  # 4 MiB chunks asked
@@ -644,3 +644,18 @@ def test_the_token_is_renewed_during_a_long_ranged_download(
     assert len(tokens.issued) - before >= 2  # renewed between pieces, none refused
     # only the first HEAD met the challenge: no blob GET was sent with an expired token
     assert [m for m, _, s in proxy.seen if s == 401] == ["HEAD"]
+
+
+def test_a_registry_front_without_ranges_gives_one_stream(
+    registry: RegistryProc, hub: FakeHub, tmp_path: Path
+) -> None:
+    data = os.urandom(10 * MiB + 5)
+    lock = _stored(tmp_path, hub, "whole", data, registry.host)
+    relay = Relay(registry.host, drop_range=True)
+    try:
+        path = _mirrored(tmp_path, hub, lock, relay.host)
+    finally:
+        relay.stop()
+    assert path.read_bytes() == data and _hub_asked(hub, "whole.bin") == 0
+    gets = [s for m, s in relay.seen if m == "GET"]
+    assert gets == [200]  # the probe's answer was the whole blob: one stream, no retry
