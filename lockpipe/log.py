@@ -23,8 +23,17 @@ from typing import Literal
 from rich.console import Console, RenderableType
 from rich.table import Table
 
-console = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True, emoji=False)
+
+class _Console(Console):
+    """rich's Console, but a reader that went away is BrokenPipeError (rich exits 1): the
+    command line turns it into 141, as a shell does (``lockpipe plan | head``)."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
+
+
+console = _Console(stderr=True, highlight=False, soft_wrap=True)
+out = _Console(highlight=False, soft_wrap=True, emoji=False)
 COLORS = ("auto", "always", "never")
 Color = Literal["auto", "always", "never"]
 PROGRESS_EVERY = 10.0  # seconds: the longest a long wait or download stays silent in a CI log

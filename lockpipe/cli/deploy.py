@@ -160,6 +160,8 @@ def do_deploy(args: argparse.Namespace) -> int:
     if len(args.targets) != 1:
         raise UsageError("deploy takes one TARGET, e.g. lockpipe deploy frank-small")
     name = args.targets[0]
+    if args.podman_version:  # a usage error comes before any lookup
+        podman_version(args.podman_version)
     if args.start and args.install is None:
         raise UsageError("--start needs --install")
     opts = DeployOptions(gpu_mode=args.gpu_mode, bind=args.bind, health_cmd=args.health_cmd,
