@@ -80,8 +80,8 @@ def check_python(root: Path, version: str, running: tuple[int, int]) -> None:
         f"(constraints/vllm-parser-{version}.in resolves for --python-version {want}, and "
         f"its torch is a cp{want.replace('.', '')} file), but this is Python {have} "
         f"({sys.executable}): run it with Python {want}, e.g. python{want} -m "
-        f"lockpipe.preflight.vllm_parser_env, or nox -s vllm-parser on a nox whose Python "
-        f"is {want}; or re-resolve the constraints for {have} (the header says how)"
+        f"lockpipe.preflight.vllm_parser_env, or `nox -s vllm-parser` where nox itself runs "
+        f"on {want}; or re-resolve the constraints for {have} (the header says how)"
     )
 
 
