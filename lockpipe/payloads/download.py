@@ -13,10 +13,11 @@ from pathlib import Path
 
 from lockpipe.errors import FetchError, IntegrityError
 from lockpipe.payloads.errors import HTTPFatal, RangeIgnored, RetryableHTTP
+from lockpipe.payloads.locks import STATE, file_lock
 from lockpipe.payloads.partial import Partial
 from lockpipe.payloads.settings import DEFAULT_CONNECTIONS, Context, Tuning
 from lockpipe.payloads.sources import Candidate, candidates
-from lockpipe.payloads.store import place, store_lock
+from lockpipe.payloads.store import place
 from lockpipe.payloads.transfer import Transfer
 
 
@@ -99,10 +100,12 @@ def download_url(
     The mirror (``{mirror}/{host}/{path}``) is tried first. Parallel ranged
     connections where the server allows them, one stream where it does not
     (GitHub's generated archives); an interrupted call resumes on the next one.
-    A lock in ``dest``'s folder keeps two processes from fetching it at once.
+    A lock of ``dest``'s own (in its folder's ``.lockpipe/locks/``) keeps two processes
+    from fetching it at once; other files of the folder are not held up.
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with store_lock(dest.parent, say):
+    lock = dest.parent / STATE / "locks" / f"{dest.name}.lock"
+    with file_lock(lock, lambda pid: say(f"waiting for {dest.name}: pid {pid} is fetching it")):
         if dest.is_file():
             return dest
         cands = candidates(url, mirror)

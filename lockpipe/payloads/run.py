@@ -1,10 +1,13 @@
 """``run_payloads``: make every selected payload present, verified and checked in the store.
 
 Order of work: select and check pins (no network), check that each snapshot
-lists the files its runtime reads, take the store lock, vouch for blobs already
-there (verification cache, else re-hash), check free space for the rest,
-download them in parallel (a snapshot's files too, each by its own pin), then
-run the format checks and link each payload at its stable path. Failures are
+lists the files its runtime reads, vouch for blobs already there (verification
+cache, else re-hash), check free space for the rest, download them in parallel
+(a snapshot's files too, each by its own pin), then run the format checks and
+link each payload at its stable path; a snapshot folder is then pruned to what
+the lock lists (:mod:`lockpipe.payloads.prune`). Runs sharing a store lock only
+what they touch (:mod:`lockpipe.payloads.locks`): a blob while it is re-hashed,
+fetched or replaced, a snapshot folder while it is linked and pruned. Failures are
 collected and raised together, so one bad file does not stop the others.
 With ``HF_HUB_OFFLINE`` set nothing is downloaded (not from a mirror either):
 what the store holds is checked and linked, and each payload it lacks fails.
@@ -12,25 +15,27 @@ what the store holds is checked and linked, and each payload it lacks fails.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lockpipe.errors import FetchError, FormatError, UsageError
 from lockpipe.lock.model import Lock, Payload
-from lockpipe.log import echo
 from lockpipe.payloads import store as st
 from lockpipe.payloads.blobs import Blob, blobs_of, digest_file
 from lockpipe.payloads.checks import Facts, check_file, check_index, check_targets
 from lockpipe.payloads.download import fetch_and_place
 from lockpipe.payloads.errors import HTTPFatal
 from lockpipe.payloads.gitfetch import fetch_git_blob
+from lockpipe.payloads.locks import blob_lock_path, file_lock, snapshot_lock_path
 from lockpipe.payloads.mirrors import BlobMirror
 from lockpipe.payloads.partial import Partial
 from lockpipe.payloads.pool import run_parallel
 from lockpipe.payloads.progress import Reporter, reporter
+from lockpipe.payloads.prune import remove, strays
 from lockpipe.payloads.selection import check_complete, check_pinned, select
 from lockpipe.payloads.settings import DEFAULT_CONNECTIONS, Context, Tuning
 from lockpipe.payloads.snapshot import check_snapshot
@@ -68,8 +73,7 @@ def run_payloads(lock: Lock, names: Sequence[str], options: Options) -> list[Res
     store = options.store.expanduser()
     with st.store_errors(store):
         store.mkdir(parents=True, exist_ok=True)
-        with st.store_lock(store, echo):
-            return _Run(lock, payloads, targets, store, options).go()
+        return _Run(lock, payloads, targets, store, options).go()
 
 
 STATUS_ORDER = ("cached", "re-hashed", "downloaded")
@@ -147,6 +151,27 @@ class _Run:
             stat = b.path.stat()
         except FileNotFoundError:
             return False
+        if not self.o.verify and self.cache.lookup(b.path, stat, b.kind) == b.digest:
+            self.got[b.path] = ("cached", 0)
+            return True
+        with self._locked(b):  # another run may be placing or replacing it meanwhile
+            return self._vouch(b)
+
+    @contextlib.contextmanager
+    def _locked(self, b: Blob) -> Iterator[None]:
+        def waiting(pid: str) -> None:
+            self.out.note(f"{b.label}: waiting for pid {pid}, which is fetching or checking "
+                          f"the same blob in {self.store}")  # fmt: skip
+
+        with file_lock(blob_lock_path(self.store, b.path), waiting):
+            yield
+
+    def _vouch(self, b: Blob) -> bool:
+        """:meth:`_present` under the blob's lock: a blob that changed on disk is removed."""
+        try:
+            stat = b.path.stat()
+        except FileNotFoundError:
+            return False
         status = "cached"
         if self.o.verify or self.cache.lookup(b.path, stat, b.kind) != b.digest:
             status = "re-hashed"
@@ -204,12 +229,12 @@ class _Run:
                 f"\n(the bytes match the lock's pins: the lock's expect or pin is wrong; "
                 f"{kept})")))  # fmt: skip
             return
-        if gone := [b for b in blobs if not b.path.is_file()]:  # the store lock is advisory
+        if gone := [b for b in blobs if not b.path.is_file()]:  # locks are advisory
             self._fail(p, FetchError(
                 f"{gone[0].path} vanished while the run checked it; something else is "
                 "deleting files in the store: stop it and run again"))  # fmt: skip
             return
-        st.link_all([(b.path, b.link) for b in blobs])
+        self._link(p, blobs)
         status = max((self.got[b.path][0] for b in blobs), key=STATUS_ORDER.index)
         fresh = {b.path for b in blobs} - self.counted  # a blob payloads share counts once
         fetched = sum(self.got[path][1] for path in fresh)
@@ -217,6 +242,23 @@ class _Run:
         path = st.payload_path(self.store, p)
         self.results[p.name] = Result(name=p.name, path=path, status=status, fetched=fetched)
         self.out.done(p.name, status, fetched)
+
+    def _link(self, p: Payload, blobs: list[Blob]) -> None:
+        """Link the payload's blobs, under the folder's lock; a snapshot's folder then holds
+        only what the lock lists at its repository and revision (other payloads of the lock,
+        single files too, may share the folder)."""
+        folder = st.snapshot_dir(self.store, p)
+        with file_lock(snapshot_lock_path(self.store, folder), lambda pid: None):
+            st.link_all([(b.path, b.link) for b in blobs])
+            if not p.snapshot:
+                return
+            same = [q for q in self.lock.payloads.values() if q.repository == p.repository]
+            keep = {f.path for q in same if q.revision == p.revision for f in q.files}
+            if extra := strays(folder, keep):
+                remove(extra)
+                shown = ", ".join(str(x.relative_to(folder)) for x in extra)
+                self.out.note(f"payloads.{p.name}: removed from {folder} what the lock does "
+                              f"not list there: {shown}")  # fmt: skip
 
     def _download(self, todo: list[Blob]) -> None:
         ctx = Context(
@@ -228,6 +270,11 @@ class _Run:
         left = {p.name: sum(b.size for b in todo if b.payload is p) for p in self.payloads}
 
         def fetch(b: Blob) -> None:
+            with self._locked(b):
+                if not self._vouch(b):  # else another run placed it while this one waited
+                    fetch_unlocked(b)
+
+        def fetch_unlocked(b: Blob) -> None:
             p = b.payload
             self.owner[b.label] = p.name
             b.path.parent.mkdir(parents=True, exist_ok=True)
@@ -248,6 +295,7 @@ class _Run:
                         self._fail(q, exc)
                 return
             self.cache.record(b.path, b.digest, b.kind)
+            self.cache.save()  # before the lock goes: a run waiting for it finds it vouched for
             self.got[b.path] = ("downloaded", b.size - already)
 
         # Largest first: the big files take the connections early, small ones fill the gaps.

@@ -1,11 +1,11 @@
-"""The payload store: layout, the store lock, placement and the verification cache.
+"""The payload store: layout, placement and the verification cache.
 
 Layout (the Hugging Face cache layout, so huggingface_hub and vLLM find the files
 with ``HF_HUB_CACHE=<store>`` and ``HF_HUB_OFFLINE=1``)::
 
     <store>/models--<org>--<name>/blobs/<id>                  the bytes, read-only
     <store>/models--<org>--<name>/snapshots/<revision>/<path> -> ../../blobs/<id>
-    <store>/.lockpipe/lock                                    flock held by a run
+    <store>/.lockpipe/locks/models--<org>--<name>/…           per-blob locks (payloads.locks)
     <store>/.lockpipe/verified.json                           verification cache
 
 ``<id>`` is what the Hub's ETag is: the sha256 of an LFS file, the git blob sha1
@@ -19,19 +19,19 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from lockpipe.errors import DiskSpaceError, FetchError, LockError, UsageError
 from lockpipe.fs import cache_home, fsync_dir
 from lockpipe.lock.model import PIN_BY_HAND, Payload, PayloadFile
+from lockpipe.payloads.locks import STATE, file_lock
 
-STATE = ".lockpipe"
 BlobKind = Literal["sha256", "git_sha1"]
 
 
@@ -137,26 +137,6 @@ def store_errors(store: Path) -> Iterator[None]:
         ) from None
 
 
-@contextlib.contextmanager
-def store_lock(store: Path, say: Callable[[str], None]) -> Iterator[None]:
-    """Hold the store's lock: a second run waits here, then finds the files already verified."""
-    state = store / STATE
-    state.mkdir(parents=True, exist_ok=True)
-    fd = os.open(state / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-            say(f"waiting for the store lock on {store} (held by pid {holder})")
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
-    finally:
-        os.close(fd)  # closing releases the flock
-
-
 def place(partial_path: Path, fd: int, blob: Path) -> None:
     """Make the verified partial file the blob: read-only, fsynced, renamed, folder fsynced."""
     os.fchmod(fd, 0o444)
@@ -180,7 +160,8 @@ def link_all(pairs: list[tuple[Path, Path]]) -> None:
             if os.readlink(path) == target:
                 continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.lockpipe-link")
+        # a name of this process's and thread's own: another run may link the same path
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.lockpipe-link")
         tmp.unlink(missing_ok=True)
         os.symlink(target, tmp)
         os.replace(tmp, path)
@@ -202,40 +183,72 @@ class VerifyCache:
 
     Any write to a file changes its mtime (and a replaced file has a new inode),
     so a stale entry never vouches for changed bytes; such a file is re-hashed.
+
+    Runs that share the store share the file: :meth:`save` merges this run's changes
+    into what is on disk under a lock, and :meth:`lookup` reads the file again for a
+    blob this run has no entry for (another run may have just placed it). Thread-safe.
     """
 
     def __init__(self, store: Path) -> None:
         self.store = store
         self.path = store / STATE / "verified.json"
+        self.files = self._read()
+        self._changed: dict[str, dict[str, int | str] | None] = {}  # None: forgotten
+        self._lock = threading.Lock()
+
+    def _read(self) -> dict[str, dict[str, int | str]]:
         try:
-            self.files: dict[str, dict[str, int | str]] = json.loads(
-                self.path.read_text(encoding="utf-8")
-            )["files"]
+            files = json.loads(self.path.read_text(encoding="utf-8"))["files"]
         except (OSError, ValueError, KeyError, TypeError):
-            self.files = {}
+            return {}
+        return (
+            {k: v for k, v in files.items() if isinstance(v, dict)}
+            if isinstance(files, dict)
+            else {}
+        )
 
     @staticmethod
     def _key(st: os.stat_result) -> dict[str, int | str]:
         return {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
     def lookup(self, blob: Path, st: os.stat_result, kind: BlobKind = "sha256") -> str | None:
-        entry = self.files.get(str(blob.relative_to(self.store)))
+        name = str(blob.relative_to(self.store))
+        with self._lock:
+            entry = self.files.get(name)
+            if entry is None and name not in self._changed:
+                entry = self._read().get(name)
+                if entry is not None:
+                    self.files[name] = entry
         if entry is None or {k: entry.get(k) for k in self._key(st)} != self._key(st):
             return None
         digest = entry.get(kind)
         return digest if isinstance(digest, str) else None
 
     def record(self, blob: Path, digest: str, kind: BlobKind = "sha256") -> None:
-        st = blob.stat()
-        self.files[str(blob.relative_to(self.store))] = {**self._key(st), kind: digest}
+        name, entry = str(blob.relative_to(self.store)), {**self._key(blob.stat()), kind: digest}
+        with self._lock:
+            self.files[name] = self._changed[name] = entry
 
     def forget(self, blob: Path) -> None:
-        self.files.pop(str(blob.relative_to(self.store)), None)
+        name = str(blob.relative_to(self.store))
+        with self._lock:
+            self.files.pop(name, None)
+            self._changed[name] = None
 
     def save(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"version": 1, "files": self.files}, indent=1), encoding="utf-8")
-        os.replace(tmp, self.path)
+        """Write this run's changes over what the file holds now (other runs' entries stay)."""
+        with self._lock, file_lock(self.path.with_name("verified.lock"), lambda _: None):
+            merged = self._read()
+            for name, entry in self._changed.items():
+                if entry is None:
+                    merged.pop(name, None)
+                else:
+                    merged[name] = entry
+            self._changed.clear()
+            self.files = merged
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"version": 1, "files": merged}, indent=1), encoding="utf-8")
+            os.replace(tmp, self.path)
 
 
 def allocated(path: Path, size: int) -> int:
