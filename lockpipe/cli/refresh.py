@@ -22,6 +22,7 @@ from lockpipe.errors import DriftError, FetchError, LockpipeError, RegistryError
 from lockpipe.fs import STDOUT, write_report
 from lockpipe.lock.model import Lock, load_lock, write_lock
 from lockpipe.log import echo, result, set_results_to_stderr
+from lockpipe.payloads.sources import hub_offline
 from lockpipe.refresh import report
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.bases import default_registry
@@ -52,6 +53,7 @@ def world(args: argparse.Namespace, kinds: Collection[Kind]) -> World:
         token=_hf_token() if "payloads" in kinds else None,
         refused="gated or private: set HF_TOKEN and accept the repository's licence "
         "on its Hub page",
+        offline="HF_HUB_OFFLINE" if hub_offline(os.environ) else None,
     )
     pypi = Api(
         base=args.pypi,

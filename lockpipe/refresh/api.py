@@ -52,6 +52,7 @@ class Api:
     refused: str  # the fix for 401/403: "set GITHUB_TOKEN"
     token: str | None = field(default=None, repr=False)
     no_token: str | None = None  # the fix for a spent rate limit when no token is set
+    offline: str | None = None  # the variable that forbids any request (HF_HUB_OFFLINE)
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
     def url(self, path: str) -> str:
@@ -78,6 +79,10 @@ class Api:
         raise FetchError(f"{what}: more than {MAX_PAGES} pages at {self.url(path)}")
 
     def _get(self, url: str, what: str, params: dict[str, str] | None) -> tuple[Any, str]:
+        if self.offline:
+            raise FetchError(f"{what}: {self.offline} is set, so {self.name} at {self.base} "
+                             f"is not asked (no network at all); unset {self.offline} to "
+                             "refresh these pins")  # fmt: skip
         # The token goes only to the API's own origin, on the first hop and on redirects.
         auth = f"Bearer {self.token}" if self.token else None
         headers = {"Accept": "application/json"}

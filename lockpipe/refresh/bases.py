@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from lockpipe.errors import RegistryError
+from lockpipe.errors import IntegrityError, RegistryError
 from lockpipe.lock.model import Base, Lock
 from lockpipe.lock.refs import parse_ref
 from lockpipe.refresh import rules
@@ -77,7 +77,9 @@ def resolve_all(bases: Sequence[Base], registry: Registry) -> dict[str, Answer]:
             if isinstance(answer, PlatformMissing):
                 raise RegistryError(platform_gone(base, answer))
             if isinstance(answer, RegistryError):
-                raise RegistryError(f"bases.{base.name}: {answer}; nothing was written")
+                # altered bytes keep their exit code (9, as verify's), whatever else failed
+                kind = IntegrityError if isinstance(answer, IntegrityError) else RegistryError
+                raise kind(f"bases.{base.name}: {answer}; nothing was written")
             out[base.name] = answer
     return out
 

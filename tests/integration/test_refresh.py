@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from lockpipe.errors import DriftError, RegistryError, UsageError
+from lockpipe.errors import DriftError, IntegrityError, RegistryError, UsageError
 from tests.bases import BUSYBOX, push_busybox_base, push_scratch_image
 from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
@@ -287,7 +287,8 @@ def test_registry_faults_through_the_cli(
         else:  # the digest came from the manifest's bytes (GET), not a header
             assert any(method == "GET" and "/manifests/" in path for method, path, _ in proxy.seen)
         return
-    assert result.returncode == RegistryError.return_code, result.stderr
+    expected = IntegrityError if fault == "corrupt" else RegistryError  # altered bytes: 9
+    assert result.returncode == expected.return_code, result.stderr
     assert "bases.busybox: " in result.stderr and "nothing was written" in result.stderr
     if fault == "corrupt":
         assert "do not match their digest" in result.stderr

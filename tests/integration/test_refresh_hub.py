@@ -112,6 +112,16 @@ def test_a_gated_repository_needs_hf_token_and_says_so(hub: FakeHub, tmp_path: P
     assert HF_TOKEN not in allowed.stderr + allowed.stdout + lock.read_text()
 
 
+def test_hf_hub_offline_asks_the_hub_nothing_and_says_why(hub: FakeHub, tmp_path: Path) -> None:
+    lock = _lock(tmp_path)
+    before = lock.read_bytes()
+    result = refresh(lock, "--kind", "payloads", HF_ENDPOINT=hub.url, HF_HUB_OFFLINE="1")
+    assert result.returncode == FetchError.return_code, result.stderr
+    assert "HF_HUB_OFFLINE is set, so the Hub at" in result.stderr and "unset" in result.stderr
+    assert hub.requests == [] and lock.read_bytes() == before  # no network at all
+    assert "Traceback" not in result.stderr
+
+
 def test_a_file_the_revision_lacks_fails_and_writes_nothing(hub: FakeHub, tmp_path: Path) -> None:
     lock = _lock(tmp_path, gone={"repository": "org/model", "revision": NEW, "role": "model",
                                  "files": {"tokenizer.json": {}}})  # fmt: skip
