@@ -68,8 +68,9 @@ def _repo(w: World, name: str, dockerfile: str | None = None, payload: bool = Fa
                                       "sha256": hashlib.sha256(BYTES).hexdigest(),
                                       "role": "model", "format": "gguf"}}  # fmt: skip
         document["targets"]["app"]["payloads"] = ["m"]
-    kwargs = {"dockerfile": dockerfile} if dockerfile else {}
-    return make_repo(w.tmp / name, document, **kwargs)
+    if dockerfile is None:
+        return make_repo(w.tmp / name, document)
+    return make_repo(w.tmp / name, document, dockerfile=dockerfile)
 
 
 def _edit_lock(lock: Path, edit: Callable[[dict], None]) -> Path:  # type: ignore[type-arg]

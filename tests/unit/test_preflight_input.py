@@ -162,8 +162,9 @@ def test_a_vllm_only_kv_dtype_does_not_apply_to_a_llama_target_and_is_named(
 ) -> None:
     """One run may mean --kv-cache-dtype fp8 for the vLLM target: the llama.cpp one is
     judged as locked, with a line naming the flag and llama.cpp's own cache types."""
-    code, doc = run(tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "fp8", "llama-cuda",
-                    "frank-small")  # fmt: skip
+    _, doc = run(
+        tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "fp8", "llama-cuda", "frank-small"
+    )  # fmt: skip (frank-small's own verdict is not this test's)
     cuda = by_target(doc)["llama-cuda"]
     assert cuda["verdict"] == "pass"
     assert [f for f in cuda["figures"] if "q8_0/q8_0" in f["note"]]  # the locked pair
