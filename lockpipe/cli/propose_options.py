@@ -52,7 +52,8 @@ def add_upgrade_options(p: argparse.ArgumentParser) -> None:
         "--rules-dir",
         type=Path,
         default=None,
-        help="where preflight's vLLM rules go (default lockpipe/preflight/data)",
+        help="where preflight's vLLM rules go when derived (default: vllm-rules/ beside the "
+        "lock, as lockpipe lock does)",
     )
     p.add_argument(
         "--wheel",

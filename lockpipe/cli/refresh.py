@@ -125,7 +125,7 @@ def _propose(
         now=_now(),
         min_age=min_age,
         fetch=_tree_fetch(args, w),
-        parser_for=_parser_for(args),
+        parser_for=_parser_for(args, loaded),
     )
     return replace(outcome, proposals=got.proposals), record_path, got.record
 
@@ -145,13 +145,13 @@ def _tree_fetch(args: argparse.Namespace, w: World) -> offer_fetch | None:
     return fetch
 
 
-def _parser_for(args: argparse.Namespace) -> judge_parser_for:
+def _parser_for(args: argparse.Namespace, loaded: Lock) -> judge_parser_for:
     from lockpipe.errors import LockError
-    from lockpipe.preflight import vllm_parser, vllm_rules
+    from lockpipe.preflight import vllm_parser, vllm_release
 
     def find(version: str) -> vllm_parser.ParserEnv | vllm_parser.Unavailable:
         try:
-            wheel = vllm_rules.release(version)["wheel"]
+            wheel = vllm_release.rules_of(loaded, version)["wheel"]
         except LockError as exc:
             return vllm_parser.Unavailable(reason=str(exc), fix="lockpipe upgrade derives them")
         where = vllm_parser.env_dir(args.cache.expanduser(), version)

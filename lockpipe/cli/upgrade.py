@@ -8,7 +8,6 @@ import os
 from lockpipe.errors import UsageError
 from lockpipe.lock.model import load_lock, write_lock
 from lockpipe.log import echo
-from lockpipe.preflight.vllm_release import DATA
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.bases import default_registry
 
@@ -25,7 +24,7 @@ def do_upgrade(args: argparse.Namespace) -> int:
             args.version,
             registry=default_registry(cache / "registry"),
             wheel=args.wheel,
-            rules_dir=args.rules_dir or DATA,
+            rules_dir=args.rules_dir,
         )
     elif args.name in loaded.sources:
         from lockpipe.refresh.archive import fetch_unpinned, tree_hash

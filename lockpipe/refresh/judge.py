@@ -27,7 +27,7 @@ from typing import Any
 
 from lockpipe.errors import LockError, LockpipeError
 from lockpipe.lock.model import Lock, parse_lock
-from lockpipe.preflight import config, host, plan, vllm_parser, vllm_rules
+from lockpipe.preflight import config, host, plan, vllm_parser, vllm_release
 from lockpipe.preflight.verdict import TargetReport
 from lockpipe.preflight.whatif import Overrides
 from lockpipe.refresh import llama_tree, turboquant
@@ -95,8 +95,8 @@ def judge_vllm(
         if target.serve.runtime != "vllm" or old is None:
             continue
         new = proposal.version
-        try:
-            facts = vllm_rules.release(new)
+        try:  # where preflight reads them: beside the lock, then lockpipe's data/
+            facts = vllm_release.rules_of(lock, new)
         except LockError as exc:
             out.append(
                 Verdict(

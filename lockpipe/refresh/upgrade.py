@@ -78,18 +78,23 @@ def base_document(
     return doc, said
 
 
-def rules(version: str, data: Path, wheel: Path | None) -> list[str]:
-    """vLLM ``version``'s preflight rules in ``data``, derived from its wheel when missing
-    (:func:`lockpipe.preflight.vllm_release.derive`, as ``lockpipe lock`` does)."""
+def rules(lock: Lock, version: str, data: Path | None, wheel: Path | None) -> list[str]:
+    """vLLM ``version``'s preflight rules where preflight finds them, derived from its wheel
+    when missing (:func:`lockpipe.preflight.vllm_release.derive`, into the lock's
+    ``vllm-rules/`` as ``lockpipe lock`` does, or into ``data``)."""
     from lockpipe.preflight import vllm_release
 
+    where = data or vllm_release.beside(lock)
     try:
-        vllm_release.rules_for(version, data)
+        if data is None:
+            vllm_release.rules_of(lock, version)
+        else:
+            vllm_release.rules_for(version, data)
         return []
     except LockError:
-        echo(f"deriving preflight's rules for vLLM {version} from its wheel")
-    path = vllm_release.derive(version, data, wheel)
-    facts = vllm_release.rules_for(version, data)
+        echo(f"deriving preflight's rules for vLLM {version} from its wheel into {where}")
+    path = vllm_release.derive(version, where, wheel)
+    facts = vllm_release.rules_for(version, where)
     return [
         f"{path}: preflight's rules, extracted from {facts['wheel']['file']} "
         f"(sha256 {str(facts['wheel']['sha256'])[:12]}…)"
@@ -102,7 +107,7 @@ def upgrade_base(
     version: str,
     *,
     registry: Registry,
-    rules_dir: Path,
+    rules_dir: Path | None = None,
     wheel: Path | None = None,
     derive: Callable[[Lock], tuple[dict[str, Any], list[Any]]] | None = None,
 ) -> Upgraded:
@@ -114,7 +119,7 @@ def upgrade_base(
     moved = parse_lock(doc, lock.path, lock.root)
     carries = carried(lock, lock.bases[name])
     if any(d.derivation.package == "vllm" for d in carries):
-        said += rules(version, rules_dir, wheel)
+        said += rules(moved, version, rules_dir, wheel)
     relocked, changes = (derive or relock_derived)(moved)
     said += [str(c) for c in changes]
     return Upgraded(document=relocked, said=tuple(said))
