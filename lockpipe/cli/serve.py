@@ -95,8 +95,6 @@ def do_smoke(args: argparse.Namespace) -> int:
         if not names:
             raise SmokeError(f"no target was built with {engine.name} here ({state}); "
                              "build one first, e.g. nox -s build-llama-cpu")  # fmt: skip
-    if args.gpu and args.gpu_mode == "cdi":
-        _require_cdi(loaded, names)
     expect = args.expect or loaded.path.parent / SMOKE_NAME
     specs = load_smoke(expect)
     options = _payload_options(args)
@@ -119,6 +117,8 @@ def do_smoke(args: argparse.Namespace) -> int:
             external_image(loaded.target(n), engine)
         elif n not in pulled:
             current_record(loaded, n, engine, state)
+    if args.gpu and args.gpu_mode == "cdi":  # the host, once the lock and images are right
+        _require_cdi(loaded, names)
     errors: list[LockpipeError] = []
     for n in names:
         try:

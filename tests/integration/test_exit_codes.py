@@ -116,7 +116,8 @@ def _copy_lock(w: World, name: str) -> Path:
     lock = w.tmp / name / "locks" / "digests.json"
     lock.parent.mkdir(parents=True)
     (w.tmp / name / "images").symlink_to(REPO / "images")  # the lock's contexts, as they are
-    lock.write_text((REPO / "locks" / "digests.json").read_text())
+    for name_ in ("digests.json", "smoke.json", "preflight.json"):  # the lock and beside it
+        (lock.parent / name_).write_text((REPO / "locks" / name_).read_text())
     return lock
 
 
@@ -173,12 +174,29 @@ def case_11(w: World) -> Case:  # more than any file system here holds
 
 
 def case_12(w: World) -> Case:
+    """frank-large (external, a GPU target) pinned to a tiny image in podman's storage, so
+    everything but the host is right: --gpu-mode cdi without a CDI spec is refused."""
     from lockpipe.deploy.cdi import NVIDIA_KIND, find_specs
 
     if find_specs(NVIDIA_KIND):
         pytest.skip("this host has a CDI spec: the refusal cannot be shown here")
-    return Case(argv=["smoke", "--gpu", "--engine", "buildah", "--state", str(w.tmp / "st12"),
-                      "llama-cuda"], says="needs a CDI spec")  # fmt: skip
+    (w.tmp / "ctx").mkdir()
+    (w.tmp / "ctx" / "f").write_text("external\n")
+    (w.tmp / "ctx" / "Containerfile").write_text("FROM scratch\nCOPY f /f\n")
+    repo = "localhost/lockpipe-test/exit12"
+    subprocess.run(["podman", "build", "-q", "-t", f"{repo}:1", str(w.tmp / "ctx")],
+                   capture_output=True, timeout=300, check=True)  # fmt: skip
+    digest = subprocess.run(["podman", "image", "inspect", "--format", "{{.Digest}}",
+                             f"{repo}:1"], capture_output=True, text=True, timeout=60,
+                            check=True).stdout.strip()  # fmt: skip
+
+    def pin(document: dict) -> None:  # type: ignore[type-arg]
+        document["targets"]["frank-large"]["external"].update(image=repo, digest=digest)
+
+    _IMAGES.append(f"{repo}:1")
+    lock = _edit_lock(_copy_lock(w, "r12"), pin)
+    return Case(argv=["smoke", "--gpu", "--engine", "podman", "--lock", str(lock), "--state",
+                      str(w.tmp / "st12"), "frank-large"], says="needs a CDI spec")  # fmt: skip
 
 
 def case_13(w: World) -> Case:
@@ -191,6 +209,7 @@ def case_13(w: World) -> Case:
 
 
 _HELD: list[socket.socket] = []
+_IMAGES: list[str] = []  # made in podman's storage by a case; removed after the module
 
 
 def case_15(w: World) -> Case:
@@ -248,6 +267,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield root, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+    for image in _IMAGES:
+        subprocess.run(["podman", "rmi", "-f", image], capture_output=True, check=False)
+    for held in _HELD:
+        held.close()
 
 
 def _run(case: Case, home: Path, **kw: object) -> subprocess.CompletedProcess[str]:
