@@ -192,7 +192,7 @@ def do_refresh(args: argparse.Namespace) -> int:
         if args.report_json:
             _write_report(args.report_json, report.as_json(outcome, str(args.lock)),
                           "--report-json")  # fmt: skip
-        if record_path is not None:
+        if record_path is not None and not failed:  # a failed run stamps nothing
             from lockpipe.refresh import firstseen
 
             firstseen.save(record_path, record)
