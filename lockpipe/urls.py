@@ -4,7 +4,8 @@ Credentials belong to one origin: the scheme, host and port of the URL they
 were given for. A redirect or an upload ``Location`` to another host or port,
 or from https down to http, gets none. A URL may carry a user and password
 (``http://user:token@mirror/``): :func:`split_userinfo` takes them out before
-any request is made, and :func:`redact` shows any URL with them as ``***``.
+any request is made, and :func:`redact` shows any URL with them as ``***``, and
+the signature of a signed URL (a CDN's redirect target) the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # scheme://userinfo@ : userinfo holds no / ? # @ (RFC 3986), and no space in running text
 _USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]+@")
+# A query parameter that signs or authorizes a URL (S3's and the Hub's CDNs' X-Amz-*,
+# GCS's X-Goog-*, CloudFront's Signature and Policy, Azure's sig, any *token* or *key*):
+# its value is a credential for as long as the URL lives.
+_SIGNED = re.compile(
+    r"(?i)([?&](?:x-(?:amz|goog)-(?:signature|credential|security-token)|[^=&#\s]*"
+    r"(?:sig|token|secret|passw|policy|auth|apikey|api_key|access_key)[^=&#\s]*)=)"
+    r"[^&#\s'\"),;:\]]+"
+)
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
@@ -35,8 +44,10 @@ def same_origin(url: str, other: str) -> bool:
 
 
 def redact(text: str) -> str:
-    """``text`` with the user and password of every URL in it shown as ``***``."""
-    return _USERINFO.sub(r"\1***@", text)
+    """``text`` with the user and password of every URL in it, and the values of query
+    parameters that sign or authorize it (``X-Amz-Signature``, ``token``, …), shown as
+    ``***``; what is not a secret (the host, the path, ``X-Amz-Expires``) stays readable."""
+    return _SIGNED.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
 
 
 def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from lockpipe.errors import LockError
 from lockpipe.preflight import vllm_kv, vllm_validate
 from lockpipe.preflight.config import DEFAULT_VLLM_RESERVE_MIB, TargetPlan
 from lockpipe.preflight.host import Card
@@ -44,6 +45,8 @@ def validation_request(t: VllmTarget) -> dict[str, Any]:
         shape=shape,
         args=a,
         cap=t.card.compute_cap,
+        card=t.card.name,
+        memory_mib=t.card.memory_mib,
         skip=k.skip,
         pages=raw,
         wheel=str(t.facts["wheel"]["file"]),
@@ -80,6 +83,8 @@ def code_checks(
     ran = "Gemma4Config hook, get_attn_backend_cls" + (
         ", unify_kv_cache_spec_page_size" if not v.pages_not_run else ""
     )
+    if v.batched_default:
+        ran += f", get_batch_defaults (max_num_batched_tokens {v.batched_default})"
     note = f"vLLM {v.version}'s own code ran: {ran}" + (
         f"; pages by the extract: {v.pages_not_run}" if v.pages_not_run else ""
     )
@@ -94,14 +99,35 @@ def kernel_blocks(facts: Mapping[str, Any], backend: str | None) -> tuple[int, .
     return tuple(int(n) for n in re.findall(r"\d+", text)) or (16,)
 
 
+def default_block_size(facts: Mapping[str, Any]) -> int:
+    """``CacheConfig.DEFAULT_BLOCK_SIZE`` in the wheel (16 in 0.29.0 and 0.33.0)."""
+    value = (facts.get("cache_config_defaults") or {}).get("DEFAULT_BLOCK_SIZE")
+    if not isinstance(value, int):
+        version = facts.get("vllm")
+        raise LockError(
+            f"vLLM {version}'s rules lack DEFAULT_BLOCK_SIZE: derive them again "
+            f"(python -m lockpipe.preflight.vllm_release {version})"
+        )
+    return value
+
+
+def batched_default(t: VllmTarget) -> int:
+    """``--max-num-batched-tokens`` when not given: vLLM's ``get_batch_defaults`` where its
+    functions ran, else the extract's copy of it (``vllm_args.default_batched_tokens``)."""
+    v = t.validation
+    if isinstance(v, vllm_validate.Validation) and v.batched_default:
+        return v.batched_default
+    return default_batched_tokens(t.card.name, t.card.memory_mib)
+
+
 def knobs(t: VllmTarget, backend: str | None, kv_dtype: str, length: int) -> vllm_kv.Knobs:
     a = t.args
-    batched = a.batched_tokens or default_batched_tokens(t.card.name, t.card.memory_mib)
+    batched = a.batched_tokens or batched_default(t)
     return vllm_kv.Knobs(
         kv_dtype=kv_dtype,
         max_model_len=length,
         in_flight=(2 if a.async_scheduling else 1) * batched,
-        block_size=a.block_size or 16,
+        block_size=a.block_size or default_block_size(t.facts),
         kernel_blocks=kernel_blocks(t.facts, backend),
         skip=skip_set(t.shape, a, vllm_kv.boundary_skip(t.shape, kv_dtype)),
     )

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lockpipe.errors import LockError
+
 GIB = 1 << 30
 
 
@@ -25,7 +27,7 @@ def default_utilization(facts: Mapping[str, Any]) -> float:
     (``config/cache.py``, read by :mod:`.vllm_source`)."""
     value = (facts.get("cache_config_defaults") or {}).get("gpu_memory_utilization")
     if not isinstance(value, (int, float)):
-        raise KeyError(
+        raise LockError(
             f"vLLM {facts.get('vllm')}'s rules lack cache_config_defaults.gpu_memory_utilization:"
             f" derive them again (python -m lockpipe.preflight.vllm_release {facts.get('vllm')})"
         )

@@ -54,6 +54,7 @@ class Validation:
     pages: tuple[PageRow, ...] = ()
     pages_refused: str | None = None  # unify_kv_cache_spec_page_size's NotImplementedError
     pages_not_run: str | None = None
+    batched_default: int | None = None  # EngineArgs.get_batch_defaults, OpenAI server
     fakes: tuple[str, ...] = ()
 
 
@@ -67,6 +68,8 @@ def request(
     shape: ModelShape,
     args: VllmArgs,
     cap: tuple[int, int],
+    card: str,
+    memory_mib: int,
     skip: frozenset[int],
     pages: Sequence[vllm_kv.Page],
     wheel: str,
@@ -94,6 +97,8 @@ def request(
     return {
         "wheel": wheel,
         "capability": list(cap),
+        "card": card,
+        "memory_bytes": memory_mib << 20,
         "model_dtype": "bfloat16",
         "gemma4_hook": shape.hybrid_head_dims,
         "assumed": {
@@ -131,6 +136,7 @@ def read(doc: Mapping[str, Any] | None, version: str) -> Validation | NotRun:
         pages=tuple(PageRow(**row) for row in pages.get("layers", [])),
         pages_refused=pages.get("refused"),
         pages_not_run=pages.get("not_run"),
+        batched_default=(doc.get("defaults") or {}).get("max_num_batched_tokens"),
         fakes=tuple(doc.get("fakes") or ()),
     )
 

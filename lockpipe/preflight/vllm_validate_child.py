@@ -12,7 +12,9 @@ KV dtype and page. What runs is vLLM's code from the wheel's tree:
   backend's ``validate_configuration`` and "Selected backend … is not valid", or the
   priority list and the first valid backend;
 - ``unify_kv_cache_spec_page_size`` (``v1/core/kv_cache_utils.py``) on the
-  ``FullAttentionSpec``/``SlidingWindowSpec`` of each layer.
+  ``FullAttentionSpec``/``SlidingWindowSpec`` of each layer;
+- ``EngineArgs.get_batch_defaults`` (``engine/arg_utils.py``): the OpenAI server's
+  ``max_num_batched_tokens`` and ``max_num_seqs`` on the card's memory and name.
 
 Two FAKES stand for what cannot exist here: the card (a ``CudaPlatformBase`` whose
 ``get_device_capability`` returns the card's, set as ``current_platform``), and the
@@ -46,11 +48,15 @@ def fake_extensions(wheel: str) -> list[str]:
     return names
 
 
-def fake_card(capability: tuple[int, int]) -> Any:
-    """A CUDA platform (vLLM's own class) that reports this card: FAKE, there is no GPU."""
+def fake_card(capability: tuple[int, int], name: str, memory_bytes: int) -> Any:
+    """A CUDA platform (vLLM's own class) that reports this card: FAKE, there is no GPU.
+
+    It becomes ``vllm.platforms.current_platform``, and replaces the CPU platform in every
+    vLLM module that bound ``current_platform`` when the parser imported it."""
     platforms = importlib.import_module("vllm.platforms")
     cuda = importlib.import_module("vllm.platforms.cuda")
-    cap = importlib.import_module("vllm.platforms.interface").DeviceCapability(*capability)
+    interface = importlib.import_module("vllm.platforms.interface")
+    cap = interface.DeviceCapability(*capability)
 
     class FakeCard(cuda.CudaPlatformBase):  # type: ignore[misc,name-defined]
         @classmethod
@@ -59,11 +65,28 @@ def fake_card(capability: tuple[int, int]) -> Any:
 
         @classmethod
         def get_device_name(cls, device_id: int = 0) -> str:
-            return f"lockpipe FAKE sm_{capability[0]}{capability[1]}"
+            return f"lockpipe FAKE {name}"
 
-    # what vllm.platforms.current_platform returns from now on
-    platforms._current_platform = FakeCard()  # type: ignore[attr-defined]
+        @classmethod
+        def get_device_total_memory(cls, device_id: int = 0) -> int:
+            return memory_bytes
+
+    fake = FakeCard()
+    platforms._current_platform = fake  # type: ignore[attr-defined]
+    for module in list(sys.modules.values()):
+        bound = getattr(module, "current_platform", None) if module else None
+        if module is not platforms and isinstance(bound, interface.Platform):
+            module.current_platform = fake  # type: ignore[attr-defined]
     return FakeCard
+
+
+def batch_defaults(world_size: int = 1) -> dict[str, int]:
+    """``EngineArgs.get_batch_defaults`` for the OpenAI server on the (faked) card: what
+    ``--max-num-batched-tokens`` and ``--max-num-seqs`` mean when not given."""
+    args = importlib.import_module("vllm.engine.arg_utils").EngineArgs
+    usage = importlib.import_module("vllm.usage.usage_lib").UsageContext.OPENAI_API_SERVER
+    batched, seqs = args.get_batch_defaults(world_size)
+    return {"max_num_batched_tokens": int(batched[usage]), "max_num_seqs": int(seqs[usage])}
 
 
 def gemma4_hook(layers: list[dict[str, Any]], forced: str | None) -> str | None:
@@ -173,7 +196,7 @@ def validate(request: dict[str, Any], engine: dict[str, Any]) -> dict[str, Any]:
     if read != assumed:
         return {"not_run": f"vLLM parsed {read}, the request assumed {assumed}"}
     faked = fake_extensions(request["wheel"])
-    card = fake_card(tuple(request["capability"]))
+    card = fake_card(tuple(request["capability"]), request["card"], request["memory_bytes"])
     layers, model_dtype = request["layers"], request["model_dtype"]
     forced = read["backend"] if read["backend"] not in (None, "auto", "AUTO") else None
     hooked = gemma4_hook(layers, forced) if request.get("gemma4_hook") else forced
@@ -198,5 +221,6 @@ def validate(request: dict[str, Any], engine: dict[str, Any]) -> dict[str, Any]:
         "after_hook": hooked,
         "kinds": list(kinds.values()),
         "pages": unified_pages(layers, model_dtype),
+        "defaults": batch_defaults(),
         "fakes": faked,
     }

@@ -18,6 +18,8 @@ a free port, with an optional per-connection ``limit_rate`` under /capped/.
     /gated/…     403
     /missing/…   404
     /redirect/…  302 to the CDN host (127.0.0.2), as the Hub does
+    /signed/…    302 to the CDN's /gated/ with a signed query (``SIGNATURE`` in it), as
+                 the Hub's Xet and S3 CDNs sign their URLs: the CDN then answers 403
 
 Files are looked up by their last path component in ``files``. The CDN is a
 second FaultServer on 127.0.0.2; it records every Authorization header seen.
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 TOKEN = "hf_test_token_do_not_log"
+SIGNATURE = "f00dfeedsignaturedonotlog"
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -82,6 +85,14 @@ class _Handler(BaseHTTPRequestHandler):
             return self._status(503)
         if mode == "throttle" and count <= srv.throttles:
             return self._status(429, {"Retry-After": srv.retry_after})
+        if mode == "signed":
+            self.send_response(302)
+            self.send_header("Location", f"{srv.cdn}/gated/{rest}?X-Amz-Algorithm=AWS4-HMAC-"
+                             f"SHA256&X-Amz-Credential=AKIAFAKE%2F20261202&X-Amz-Expires=3600"
+                             f"&X-Amz-Signature={SIGNATURE}&Key-Pair-Id=K2FAKE")  # fmt: skip
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
         if mode in ("auth", "redirect"):
             if mode == "auth" and self.headers.get("Authorization") != f"Bearer {TOKEN}":
                 return self._status(401)

@@ -25,7 +25,13 @@ from typing import Any
 import pytest
 
 from lockpipe.errors import INTERRUPTED, FetchError
-from tests.integration.payload_servers import FaultServer, entry, free_port, make_lock
+from tests.integration.payload_servers import (
+    SIGNATURE,
+    FaultServer,
+    entry,
+    free_port,
+    make_lock,
+)
 
 pytestmark = pytest.mark.integration
 DATA = os.urandom(3 * (1 << 20) + 321)
@@ -100,6 +106,22 @@ def test_mirror_credentials_reach_the_mirror_and_no_output(
     if mirror_mode != "refused":
         basic = "Basic " + base64.b64encode(f"lockpipe:{SECRET}".encode()).decode()
         assert mirror.auth_seen[before:] and set(mirror.auth_seen[before:]) == {basic}
+
+
+def test_a_signed_redirect_url_is_shown_without_its_signature(tmp_path: Path) -> None:
+    cdn = FaultServer("127.0.0.2")
+    hub = FaultServer("127.0.0.1", cdn=cdn.url)
+    hub.files["model.bin"] = cdn.files["model.bin"] = DATA
+    try:
+        done = payloads(tmp_path, f"{hub.url}/signed")
+    finally:
+        hub.shutdown()
+        cdn.shutdown()
+    assert done.returncode == FetchError.return_code, done.stderr
+    assert f"redirected to {cdn.url}/gated/" in done.stderr  # where it went is still said
+    assert "X-Amz-Signature=***" in done.stderr and "X-Amz-Credential=***" in done.stderr
+    assert SIGNATURE not in done.stdout + done.stderr and "AKIAFAKE" not in done.stderr
+    assert "X-Amz-Expires=3600" in done.stderr  # what is not a secret stays readable
 
 
 def test_the_build_source_fetch_shows_no_mirror_credentials(

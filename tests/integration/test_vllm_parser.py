@@ -197,6 +197,8 @@ def test_on_the_h100_the_gemma4_hook_leaves_vllm_to_pick_flash_attn_for_every_la
 ) -> None:
     v = validated["h100"]
     assert v.after_hook is None  # FA4 supported on 9.x: flash_attn_version 4, no backend forced
+    # EngineArgs.get_batch_defaults on the card's memory: 80 GiB (not an A100) is 8192
+    assert (v.batched_default, validated["3090"].batched_default) == (8192, 2048)
     assert {k.backend for k in v.kinds} == {"FLASH_ATTN"} and not any(k.refused for k in v.kinds)
 
 

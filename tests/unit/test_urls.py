@@ -81,6 +81,26 @@ def _registry(answers: Mapping[str, tuple[int, dict[str, str]]]) -> tuple[Regist
     return reg, reg.session
 
 
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://cas-bridge.xethub.hf.co/x?X-Amz-Credential=AKIA%2F1&X-Amz-Expires=3600"
+         "&X-Amz-Signature=abc&X-Amz-Security-Token=t0k",
+         "https://cas-bridge.xethub.hf.co/x?X-Amz-Credential=***&X-Amz-Expires=3600"
+         "&X-Amz-Signature=***&X-Amz-Security-Token=***"),
+        ("https://cdn/f?Expires=1&Signature=aa&Policy=bb&Key-Pair-Id=K",
+         "https://cdn/f?Expires=1&Signature=***&Policy=***&Key-Pair-Id=K"),
+        ("https://acct.blob.core.windows.net/c/f?sv=2020&se=2026&sig=cc",
+         "https://acct.blob.core.windows.net/c/f?sv=2020&se=2026&sig=***"),
+        ("(https://u:p@h/x?access_token=abc, next)", "(https://***@h/x?access_token=***, next)"),
+        ("https://hub/api/models/o/r/tree/main?recursive=true&cursor=5",
+         "https://hub/api/models/o/r/tree/main?recursive=true&cursor=5"),
+    ],
+)  # fmt: skip
+def test_a_signed_url_is_shown_without_its_signature(url: str, shown: str) -> None:
+    assert redact(f"GET {url}: HTTP 403") == f"GET {shown}: HTTP 403"
+
+
 def test_a_redirect_elsewhere_or_down_to_http_carries_no_credentials() -> None:
     blob = "https://r.example/v2/app/blobs/sha256:1"
     reg, session = _registry({
