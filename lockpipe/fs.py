@@ -1,15 +1,18 @@
-"""Files, once: sha256 of a file, an atomic write with its folder fsynced, the XDG cache home.
+"""Files, once: sha256 of a file, an atomic write with its folder fsynced, a lock on a
+file between processes, the XDG cache home.
 
 Every module that hashes, replaces or caches a file calls these; none has its own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 
@@ -40,6 +43,30 @@ def _mode_for(path: Path) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, waiting: Callable[[str], None] = lambda pid: None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created, with its folders).
+
+    If another process holds it, ``waiting`` is called once with the holder's pid (as it
+    wrote it; ``?`` if unknown) before this one waits its turn. The kernel lets go of the
+    lock when its holder exits, even on SIGKILL: no stale lock needs clearing.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            waiting(holder)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the flock
 
 
 def write_atomic(path: Path, text: str) -> None:

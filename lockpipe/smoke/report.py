@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lockpipe.errors import LockpipeError, SmokeError
-from lockpipe.fs import write_atomic
+from lockpipe.fs import file_lock, write_atomic
 from lockpipe.log import print_to
 
 # XML 1.0 forbids most control characters, and server logs do contain them.
@@ -229,10 +229,13 @@ def write_json(reports: Sequence[SmokeReport], path: Path, *, now: datetime | No
     at = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
     new = [{**to_json(r), "at": at} for r in reports]
     replaced = {(e["target"], e["image_id"], e["image"]) for e in new}
-    records, entries = read_records(path)
-    kept = [e for r, e in zip(records, entries, strict=True) if r.key not in replaced]
-    doc = {"reports": [*kept, *new]}
-    write_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    # Runs that finish together each read, merge and replace under the lock: none of
+    # them writes over an entry another wrote after it read the file.
+    with file_lock(path.with_name(f".{path.name}.lock")):
+        records, entries = read_records(path)
+        kept = [e for r, e in zip(records, entries, strict=True) if r.key not in replaced]
+        doc = {"reports": [*kept, *new]}
+        write_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
 def _clean(text: str) -> str:
