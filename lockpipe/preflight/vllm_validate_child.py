@@ -185,20 +185,26 @@ def unified_pages(layers: list[dict[str, Any]], model_dtype: str) -> dict[str, A
     }
 
 
+def _backend(name: str | None) -> str | None:
+    """A backend as AttentionBackendEnum names it; ``auto`` (any case) forces none."""
+    return None if name is None or name.lower() == "auto" else name.upper()
+
+
 def validate(request: dict[str, Any], engine: dict[str, Any]) -> dict[str, Any]:
     """What vLLM's own functions say of the layers in ``request`` under the parsed command."""
     assumed = request["assumed"]  # what the caller's extract read; vLLM's parse must agree
     read = {
         "kv_cache_dtype": engine.get("kv_cache_dtype"),
-        "backend": engine.get("attention_backend")
-        or (engine.get("attention_config") or {}).get("backend"),
+        "backend": _backend(
+            engine.get("attention_backend") or (engine.get("attention_config") or {}).get("backend")
+        ),
     }
-    if read != assumed:
+    if read != {**assumed, "backend": _backend(assumed.get("backend"))}:
         return {"not_run": f"vLLM parsed {read}, the request assumed {assumed}"}
     faked = fake_extensions(request["wheel"])
     card = fake_card(tuple(request["capability"]), request["card"], request["memory_bytes"])
     layers, model_dtype = request["layers"], request["model_dtype"]
-    forced = read["backend"] if read["backend"] not in (None, "auto", "AUTO") else None
+    forced = read["backend"]
     hooked = gemma4_hook(layers, forced) if request.get("gemma4_hook") else forced
     kinds: dict[tuple[Any, ...], dict[str, Any]] = {}
     for x in layers:
