@@ -2,7 +2,11 @@
 
 Each call prints ``+ cmd`` shell-quoted, finds the tool with ``shutil.which``
 (a missing tool is an EngineMissing naming the package), and turns a failure
-into an error carrying the command's last lines of output.
+into an error carrying the command's last lines of output. What it shows (the
+command line, each output line, an error's tail) goes through
+:func:`lockpipe.urls.redact` first: a build argument or a build step's output
+that holds a URL with a user and password, or a signed URL, is printed without
+them. What it returns is the output as it came, for callers that parse it.
 
 Each child runs in its own process group (session). When anything interrupts
 the call while the child runs (Ctrl-C, SIGTERM turned into KeyboardInterrupt by
@@ -25,6 +29,7 @@ from pathlib import Path
 
 from lockpipe.errors import EngineError, EngineMissing
 from lockpipe.log import echo
+from lockpipe.urls import redact
 
 PACKAGES = {
     "buildah": "buildah",
@@ -70,10 +75,11 @@ def call(
     goes into the error's tail.
     """
     argv = [which(args[0]), *args[1:]]
+    shown = redact(shlex.join(args))
     if not quiet:
-        echo(f"+ {shlex.join(args)}", style="dim")
+        echo(f"+ {shown}", style="dim")
     if stdout_only:
-        return _call_stdout(args, argv, env=env, cwd=cwd, error=error)
+        return _call_stdout(shown, argv, env=env, cwd=cwd, error=error)
     proc = subprocess.Popen(
         argv,
         stdout=subprocess.PIPE,
@@ -93,12 +99,12 @@ def call(
         raise
     out = "".join(lines)
     if rc != 0:
-        tail = "".join(lines[-15:]).rstrip()
-        raise error(f"`{shlex.join(args)}` exited with {rc}:\n{tail}")
+        tail = redact("".join(lines[-15:]).rstrip())
+        raise error(f"`{shown}` exited with {rc}:\n{tail}")
     return out
 
 
-def _call_stdout(args: Sequence[str], argv: list[str], *, env: Mapping[str, str] | None,
+def _call_stdout(shown: str, argv: list[str], *, env: Mapping[str, str] | None,
                  cwd: Path | None, error: type[EngineError]) -> str:  # fmt: skip
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -111,8 +117,8 @@ def _call_stdout(args: Sequence[str], argv: list[str], *, env: Mapping[str, str]
         kill_group(proc)
         raise
     if proc.returncode != 0:
-        tail = "".join((out + err).splitlines(keepends=True)[-15:]).rstrip()
-        raise error(f"`{shlex.join(args)}` exited with {proc.returncode}:\n{tail}")
+        tail = redact("".join((out + err).splitlines(keepends=True)[-15:]).rstrip())
+        raise error(f"`{shown}` exited with {proc.returncode}:\n{tail}")
     return out
 
 
@@ -128,7 +134,7 @@ def _read_lines(
             continue
         lines.append(line)
         if on_line is not None:
-            on_line(line.rstrip("\n"))
+            on_line(redact(line.rstrip("\n")))
     return lines
 
 

@@ -28,6 +28,7 @@ from lockpipe.imagebuild.records import BuildRecord, read_record
 from lockpipe.lock.fingerprint import check_drift
 from lockpipe.lock.model import Lock
 from lockpipe.log import echo, step
+from lockpipe.urls import redact
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,7 +111,8 @@ def run_build(
             platform=plan.platform, bases=tuple(dict.fromkeys(marked)), no_cache=no_cache,
         )  # fmt: skip
         try:
-            image_id = engine.build(req, lambda line: echo(line, style="dim"))
+            # every engine's build lines, the SDKs' too: no credentials of a URL shown
+            image_id = engine.build(req, lambda line: echo(redact(line), style="dim"))
         except BuildError as exc:
             raise _explain(exc, plan) from None
     repro = engine.reproducibility()

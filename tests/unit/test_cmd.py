@@ -116,3 +116,23 @@ def test_stdout_only_returns_the_answer_without_the_warnings_before_it() -> None
 def test_stdout_only_still_shows_stderr_when_the_command_fails() -> None:
     with pytest.raises(EngineError, match=r"exited with 3:\n(.|\n)*no such image"):
         cmd.call(["sh", "-c", "echo 'no such image' >&2; exit 3"], quiet=True, stdout_only=True)
+
+
+def test_what_a_call_shows_carries_no_credentials_and_what_it_returns_is_as_it_came(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A build argument with a mirror's user and password, a step printing a signed URL:
+    the ``+ cmd`` line, each line a build log gets and an error's tail hide them."""
+    script = ('echo "fetching https://ci:s3cret@mirror/x.tar?X-Amz-Signature=f00d"; '
+              "echo $0; exit ${1:-0}")  # fmt: skip
+    seen: list[str] = []
+    args = ["sh", "-c", script, "--build-arg=M=http://ci:s3cret@mirror/"]
+    out = cmd.call(args, on_line=seen.append)
+    assert "s3cret" in out and "f00d" in out  # returned as it came: callers parse output
+    shown = capsys.readouterr().out + "\n".join(seen)
+    assert "s3cret" not in shown and "f00d" not in shown
+    assert "http://***@mirror/" in shown and "X-Amz-Signature=***" in shown
+    with pytest.raises(EngineError) as failed:
+        cmd.call([*args, "3"], quiet=True)
+    assert "s3cret" not in str(failed.value) and "f00d" not in str(failed.value)
+    assert "exited with 3" in str(failed.value) and "https://***@mirror/x.tar" in str(failed.value)
