@@ -1,9 +1,9 @@
 """``lockpipe smoke`` then ``lockpipe deploy``, as a user runs them: the gate sees every run.
 
-The smoke runs use a FAKE engine whose container is a FAKE llama-server: a real HTTP
-server on 127.0.0.1, on the host port the runner chose, answering /health, /v1/models,
-/v1/completions and /metrics. Deploy renders for podman 5.4 without inspecting the
-image. Two CPU targets stand for the fleet's llama-cuda (whose smoke fails) and
+The smoke runs use the shared FAKE engine of tests/fake_openai.py, whose container is a
+FAKE llama-server: a real HTTP server on 127.0.0.1, on the host port the runner chose,
+answering /health, /v1/models, /v1/completions and /metrics. Deploy renders for podman
+5.4 without inspecting the image. Two CPU targets stand for the fleet's llama-cuda (whose smoke fails) and
 llama-cpu (whose smoke passes afterwards).
 """
 
@@ -11,89 +11,31 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from lockpipe.cli import serve
 from lockpipe.cli.main import main
-from lockpipe.engines.base import RunSpec
 from lockpipe.errors import CheckFailed, DeployError, SmokeError
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, write_record
 from lockpipe.imagebuild.run import build_key
 from lockpipe.lock.model import load_lock
-from tests.fake_engine import FakeEngine
+from tests import fake_openai
+from tests.fake_openai import IMAGE, ServingEngine
 from tests.lockfactory import doc, make_repo
 
 pytestmark = pytest.mark.integration
-IMAGE = "sha256:" + "5" * 64
 FAILING = "cuda-app"  # its smoke fails
 PASSING = "cpu-app"  # its smoke passes, in a later run
 
 
-class _Llama(BaseHTTPRequestHandler):
-    """FAKE llama-server: answers "1, 2, 3, 4, 5," with ``server.text``, counts tokens."""
-
-    server: _LlamaServer
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, body: bytes, kind: str = "application/json") -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        if self.path == "/metrics":
-            n = self.server.tokens
-            text = (f"llamacpp:prompt_tokens_total {n}\nllamacpp:prompt_seconds_total 1\n"
-                    f"llamacpp:tokens_predicted_total {n}\n"
-                    "llamacpp:tokens_predicted_seconds_total 1\n")  # fmt: skip
-            self._send(text.encode(), "text/plain")
-            return
-        answers = {"/health": {"status": "ok"}, "/v1/models": {"data": [{"id": "app"}]}}
-        self._send(json.dumps(answers[self.path]).encode())
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.tokens += 4
-        answer = {"choices": [{"text": self.server.text, "index": 0}],
-                  "usage": {"prompt_tokens": 5, "completion_tokens": 4}}  # fmt: skip
-        self._send(json.dumps(answer).encode())
-
-
-class _LlamaServer(ThreadingHTTPServer):
-    def __init__(self, port: int, text: str) -> None:
-        self.text, self.tokens = text, 0
-        super().__init__(("127.0.0.1", port), _Llama)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-
-class ServingEngine(FakeEngine):
-    """The FAKE engine, whose container is a :class:`_LlamaServer` on the host port."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(IMAGE)
-        self.text = text
-        self.server: _LlamaServer | None = None
-
-    def run(self, spec: RunSpec) -> str:
-        (port,) = spec.ports.values()
-        self.server = _LlamaServer(port, self.text)
-        return super().run(spec)
-
-    def stop(self, container: str) -> None:
-        super().stop(container)
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
+def _serving(text: str) -> ServingEngine:
+    """The shared FAKE engine (tests/fake_openai.py) whose completion answers ``text``."""
+    answers = copy.deepcopy(fake_openai.GOOD)
+    answers["/v1/completions"]["choices"][0]["text"] = text
+    return ServingEngine(answers, IMAGE)
 
 
 GOOD, WRONG = " 6, 7, 8", " nine"
@@ -127,7 +69,7 @@ def _repo(tmp_path: Path) -> tuple[Path, Path, Path]:
 def _smoke(monkeypatch: pytest.MonkeyPatch, repo: tuple[Path, Path, Path], target: str,
            text: str) -> tuple[int, ServingEngine]:  # fmt: skip
     lock, state, expect = repo
-    engine = ServingEngine(text)
+    engine = _serving(text)
     monkeypatch.setattr(serve, "get_engine", lambda name: engine)
     code = main(["smoke", target, "--engine", "podman", "--lock", str(lock), "--state",
                  str(state), "--store", str(state.parent / "store"), "--expect", str(expect),
