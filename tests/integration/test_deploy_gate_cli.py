@@ -3,8 +3,8 @@
 The smoke runs use the shared FAKE engine of tests/fake_openai.py, whose container is a
 FAKE llama-server: a real HTTP server on 127.0.0.1, on the host port the runner chose,
 answering /health, /v1/models, /v1/completions and /metrics. Deploy renders for podman
-5.4 without inspecting the image. Two CPU targets stand for the fleet's llama-cuda (whose smoke fails) and
-llama-cpu (whose smoke passes afterwards).
+5.4 without inspecting the image. Two CPU targets stand for the fleet's llama-cuda (whose
+smoke fails) and llama-cpu (whose smoke passes afterwards).
 """
 
 from __future__ import annotations
