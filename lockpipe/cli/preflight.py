@@ -32,6 +32,7 @@ from lockpipe.preflight import (
 from lockpipe.preflight.shape import ModelShape
 from lockpipe.preflight.verdict import TargetReport
 from lockpipe.preflight.whatif import Overrides
+from lockpipe.spelling import hint
 
 
 def _card(args: argparse.Namespace) -> tuple[host.Card | None, str]:
@@ -156,17 +157,27 @@ def _vllm_parses(
 def _refuse_typos(targets: Sequence[Target], over: Overrides) -> None:
     """A what-if value a target's runtime lacks, and no other target of the run takes,
     is a typo (``--kv-cache-dtype q5_9``): a usage error, before anything is judged."""
-    vllm: set[str] = set()
+    offered: dict[str, tuple[str, list[str]]] = {}  # vLLM target -> (version, its dtypes)
     for t in targets:
         if t.serve.runtime == "vllm" and t.external is None:
+            version = t.build_args.get("VLLM_VERSION", "?")
             try:
-                facts = vllm_rules.release(t.build_args.get("VLLM_VERSION", "?"))
+                facts = vllm_rules.release(version)
             except LockpipeError:  # no rules for this version: its own check says so
                 continue
-            vllm |= set(facts.get("kv_cache_dtypes") or ())
+            offered[t.name] = (version, list(facts.get("kv_cache_dtypes") or ()))
+    vllm = {d for _, dtypes in offered.values() for d in dtypes}
+    llama_run = any(t.serve.runtime == "llama.cpp" for t in targets)
     for t in targets:
         if (why := over.refused(t.serve.runtime, vllm)) is not None:
             raise UsageError(f"{t.name}: {why}")
+        version, dtypes = offered.get(t.name, ("", []))
+        kv = over.kv_dtype
+        if kv and dtypes and kv not in dtypes and not (llama_run and over.llama_kv_type()):
+            raise UsageError(
+                f"{t.name}: --kv-cache-dtype {kv}: vLLM {version} offers no such KV cache "
+                f"dtype{hint(kv, dtypes)}; its dtypes are {', '.join(dtypes)}"
+            )
 
 
 def _failures(reports: Sequence[TargetReport], strict: bool, over: Overrides) -> str:

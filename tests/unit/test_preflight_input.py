@@ -182,6 +182,12 @@ def test_a_kv_dtype_no_target_of_the_run_takes_is_a_usage_error(tmp_path: Path) 
         run(tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "q5_9", "llama-cuda", "frank-small")
 
 
+def test_a_kv_dtype_vllm_lacks_is_a_usage_error_when_no_target_takes_it(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"frank-small: --kv-cache-dtype fp9: vLLM 0\.29\.0 "
+                       r"offers no such KV cache dtype \(did you mean fp8\?\)"):  # fmt: skip
+        run(tmp_path, "--gpu", "rtx3090", "--kv-cache-dtype", "fp9", "frank-small")
+
+
 def test_a_what_if_llama_server_would_refuse_is_a_usage_error_naming_the_target(
     tmp_path: Path,
 ) -> None:
