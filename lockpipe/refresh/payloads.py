@@ -12,6 +12,7 @@ repository needs ``HF_TOKEN`` and its licence accepted on the Hub.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lockpipe.errors import FetchError
@@ -21,27 +22,49 @@ from lockpipe.refresh.api import Api
 from lockpipe.refresh.gitsha import git_file_sha256
 from lockpipe.refresh.model import Change, Link, Moved, Warn
 
+_COMMIT = re.compile(r"[0-9a-f]{40}")  # a commit, or a git blob id
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
 
 def _revision(hub: Api, repo: str, rev: str, what: str) -> tuple[str, str | None]:
     doc = hub.get(f"api/models/{repo}/revision/{rev}", what)
     sha = doc.get("sha") if isinstance(doc, dict) else None
-    if not isinstance(sha, str) or len(sha) != 40:
-        raise FetchError(f"{what}: the Hub gave no commit sha for {repo}@{rev}")
+    if not isinstance(sha, str) or not _COMMIT.fullmatch(sha):
+        raise FetchError(f"{what}: the Hub gave no commit sha (40 hex digits) for {repo}@{rev}, "
+                         f"but {str(sha)[:60]!r}; is HF_ENDPOINT a Hugging Face Hub?")  # fmt: skip
     date = doc.get("lastModified")
     return sha, date if isinstance(date, str) else None
 
 
 def _pins(entry: dict[str, Any], what: str) -> dict[str, Any]:
-    """A tree entry as the lock pins it: size, and the LFS sha256 or the git blob id."""
-    try:
-        if isinstance(entry.get("lfs"), dict):
-            pins = {"size": int(entry["size"]), "sha256": str(entry["lfs"]["oid"])}
-        else:
-            pins = {"size": int(entry["size"]), "git_sha1": str(entry["oid"])}
-    except (KeyError, TypeError, ValueError):
-        raise FetchError(f"{what}: the Hub's tree entry for {entry.get('path')} lacks a size "
-                         "or oid; is HF_ENDPOINT a Hugging Face Hub?") from None  # fmt: skip
-    return pins
+    """A tree entry as the lock pins it: size, and the LFS sha256 or the git blob id.
+
+    Checked here, at the boundary: an id names a file in the store and a temporary
+    file, so one that is not hex (``../..``) never gets that far."""
+    lfs = entry.get("lfs")
+    size = entry.get("size")
+    if isinstance(lfs, dict):
+        key, oid, shape = "sha256", lfs.get("oid"), _SHA256
+    else:
+        key, oid, shape = "git_sha1", entry.get("oid"), _COMMIT
+    if type(size) is not int or size < 0 or not isinstance(oid, str) or not shape.fullmatch(oid):
+        raise FetchError(f"{what}: the Hub's tree entry for {entry.get('path')!r} has no size "
+                         f"and {key} as the Hub gives them (size {size!r}, oid {str(oid)[:80]!r}); "
+                         "is HF_ENDPOINT a Hugging Face Hub?")  # fmt: skip
+    return {"size": size, key: oid}
+
+
+def _listed(tree: list[Any], what: str) -> dict[str, dict[str, Any]]:
+    """The files of a tree listing by path; FetchError for an entry without a path."""
+    out = {}
+    for e in tree:
+        if not isinstance(e, dict) or e.get("type") != "file":
+            continue
+        if not isinstance(e.get("path"), str):
+            raise FetchError(f"{what}: the Hub's tree listed a file without a path "
+                             f"({str(e)[:120]}); is HF_ENDPOINT a Hugging Face Hub?")  # fmt: skip
+        out[e["path"]] = e
+    return out
 
 
 def _old(f: PayloadFile) -> dict[str, Any]:
@@ -54,7 +77,7 @@ def refresh_payload(p: Payload, hub: Api) -> tuple[Change | None, list[Warn]]:
     what, branch = f"payloads.{p.name}", p.follow
     sha, date = _revision(hub, p.repository, branch, what)
     tree = hub.get_all(f"api/models/{p.repository}/tree/{sha}", what, {"recursive": "true"})
-    listed = {e["path"]: e for e in tree if isinstance(e, dict) and e.get("type") == "file"}
+    listed = _listed(tree, what)
     missing = [f.path for f in p.files if f.path not in listed]
     if missing:
         raise FetchError(f"{what}: {', '.join(missing)} not in {p.repository} at {branch} "
