@@ -1,5 +1,5 @@
-"""The command line's basics (issue 19 part 5): --version, and the lock found from any
-folder of the checkout."""
+"""The command line's basics (issue 19 parts 2 and 5): --version, the lock found from any
+folder of the checkout, and colour."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from lockpipe.cli.main import main
 from lockpipe.cli.options import find_lock
+from lockpipe.log import console, out, set_color
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,3 +40,31 @@ def test_outside_a_checkout_the_error_says_where_it_looked(
     assert find_lock() == Path("locks/digests.json")
     assert main(["plan"]) == 2
     assert "no lock file here or in any folder above" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("color", "ansi"), [("always", True), ("never", False)])
+def test_color_follows_the_option(
+    color: str, ansi: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--color always colours even a pipe (pytest's capture is one); never never does."""
+    lock = str(REPO / "locks" / "digests.json")
+    try:
+        code = main(["preflight", "--lock", lock, "--gpu", "rtx3090", "--color", color,
+                     "llama-cuda"])  # fmt: skip
+    finally:
+        set_color("auto", {})
+    out = capsys.readouterr().out
+    assert code == 0 and "verdict" in out
+    assert ("\x1b[" in out) is ansi
+
+
+def test_no_color_turns_auto_off() -> None:
+    try:
+        set_color("auto", {"NO_COLOR": "1"})
+        assert out.no_color and console.no_color
+        set_color("auto", {})
+        assert not out.no_color
+        set_color("always", {"NO_COLOR": "1"})  # the option, given, wins
+        assert not out.no_color and out.is_terminal
+    finally:
+        set_color("auto", {})
