@@ -16,6 +16,7 @@ from typing import Any
 
 from lockpipe.cli.options import targets
 from lockpipe.errors import CheckFailed, GpuAttachError, LockError, LockpipeError, UsageError
+from lockpipe.fs import STDOUT
 from lockpipe.lock.model import Lock, Target, load_lock
 from lockpipe.log import echo
 from lockpipe.payloads.store import default_store
@@ -255,7 +256,8 @@ def do_preflight(args: argparse.Namespace) -> int:
     report.show(reports)
     if args.json:
         report.write_json(args.json, reports, strict=args.strict)
-        echo(f"preflight: report written to {args.json}")
+        if args.json != STDOUT:
+            echo(f"preflight: report written to {args.json}")
     unknown = [r.target for r in reports if r.verdict == "unknown"]
     if unknown:
         echo(f"preflight: {', '.join(unknown)}: model shape unknown, not judged", style="magenta")
