@@ -147,7 +147,7 @@ def stages(
     ``render_for``: the podman version deploy renders for, where this host's has no quadlet.
     """
     podman = ("--podman-version", render_for) if render_for else ()
-    renders = f" for podman {render_for}'s quadlet" if render_for else ""
+    renders = f" (rendered for podman {render_for})" if render_for else ""
     lock = ("--lock", str(paths.lock))
     state = ("--state", str(paths.state))
     store = ("--store", str(paths.store))
@@ -161,7 +161,7 @@ def stages(
               "archive by sha256, the GGUF by size and sha256"),
         stage("build", "build-llama-cpu", *state, "--cache", str(paths.cache), "--mirror", mirror,
               *eng, proves="llama-server built from the committed recipe and pinned inputs "
-              "alone (the archive from the mirror, sha256 checked twice)"),
+              "alone (the archive's sha256 checked before and inside the build)"),
         stage("payloads", "payloads", *store, "--mirror", mirror, proves="the GGUF is in the "
               "store byte for byte (size, sha256) and its header is the lock's (gemma3, 18 "
               "blocks)"),

@@ -92,7 +92,7 @@ def test_the_stages_run_the_pipeline_verbs_on_the_run_lock(tmp_path: Path) -> No
     assert by["deploy"].podman_version is None
     older = plan.stages(paths, "buildah", "http://127.0.0.1:1", REPO / plan.SMOKE, "4.4")
     assert parse(list(older[-1].argv)).podman_version == "4.4"
-    assert "for podman 4.4's quadlet" in older[-1].proves
+    assert "(rendered for podman 4.4)" in older[-1].proves
 
 
 def test_demo_has_its_own_lock_default_and_leaves_the_others_alone() -> None:
