@@ -13,6 +13,7 @@ import json
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from lockpipe import cmd
 from lockpipe.engines.base import (
@@ -28,6 +29,7 @@ from lockpipe.engines.base import (
 )
 from lockpipe.engines.basenames import settle_first_names
 from lockpipe.errors import BuildError, EngineError, interrupted
+from lockpipe.jsonshape import Reader
 from lockpipe.log import echo
 
 # buildah logs each container it creates at debug level only ("Container ID: …").
@@ -43,7 +45,8 @@ class BuildahEngine:
 
     def version(self) -> str:
         out = cmd.call(["buildah", "version", "--json"], quiet=True, stdout_only=True)
-        return str(json.loads(out)["version"])
+        read, doc = _json(out, "buildah version --json")
+        return read.get(doc, ("version",), str)
 
     def reproducibility(self) -> Reproducibility:
         return Reproducibility(True, "buildah bud --timestamp (file and config times clamped)")
@@ -93,11 +96,13 @@ class BuildahEngine:
 
     def layers(self, ref: str) -> list[str]:
         out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True, stdout_only=True)
-        return list(json.loads(out)["OCIv1"]["rootfs"]["diff_ids"])
+        read, doc = _json(out, f"buildah inspect --type image {ref}")
+        return [read.get(d, (), str) for d in read.get(doc, ("OCIv1", "rootfs", "diff_ids"), list)]
 
     def image_env(self, ref: str) -> dict[str, str]:
         out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True, stdout_only=True)
-        return env_dict(json.loads(out)["OCIv1"]["config"].get("Env"))
+        read, doc = _json(out, f"buildah inspect --type image {ref}")
+        return env_dict(read.get(doc, ("OCIv1", "config"), dict).get("Env"))
 
     def tag(self, ref: str, new: str) -> None:
         cmd.call(["buildah", "tag", ref, new])
@@ -125,10 +130,10 @@ class BuildahEngine:
         out = cmd.call(
             ["podman", "inspect", "--type", "container", container], quiet=True, stdout_only=True
         )
-        info = json.loads(out)[0]
-        running = bool(info["State"]["Running"])
-        code = None if running else int(info["State"]["ExitCode"])
-        return ContainerState(running, code, normalize_id(info["Image"]))
+        read, doc = _json(out, f"podman inspect --type container {container}")
+        running = read.get(doc, (0, "State", "Running"), bool)
+        code = None if running else read.get(doc, (0, "State", "ExitCode"), int)
+        return ContainerState(running, code, normalize_id(read.get(doc, (0, "Image"), str)))
 
     def stop(self, container: str) -> None:
         cmd.call(["podman", "rm", "--force", "--ignore", "--time", "0", container], quiet=True)
@@ -176,6 +181,17 @@ class WorkingContainers:
         gone = [f"buildah removed its working container {c[:12]}" for c in self.created
                 if c not in left]  # fmt: skip
         return gone + [f"removed buildah working container {n} ({c[:12]})" for c, n in left.items()]
+
+
+def _json(out: str, what: str) -> tuple[Reader, Any]:
+    """``out`` of the command ``what`` as JSON, with a Reader whose errors name the command:
+    a tool whose output changed shape is an EngineError, never a KeyError's traceback."""
+    fix = "is this a buildah/podman version lockpipe supports? see lockpipe doctor"
+    read = Reader(where=f"`{what}`", root="its output", error=EngineError, fix=fix)
+    try:
+        return read, json.loads(out)
+    except ValueError:
+        raise read.fail("its output is not JSON") from None
 
 
 def _inspect_field(ref: str, field: str) -> str | None:

@@ -1,0 +1,62 @@
+"""buildah's and podman's JSON output is checked where it enters (issue 18's review): a
+version whose output changed shape is one EngineError naming the command, not a KeyError's
+traceback. cmd.call, the one place that runs programs, is replaced by a stand-in that
+returns the output a real tool could print."""
+
+from __future__ import annotations
+
+import pytest
+
+from lockpipe import cmd
+from lockpipe.engines.buildah import BuildahEngine
+from lockpipe.errors import EngineError
+
+GOOD = '{"OCIv1": {"rootfs": {"diff_ids": ["sha256:aa"]}, "config": {"Env": ["A=1"]}}}'
+
+
+@pytest.fixture
+def prints(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    outputs: list[str] = []
+    monkeypatch.setattr(cmd, "call", lambda *a, **k: outputs.pop(0))
+    return outputs
+
+
+def test_well_formed_output_is_read(prints: list[str]) -> None:
+    prints += [
+        GOOD,
+        GOOD,
+        '[{"State": {"Running": false, "ExitCode": 3}, "Image": "' + "a" * 64 + '"}]',
+    ]
+    engine = BuildahEngine()
+    assert engine.layers("x") == ["sha256:aa"] and engine.image_env("x") == {"A": "1"}
+    state = engine.state("c")
+    assert not state.running and state.exit_code == 3
+
+
+@pytest.mark.parametrize(
+    ("output", "words"),
+    [
+        ("WARN[0000] cgroups v1", "its output is not JSON"),
+        ('{"OCIv1": {"rootfs": {}}}', "its output has no OCIv1.rootfs.diff_ids"),
+        (
+            '{"OCIv1": {"rootfs": {"diff_ids": "sha256:aa"}}}',
+            "OCIv1.rootfs.diff_ids is a string, not a list",
+        ),
+        ("[]", "its output is a list, not an object"),
+    ],
+)
+def test_output_of_another_shape_is_an_engine_error_naming_the_command(
+    prints: list[str], output: str, words: str
+) -> None:
+    prints.append(output)
+    with pytest.raises(EngineError, match=r"`buildah inspect --type image x`: ") as info:
+        BuildahEngine().layers("x")
+    assert words in str(info.value) and "lockpipe doctor" in str(info.value)
+
+
+def test_a_container_state_of_another_shape_is_an_engine_error(prints: list[str]) -> None:
+    prints.append('[{"State": {"Running": "yes"}}]')
+    with pytest.raises(
+        EngineError, match=r"podman inspect --type container c`: \[0\]\.State\.Running is a string"
+    ):
+        BuildahEngine().state("c")
