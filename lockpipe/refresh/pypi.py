@@ -38,7 +38,8 @@ def top_level(text: str) -> dict[str, str]:
 
 def latest(index: Api, package: str, what: str) -> str:
     doc = index.get(f"pypi/{package}/json", what)
-    version = (doc.get("info") or {}).get("version") if isinstance(doc, dict) else None
+    info = doc.get("info") if isinstance(doc, dict) else None
+    version = info.get("version") if isinstance(info, dict) else None
     if not isinstance(version, str) or not version:
         raise FetchError(f"{what}: {index.url(f'pypi/{package}/json')} has no info.version")
     return version

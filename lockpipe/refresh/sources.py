@@ -82,7 +82,9 @@ def _commit(gh: Api, repo: str, ref: str, what: str) -> tuple[str, str | None]:
     sha = doc.get("sha") if isinstance(doc, dict) else None
     if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{40}", sha):
         raise FetchError(f"{what}: GitHub's API gave no commit sha for {repo}@{ref}")
-    date = ((doc.get("commit") or {}).get("committer") or {}).get("date")
+    commit = doc.get("commit")  # GitHub's shape; any other one gives no date, not a trace
+    committer = commit.get("committer") if isinstance(commit, dict) else None
+    date = committer.get("date") if isinstance(committer, dict) else None
     return sha, date if isinstance(date, str) else None
 
 

@@ -1,4 +1,5 @@
-"""What the Hub's API answers is checked where it enters refresh-digests (issue 18's review):
+"""What the Hub's (and GitHub's, PyPI's) API answers is checked where it enters
+refresh-digests (issue 18's review):
 a tree entry whose ids are not hex, a size that is not a count, a file without a path and
 a revision without a commit are one-line errors naming the entry, never pins in the lock
 (an id names a file in the store; ``../..`` must never get that far)."""
@@ -11,6 +12,8 @@ import pytest
 
 from lockpipe.errors import FetchError
 from lockpipe.refresh.payloads import _listed, _pins, _revision
+from lockpipe.refresh.pypi import latest
+from lockpipe.refresh.sources import _commit
 
 GIT = "a" * 40
 SHA = "b" * 64
@@ -63,3 +66,20 @@ class _Hub:
 def test_a_revision_without_a_commit_is_refused(doc: Any) -> None:
     with pytest.raises(FetchError, match=r"no commit sha \(40 hex digits\) for o/r@main"):
         _revision(_Hub(doc), "o/r", "main", "payloads.m")  # type: ignore[arg-type]
+
+
+class _Index(_Hub):
+    def url(self, path: str) -> str:
+        return f"http://index/{path}"
+
+
+@pytest.mark.parametrize("doc", [{"info": ["2.0"]}, {"info": "2.0"}, {"info": {"version": 2}}, []])
+def test_a_pypi_answer_of_another_shape_is_refused(doc: Any) -> None:
+    with pytest.raises(FetchError, match=r"pip\.app: http://index/pypi/requests/json has no info"):
+        latest(_Index(doc), "requests", "pip.app")  # type: ignore[arg-type]
+
+
+def test_a_github_commit_of_another_shape_gives_no_date_not_a_traceback() -> None:
+    for commit in ("x", ["x"], {"committer": "x"}, {"committer": {"date": 5}}):
+        doc = {"sha": GIT, "commit": commit}
+        assert _commit(_Hub(doc), "o/r", "main", "sources.x") == (GIT, None)  # type: ignore[arg-type]
