@@ -1,4 +1,5 @@
-"""Resume after SIGKILL, the store lock, and the real Gemma GGUF through the whole path."""
+"""Resume after SIGKILL, two runs of one file at once (its blob lock), and the real Gemma GGUF
+through the whole path."""
 
 from __future__ import annotations
 
