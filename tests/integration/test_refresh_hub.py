@@ -76,8 +76,11 @@ def test_a_moved_branch_pins_the_revision_and_every_named_file(
     assert snap["revision"] == NEW
     assert snap["files"] == {
         # kept in git: its git id from the tree, its sha256 from the bytes (for registries)
-        "config.json": {"size": len(CONFIG), "git_sha1": git_blob_id(CONFIG),
-                        "sha256": hashlib.sha256(CONFIG).hexdigest()},
+        "config.json": {
+            "size": len(CONFIG),
+            "git_sha1": git_blob_id(CONFIG),
+            "sha256": hashlib.sha256(CONFIG).hexdigest(),
+        },
         "model.safetensors": {"size": 2000, "sha256": hashlib.sha256(b"w" * 2000).hexdigest()},
     }
     # the single file was at the right revision already: its unpinned size and sha256 are pinned
