@@ -13,10 +13,15 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+import requests
+
 from lockpipe import cmd
 from lockpipe.demo.plan import CONTAINERFILE, BaseRecipe
 from lockpipe.errors import EngineError, FetchError
 from lockpipe.log import echo
+
+ACCEPT = {"Accept": "application/vnd.oci.image.manifest.v1+json, "
+          "application/vnd.docker.distribution.manifest.v2+json"}  # fmt: skip
 
 
 def link_or_copy(src: Path, dest: Path) -> None:
@@ -63,9 +68,42 @@ def push_scratch_image(
     return ref, digestfile.read_text().strip()
 
 
+def registry_digest(ref: str) -> str | None:
+    """The digest a loopback registry (plain HTTP) serves for ``ref``; None if it has none."""
+    host, _, rest = ref.partition("/")
+    repo, _, tag = rest.rpartition(":")
+    try:
+        reply = requests.head(f"http://{host}/v2/{repo}/manifests/{tag}", headers=ACCEPT,
+                              timeout=10)  # fmt: skip
+    except requests.RequestException:
+        return None
+    return reply.headers.get("Docker-Content-Digest") if reply.ok else None
+
+
+def _stamp(tar: Path, ref: str) -> str:
+    st = tar.stat()
+    return f"{ref} {st.st_size} {st.st_mtime_ns}"
+
+
 def push_base(recipe: BaseRecipe, ref: str, cache: Path, workdir: Path) -> str:
-    """The recipe's cached root filesystem on scratch, pushed as ``ref``; its digest."""
+    """The recipe's cached root filesystem on scratch, pushed as ``ref``; its digest.
+
+    A tar pushed before (a stamp beside it: ref, size, mtime and digest) whose digest the
+    registry still serves for ``ref`` is not built and pushed again.
+    """
     tar = rootfs(recipe, cache)
+    stamp = tar.with_suffix(".pushed")
+    if stamp.is_file():
+        seen, _, digest = stamp.read_text().rpartition(" ")
+        if seen == _stamp(tar, ref) and registry_digest(ref) == digest:
+            echo(f"{recipe.name}: {ref} already holds this root filesystem ({digest[:19]}…)")
+            return digest
+    digest = _push(recipe, tar, ref, workdir)
+    stamp.write_text(f"{_stamp(tar, ref)} {digest}")
+    return digest
+
+
+def _push(recipe: BaseRecipe, tar: Path, ref: str, workdir: Path) -> str:
     context = workdir / recipe.name
     shutil.rmtree(context, ignore_errors=True)
     context.mkdir(parents=True)
