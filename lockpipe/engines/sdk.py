@@ -31,6 +31,7 @@ from lockpipe.engines.base import (
 )
 from lockpipe.engines.stop import BuildStop, BuildStream
 from lockpipe.errors import BuildError, EngineError, EngineMissing
+from lockpipe.jsonshape import Reader
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -201,11 +202,13 @@ class SdkEngine:
 
     @sdk_call("inspect image")
     def layers(self, ref: str) -> list[str]:
-        return list(self.client.images.get(ref).attrs["RootFS"]["Layers"])
+        attrs, read = self.client.images.get(ref).attrs, self._reader(f"inspect image {ref}")
+        return [read.get(x, (), str) for x in read.get(attrs, ("RootFS", "Layers"), list)]
 
     @sdk_call("inspect image")
     def image_env(self, ref: str) -> dict[str, str]:
-        return env_dict(self.client.images.get(ref).attrs.get("Config", {}).get("Env"))
+        attrs, read = self.client.images.get(ref).attrs, self._reader(f"inspect image {ref}")
+        return env_dict(read.get(attrs, ("Config",), dict, {}).get("Env"))
 
     @sdk_call("tag")
     def tag(self, ref: str, new: str) -> None:
@@ -234,6 +237,12 @@ class SdkEngine:
     def state(self, container: str) -> ContainerState:
         c = self.client.containers.get(container)
         c.reload()
-        running = c.attrs["State"]["Running"]
-        code = None if running else int(c.attrs["State"]["ExitCode"])
-        return ContainerState(bool(running), code, normalize_id(c.attrs["Image"]))
+        read = self._reader(f"inspect container {container}")
+        running = read.get(c.attrs, ("State", "Running"), bool)
+        code = None if running else read.get(c.attrs, ("State", "ExitCode"), int)
+        return ContainerState(running, code, normalize_id(read.get(c.attrs, ("Image",), str)))
+
+    def _reader(self, what: str) -> Reader:
+        """A Reader of the daemon's JSON for ``what``: another shape is an EngineError."""
+        fix = f"is this a {self.name} version lockpipe supports? see lockpipe doctor"
+        return Reader(where=f"{self.name} {what}", root="its answer", error=EngineError, fix=fix)

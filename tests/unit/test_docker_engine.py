@@ -47,3 +47,43 @@ def test_docker_never_claims_reproducible_builds(version: str) -> None:
     repro = _engine([], version).reproducibility()
     assert repro.reproducible is False
     assert repro.how.startswith(f"dockerd {version}:")
+
+
+class _Container:
+    def __init__(self, attrs: dict[str, Any]) -> None:
+        self.attrs = attrs
+
+    def reload(self) -> None:
+        pass
+
+
+class _Containers:
+    def __init__(self, attrs: dict[str, Any]) -> None:
+        self.attrs = attrs
+
+    def get(self, name: str) -> _Container:
+        return _Container(self.attrs)
+
+
+@pytest.mark.parametrize(
+    ("attrs", "words"),
+    [
+        ({"State": {"Running": "yes"}, "Image": "x"}, "State.Running is a string, not true/false"),
+        ({"State": {"Running": False}, "Image": "x"}, "its answer has no State.ExitCode"),
+        ({"State": []}, "State is a list, not an object"),
+    ],
+)
+def test_a_daemons_answer_of_another_shape_is_an_engine_error(
+    attrs: dict[str, Any], words: str
+) -> None:
+    """issue 18's review: the daemon's JSON is read through jsonshape.Reader, so a changed
+    shape is one EngineError naming the call, not a KeyError's traceback."""
+    engine = _engine([["driver-type", "overlay2"]])
+    engine.client.containers = _Containers(attrs)
+    with pytest.raises(EngineError, match=r"docker inspect container c: ") as info:
+        engine.state("c")
+    assert words in str(info.value)
+    engine.client.containers = _Containers(
+        {"State": {"Running": False, "ExitCode": 3}, "Image": "sha256:" + "a" * 64}
+    )
+    assert engine.state("c").exit_code == 3
