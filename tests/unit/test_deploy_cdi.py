@@ -148,7 +148,7 @@ def _args(tmp_path: Path, **over: object) -> argparse.Namespace:
         targets=["frank-small"], wait_port=None, port_timeout=1.0, podman_version="5.4",
         no_inspect=True, gpu_mode="cdi", bind="127.0.0.1", health_cmd=None, start_timeout=900,
         smoke_report=None, store=tmp_path / "store", out=tmp_path / "out", no_verify=True,
-        install=None, start=False, image=DIGEST_REF, published=False,
+        install=None, start=False, image=DIGEST_REF, published=False, artifacts=None,
         force=True,  # the image has no smoke result: what is checked here is the CDI spec
     )  # fmt: skip
     return argparse.Namespace(**{**base, **over})
