@@ -21,7 +21,7 @@ from lockpipe.deploy.unit import parse_unit
 from lockpipe.errors import DeployError
 from lockpipe.imagebuild.records import write_record
 from lockpipe.lock.model import load_lock
-from lockpipe.payloads.store import payload_path
+from lockpipe.payloads.store import file_path
 from tests.unit.test_deploy_render import IMAGE_ID, LOCK, REPO, pinned
 
 TARGET = "llama-cpu"  # no GPU, one payload, port 8080
@@ -60,10 +60,9 @@ def fetched(store: Path, target: str = TARGET) -> Path:
     """Place ``target``'s payloads in ``store`` as the payloads verb leaves them."""
     lock = load_lock(LOCK)
     for name in lock.target(target).payloads:
-        path = payload_path(store, lock.payloads[name])
-        if lock.payloads[name].snapshot:
-            path.mkdir(parents=True)
-        else:
+        payload = lock.payloads[name]
+        for file in payload.files:  # every file, as deploy checks each one a command reads
+            path = file_path(store, payload, file)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(b"GGUF")
     return store
