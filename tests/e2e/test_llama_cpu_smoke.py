@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from lockpipe.errors import CheckFailed, PortError
 from tests.e2e.conftest import BuiltLlama, Mirror
 from tests.e2e.llama_cpu import GEMMA_URL, SERVE, llama_cpu_lock, reports, smoke_file
 from tests.fixtures_gemma import GemmaFile
@@ -87,7 +88,7 @@ def test_a_server_that_exits_fails_fast_with_its_log(
 ) -> None:  # fmt: skip
     lock = llama_cpu_lock(tmp_path / "repo", _bases(llama_cpu), serve)
     result = smoke(llama_cpu, mirror, store, tmp_path / "out", lock=lock)
-    assert result.returncode == 1
+    assert result.returncode == CheckFailed.return_code
     ready = checks_of(tmp_path / "out")["ready"]
     assert ready["status"] == "FAIL"
     assert "exited before it was ready: exit code" in str(ready["detail"])
@@ -104,7 +105,7 @@ def test_a_taken_port_is_reported_with_its_holder(
         port = holder.getsockname()[1]
         result = smoke(llama_cpu, mirror, store, tmp_path / "out", "--port", str(port),
                        "--port-timeout", "1")  # fmt: skip
-    assert result.returncode == 13
+    assert result.returncode == PortError.return_code
     assert f"port {port} is still in use" in result.stderr
     assert "LISTEN" in result.stderr and f"pid {os.getpid()} (" in result.stderr  # us, the holder
     assert "Traceback" not in result.stderr
@@ -117,7 +118,7 @@ def test_a_wrong_answer_fails_the_generation_check(
     expect = tmp_path / "strict.json"
     smoke_file(expect, [{"prompt": "The Eiffel Tower is in the city of", "expect": ["Berlin"]}])
     result = smoke(llama_cpu, mirror, store, tmp_path / "out", expect=expect)
-    assert result.returncode == 1
+    assert result.returncode == CheckFailed.return_code
     gen = checks_of(tmp_path / "out")["generation[0]"]
     assert gen["status"] == "FAIL"
     assert "expected ['Berlin']" in str(gen["detail"]) and "Paris" in str(gen["detail"])
@@ -135,7 +136,7 @@ def test_a_server_without_metrics_fails_that_check_and_still_answers(
     serve = [arg for arg in SERVE if arg != "--metrics"]
     lock = llama_cpu_lock(tmp_path / "repo", _bases(llama_cpu), serve)
     result = smoke(llama_cpu, mirror, store, tmp_path / "out", lock=lock)
-    assert result.returncode == 1
+    assert result.returncode == CheckFailed.return_code
     checks = checks_of(tmp_path / "out")
     assert checks["metrics"]["status"] == "FAIL"
     assert "llama-server needs --metrics" in str(checks["metrics"]["detail"])
@@ -182,7 +183,7 @@ def test_an_acceptance_below_its_floor_fails(
     probes = {"accept": {"value": 2.8, "unit": "tokens/step", "tolerance": 0.1}}
     expect = smoke_file(tmp_path / "expect.json", probes={SHAPE: probes})
     result = smoke(llama_cpu, mirror, store, tmp_path / "out", expect=expect)
-    assert result.returncode == 1
+    assert result.returncode == CheckFailed.return_code
     accept = checks_of(tmp_path / "out")["spec-decode acceptance"]
     assert accept["status"] == "FAIL"
     assert "accept: not measured (baseline 2.8)" in str(accept["detail"])
