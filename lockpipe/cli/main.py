@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from lockpipe.cli import demo_options, options, propose_options
 from lockpipe.errors import BROKEN_PIPE, INTERRUPTED, Interrupted, LockpipeError
-from lockpipe.log import console, set_color, set_quiet
+from lockpipe.log import console, set_color, set_quiet, set_results_to_stderr
 
 # verb: ("module:function", help)
 VERBS: dict[str, tuple[str, str]] = {
@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     # removed, download journals flushed and builds stopped by the same cleanup.
     signal.signal(signal.SIGTERM, _interrupt)
     set_quiet(options.quiet())
+    set_results_to_stderr(False)  # a --json - or --jsonl of an earlier in-process call
     verb = None
     try:
         args = parse(sys.argv[1:] if argv is None else argv)

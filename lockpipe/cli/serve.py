@@ -19,7 +19,7 @@ from lockpipe.errors import CheckFailed, GpuAttachError, LockpipeError, SmokeErr
 from lockpipe.fs import STDOUT
 from lockpipe.imagebuild.records import read_record
 from lockpipe.lock.model import Lock, load_lock
-from lockpipe.log import echo, result, results
+from lockpipe.log import echo, result, results, set_results_to_stderr
 from lockpipe.payloads.run import Options, run_payloads
 from lockpipe.payloads.store import default_store, payload_path
 from lockpipe.publish.ocimirror import oci_mirror
@@ -66,10 +66,14 @@ def do_payloads(args: argparse.Namespace) -> int:
 
 
 def _json_begin(args: argparse.Namespace) -> None:
-    """--json (``-``: stdout) is checked first; --jsonl's progress lines would share stdout."""
+    """--json (``-``: stdout) is checked first; --jsonl's progress lines would share stdout.
+    With --jsonl stdout is JSON lines only: the result lines (each already a ``done`` event
+    there) go to stderr, as the tables do under ``--json -``."""
     if args.jsonl and args.json == STDOUT:
         raise UsageError("--jsonl writes progress to stdout, so --json - cannot: give --json "
                          "a FILE, or drop --jsonl")  # fmt: skip
+    if args.jsonl:
+        set_results_to_stderr(True)
     jsonout.begin(args.json)
 
 

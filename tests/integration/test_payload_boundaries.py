@@ -100,9 +100,12 @@ def test_mirror_credentials_reach_the_mirror_and_no_output(
     if code:
         assert "http://***@" not in done.stderr  # the URLs are shown bare, not even masked
         assert f"mirror http://{where}/{mirror_mode}/127.0.0.1:" in done.stderr
-    if output == "jsonl":
+    if output == "jsonl":  # stdout is JSON lines only; the result line goes to stderr
         events = [json.loads(line) for line in done.stdout.splitlines()]
         assert events[-1]["event"] == "summary"
+    if code == 0:
+        said = done.stderr if output == "jsonl" else done.stdout
+        assert f"m: downloaded, {len(DATA):,} bytes fetched:" in said
     if mirror_mode != "refused":
         basic = "Basic " + base64.b64encode(f"lockpipe:{SECRET}".encode()).decode()
         assert mirror.auth_seen[before:] and set(mirror.auth_seen[before:]) == {basic}
