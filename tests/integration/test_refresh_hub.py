@@ -222,7 +222,7 @@ def test_pip_reports_newer_releases_and_never_moves_them(tmp_path: Path) -> None
         result = refresh(lock, "--kind", "pip", "--dry-run", "--report-json", str(js),
                          LOCKPIPE_PYPI=index_url)  # fmt: skip
         assert result.returncode == 0, result.stderr
-        assert "pip.app: requests 2.0.0 pinned, 2.32.3 released (not moved)" in result.stderr
+        assert "pip.app: requests 2.0.0 pinned, 2.32.3 released (not moved)" in result.stdout
         (newer,) = json.loads(js.read_text())["newer"]
         assert (newer["package"], newer["latest"]) == ("requests", "2.32.3")
         assert lock.read_bytes() == before
