@@ -47,10 +47,8 @@ class Opened:
 
 
 def _fix(status: int, cand: Candidate, url: str, sent_token: bool) -> str:
-    if status == 401 and cand.kind == "mirror":
-        if sent_token:
-            return "the mirror refused the user and password in --mirror; check them"
-        return "the mirror asks for credentials: give them in --mirror (http://USER:TOKEN@HOST/…)"
+    if status == 401 and cand.kind == "mirror":  # an http:// mirror's, or a registry's
+        return cand.refused_fix(sent_token)
     if status == 401:
         if sent_token:
             return "the Hub refused the token (HF_TOKEN or the token file); check that it is valid"

@@ -59,6 +59,12 @@ class Candidate:
             return f"Bearer {self.token}"
         return basic_auth(*self.login) if self.login else None
 
+    def refused_fix(self, sent: bool) -> str:
+        """What to do when this mirror answers 401; ``sent``: credentials went with it."""
+        if sent:
+            return "the mirror refused the user and password in --mirror; check them"
+        return "the mirror asks for credentials: give them in --mirror (http://USER:TOKEN@HOST/…)"
+
 
 def candidate(url: str, kind: str, token: str | None = None) -> Candidate:
     """``url`` to try, its user and password (if it has them) moved into ``login``."""

@@ -43,6 +43,14 @@ class OciCandidate(Candidate):
     def authorization(self) -> str | None:
         return self.registry.authorization(self.repository, margin=RENEW) if self.registry else None
 
+    def refused_fix(self, sent: bool) -> str:
+        """A registry's credentials come from its login (auth.json), never the oci:// URL."""
+        cred = self.registry.credential if self.registry else None
+        login = f"podman login {self.host} (or docker login), or set REGISTRY_AUTH_FILE"
+        if sent and cred is not None:
+            return f"the registry refused the credentials of {cred}; check them ({login})"
+        return f"the registry asks for credentials to read {self.repository}: log in with {login}"
+
 
 def is_oci(mirror: str | None) -> bool:
     return bool(mirror) and str(mirror).startswith(SCHEME)

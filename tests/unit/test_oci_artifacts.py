@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from lockpipe.deploy import artifact as art
 from lockpipe.deploy.store import missing_payloads
 from lockpipe.errors import RegistryError
 from lockpipe.lock.model import load_lock
+from lockpipe.payloads.errors import HTTPFatal
+from lockpipe.payloads.http import open_range
+from lockpipe.payloads.sources import Candidate, candidate
 from lockpipe.payloads.store import file_path
 from lockpipe.registry import modelpack as mp
 from tests.lockfactory import DOC, make_repo
@@ -177,3 +182,39 @@ location = "elsewhere:5000/images"
     confs = parse_registries_conf(text, "registries.conf")
     assert conf_mirrors(confs) == ["127.0.0.1:5000/models"]
     assert conf_mirrors([c for c in confs if c.prefix != "huggingface.co"]) == []
+
+
+class _Answers401(requests.Session):
+    """A session whose every request is answered 401, as a registry or mirror would."""
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kw: Any) -> Any:
+        resp = requests.Response()
+        resp.status_code, resp.url, resp._content = 401, str(url), b""
+        resp.raw = io.BytesIO()  # closed, as a connection would be released
+        return resp
+
+
+def _refusal(cand: Candidate) -> str:
+    with pytest.raises(HTTPFatal) as err:
+        open_range(_Answers401(), cand, 0, None, (1.0, 1.0))
+    return str(err.value)
+
+
+def test_a_401_names_where_each_kind_of_mirror_takes_its_credentials() -> None:
+    from lockpipe.publish.ocimirror import OciCandidate
+    from lockpipe.registry.creds import Credential
+    from lockpipe.registry.transport import Registry
+
+    blob = "http://127.0.0.1:5000/v2/models/m/blobs/sha256:" + "0" * 64
+    anonymous = Registry("127.0.0.1:5000", scheme="http", credential=None)
+    msg = _refusal(OciCandidate(url=blob, kind="mirror", registry=anonymous, repository="models/m"))
+    assert "USER:TOKEN" not in msg and "--mirror" not in msg
+    assert "asks for credentials to read models/m: log in with podman login 127.0.0.1:5000" in msg
+    cred = Credential(username="ci", secret="s3cret", source="/run/auth.json")
+    logged = Registry("127.0.0.1:5000", scheme="http", credential=cred)
+    logged._basic = True  # the host asked for Basic before: credentials go with the GET
+    msg = _refusal(OciCandidate(url=blob, kind="mirror", registry=logged, repository="models/m"))
+    assert "refused the credentials of ci (from /run/auth.json)" in msg and "s3cret" not in msg
+    plain = candidate("http://u:p@127.0.0.1:8080/huggingface.co/org/m/resolve/x/m.bin", "mirror")
+    assert "give them in --mirror (http://USER:TOKEN@HOST/…)" not in _refusal(plain)
+    assert "refused the user and password in --mirror" in _refusal(plain)
