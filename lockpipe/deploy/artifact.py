@@ -17,9 +17,8 @@ from dataclasses import dataclass
 
 from lockpipe.deploy import keys
 from lockpipe.deploy.unit import Entry, Unit, sections, verbatim
-from lockpipe.lock.model import Lock, Payload, Target
+from lockpipe.lock.model import PLACEHOLDER, Lock, Payload, Target
 from lockpipe.registry.modelpack import Layer
-from lockpipe.smoke.runner import _PLACEHOLDER
 
 ARTIFACT_SINCE: keys.Version = (5, 7)
 MOUNT_ROOT = "/artifacts"
@@ -91,7 +90,7 @@ def artifact_command(
         payload = lock.payloads[name]
         return folder if match.group(1) or payload.snapshot else f"{folder}/{payload.filename}"
 
-    return tuple(_PLACEHOLDER.sub(inside, arg) for arg in target.serve.command)
+    return tuple(PLACEHOLDER.sub(inside, arg) for arg in target.serve.command)
 
 
 def artifact_lacks(payload: Payload, layers: Mapping[str, Layer]) -> list[str]:

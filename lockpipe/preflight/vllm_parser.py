@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +28,7 @@ from typing import Any
 
 from lockpipe import cmd
 from lockpipe.errors import EngineError
+from lockpipe.lock.model import PLACEHOLDER
 from lockpipe.preflight import vllm_args
 from lockpipe.preflight.verdict import Check, Figure
 from lockpipe.preflight.vllm_args import VllmArgs
@@ -37,8 +37,6 @@ from lockpipe.preflight.whatif import Overrides
 CHILD = Path(__file__).with_name("vllm_parse_child.py")
 MARKER = "env.json"
 OFF = "off"
-# What a payload placeholder stands for while parsing: the parser checks no path.
-_PLACEHOLDER = re.compile(r"\{payload(?:-dir)?:([a-z0-9][a-z0-9._-]*)\}")
 WHERE = "FlexibleArgumentParser serve + AsyncEngineArgs.from_cli_args"
 
 
@@ -122,7 +120,7 @@ def stand_in(command: Sequence[str]) -> tuple[str, ...]:
     """The serve command as vLLM's ``main`` sees it: without the program name, each
     ``{payload:NAME}``/``{payload-dir:NAME}`` standing for ``/store/NAME``."""
     argv = command[1:] if command and command[0] == "vllm" else command
-    return tuple(_PLACEHOLDER.sub(lambda m: f"/store/{m.group(1)}", a) for a in argv)
+    return tuple(PLACEHOLDER.sub(lambda m: f"/store/{m.group(2)}", a) for a in argv)
 
 
 def asked(command: Sequence[str], over: Overrides) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from lockpipe.errors import CheckFailed, LockpipeError, SmokeError
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, read_record
 from lockpipe.imagebuild.run import build_key
-from lockpipe.lock.model import Lock, Target
+from lockpipe.lock.model import PLACEHOLDER, Lock, Target
 from lockpipe.log import echo
 from lockpipe.payloads.store import is_snapshot_dir
 from lockpipe.publish.pull import PulledImage
@@ -39,7 +39,6 @@ from lockpipe.smoke.report import CheckResult, SmokeReport
 from lockpipe.smoke.shape import shape_of
 
 STORE_IN_CONTAINER = "/store"
-_PLACEHOLDER = re.compile(r"\{payload(-dir)?:([a-z0-9][a-z0-9._-]*)\}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +78,7 @@ def container_command(target: Target, paths: Mapping[str, Path], store: Path) ->
         path = path.parent if match.group(1) and not folder else path
         return f"{STORE_IN_CONTAINER}/{path.relative_to(store).as_posix()}"
 
-    return tuple(_PLACEHOLDER.sub(inside, arg) for arg in target.serve.command)
+    return tuple(PLACEHOLDER.sub(inside, arg) for arg in target.serve.command)
 
 
 def run_spec(
