@@ -5,13 +5,18 @@ The engines pack the staged folder (``lockpipe.engines.context``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from lockpipe.imagebuild.lint import instructions
+
 FROM_LABEL = "io.github.lockpipe.from"
+MOUNT_LABEL = "io.github.lockpipe.mount"
+_MOUNT = re.compile(r"--mount=(\S+)")
 _FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", re.IGNORECASE)
 _ARG = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::?[-+][^}]*)?\}?$")
 _BY_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -71,6 +76,51 @@ def mark_bases(text: str, base_args: Mapping[str, str]) -> tuple[str, list[str]]
     return "\n".join(out) + "\n", marked
 
 
+def _context_binds(args: str) -> Iterator[str]:
+    """The context paths a RUN bind-mounts (``--mount=[type=bind,]source=P``, no ``from=``)."""
+    for spec in _MOUNT.findall(args):
+        opts = dict(o.partition("=")[::2] for o in spec.split(","))
+        if opts.get("type", "bind") == "bind" and "from" not in opts:
+            yield opts.get("source") or opts.get("src") or "."
+
+
+def _tree_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, or of a folder's sorted (relative path, bytes) pairs."""
+    sha = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for f in files:
+        sha.update(f.relative_to(path).as_posix().encode() + b"\0" if f != path else b"")
+        sha.update(f.read_bytes())
+    return sha.hexdigest()
+
+
+def mark_mounts(text: str, context: Path) -> str:
+    """``text`` with ``LABEL io.github.lockpipe.mount.SOURCE=sha256:…`` before each RUN that
+    bind-mounts a context file or folder.
+
+    buildah 1.28 keys a RUN's layer cache on its parent and command text alone, not on
+    the files it bind-mounts (upstream buildah PR #5691 added them), so an edited
+    requirements file under an unchanged command was taken from the cache: a cached
+    build and a clean one differed. The label's step carries the bytes' digest, so the
+    RUN's parent moves with them on every engine. A source outside the context is
+    left to the engine, which refuses it.
+    """
+    lines = text.splitlines()
+    for ins in reversed(list(instructions(text))):
+        if ins.keyword != "RUN":
+            continue
+        labels = {}
+        for source in _context_binds(ins.args):
+            path, root = (context / source).resolve(), context.resolve()
+            if path.is_relative_to(root) and path.exists():  # the whole context: no suffix
+                rel = path.relative_to(root).as_posix()
+                key = MOUNT_LABEL if rel == "." else f"{MOUNT_LABEL}.{rel}"
+                labels[key] = f"sha256:{_tree_sha256(path)}"
+        if labels:
+            lines.insert(ins.line - 1, label_instruction(labels))
+    return "\n".join(lines) + "\n"
+
+
 def stage(
     context: Path,
     dockerfile: str,
@@ -85,12 +135,13 @@ def stage(
     than passed through each engine's API: the libpod API takes them as a Go
     map, whose random order changed the image history (and digest) per build.
     Each FROM of a pinned base gets its marker (:func:`mark_bases`); the references
-    marked are returned with ``dest``, for the engine to settle.
+    marked are returned with ``dest``, for the engine to settle. Each RUN that
+    bind-mounts context files gets their digest before it (:func:`mark_mounts`).
     """
     shutil.copytree(context, dest, ignore=shutil.ignore_patterns("__pycache__"))
     for name, path in extra.items():
         shutil.copyfile(path, dest / name)
     target = dest / dockerfile
-    text, marked = mark_bases(target.read_text(), base_args or {})
+    text, marked = mark_bases(mark_mounts(target.read_text(), dest), base_args or {})
     target.write_text(text.rstrip("\n") + "\n" + label_instruction(labels) + "\n")
     return dest, marked

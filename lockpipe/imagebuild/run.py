@@ -47,8 +47,9 @@ class Outcome:
 
 
 # How run_build stages a context and settles bases. Part of every build key, so that a
-# change to it rebuilds images a record names: 2 = the base marker and first-name settling.
-STAGING = 2
+# change to it rebuilds images a record names: 2 = the base marker and first-name settling,
+# 3 = the digest of each RUN's bind-mounted context files (context.mark_mounts).
+STAGING = 3
 
 
 def build_key(plan: BuildPlan, engine: str, version: str) -> str:

@@ -1,0 +1,56 @@
+"""The staged Dockerfile carries the digest of each RUN's bind-mounted context files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lockpipe.imagebuild.context import MOUNT_LABEL, mark_mounts
+
+RECIPE = """FROM scratch
+# a comment
+RUN --mount=type=bind,source=req.txt,target=/tmp/req.txt \\
+    pip install -r /tmp/req.txt
+RUN --mount=type=cache,target=/root/.cache true
+RUN --mount=type=bind,from=build,source=/out,target=/out true
+RUN echo plain
+"""
+
+
+def _labels(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("LABEL")]
+
+
+def test_a_bind_mounted_file_gets_its_digest_before_its_run(tmp_path: Path) -> None:
+    (tmp_path / "req.txt").write_text("av==1\n")
+    staged = mark_mounts(RECIPE, tmp_path)
+    lines = staged.splitlines()
+    (label,) = _labels(staged)
+    assert f'"{MOUNT_LABEL}.req.txt"="sha256:' in label
+    assert lines.index(label) == lines.index(next(x for x in lines if "source=req.txt" in x)) - 1
+    # the cache mount, the mount from another stage and the plain RUN get nothing
+    assert staged.replace(label + "\n", "") == RECIPE
+
+
+def test_the_digest_moves_with_the_bytes_and_with_nothing_else(tmp_path: Path) -> None:
+    (tmp_path / "req.txt").write_text("av==1\n")
+    first = mark_mounts(RECIPE, tmp_path)
+    assert mark_mounts(RECIPE, tmp_path) == first
+    (tmp_path / "req.txt").write_text("av==2\n")
+    assert mark_mounts(RECIPE, tmp_path) != first
+
+
+def test_a_folder_and_the_default_source_are_hashed_by_path_and_bytes(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a").write_text("1")
+    recipe = "FROM scratch\nRUN --mount=target=/ctx true\nRUN --mount=source=d,target=/d true\n"
+    first = _labels(mark_mounts(recipe, tmp_path))
+    assert len(first) == 2 and f'"{MOUNT_LABEL}"=' in first[0] and f'"{MOUNT_LABEL}.d"=' in first[1]
+    (tmp_path / "d" / "a").rename(tmp_path / "d" / "b")  # same bytes, another name
+    assert _labels(mark_mounts(recipe, tmp_path)) != first
+
+
+def test_a_source_outside_the_context_is_left_to_the_engine(tmp_path: Path) -> None:
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "secret").write_text("x")
+    recipe = "FROM scratch\nRUN --mount=type=bind,source=../secret,target=/s true\n"
+    assert mark_mounts(recipe, tmp_path / "ctx") == recipe
