@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from lockpipe.errors import CheckFailed
 from lockpipe.lock.fingerprint import relock
 from lockpipe.lock.model import dump_lock, load_lock
 from lockpipe.payloads.store import payload_path
@@ -239,7 +240,7 @@ def test_draft_mtp_without_mtp_blocks_is_refused_by_both(
     store = tmp_path / "store"
     stored(lock_path, model, store)
     code, report = preflight(lock_path, store, tmp_path / "preflight.json")
-    assert code == 1 and report["verdict"] == "fail"
+    assert code == CheckFailed.return_code and report["verdict"] == "fail"
     mtp = next(c for c in report["checks"] if c["name"] == "mtp")
     assert mtp["status"] == "fail" and "nextn_predict_layers" in mtp["detail"]
     assert report["numbers"]["mtp_layers"] == 0
