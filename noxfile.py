@@ -107,6 +107,7 @@ def lint(session: nox.Session) -> None:
     session.run("lint-imports")
     session.run("lockpipe", "lint")
     session.run("lockpipe", "lock", "--check")
+    session.run("lockpipe", "lock", "--check", "--lock", "locks/demo/digests.json")
 
 
 @nox.session(python=PYTHON)
