@@ -138,7 +138,7 @@ def _args(tmp_path: Path, **over: object) -> argparse.Namespace:
         no_inspect=True, gpu_mode="cdi", bind="127.0.0.1", health_cmd=None, start_timeout=900,
         smoke_report=None, store=tmp_path / "store", out=tmp_path / "out",
         no_verify=shutil.which("systemd-analyze") is None, install=str(tmp_path / "units"),
-        start=False, image=None, published=False,
+        start=False, image=None, published=False, artifacts=None,
     )  # fmt: skip
     return argparse.Namespace(**{**base, **over})
 
