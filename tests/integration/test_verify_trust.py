@@ -285,8 +285,8 @@ def test_a_malformed_old_statement_is_a_warning_once_a_good_one_is_attached(
     assert len(good) == 1, "publish --force attached no good statement beside the bad one"
     capsys.readouterr()
     assert built.cli("verify", "app", "--image", pinned) == 0
-    err = capsys.readouterr().err
-    assert f"matches its provenance ({good[0][:19]})" in err
+    out, err = capsys.readouterr()
+    assert f"matches its provenance ({good[0][:19]})" in out  # the verdict, on stdout
     assert f"warning: {pinned}: provenance referrer {malformed}" in err
     assert "resolvedDependencies" in err and "Traceback" not in err
 
@@ -309,13 +309,13 @@ def test_the_newest_statement_that_matches_is_used(
     newer = attach_provenance(pinned, fresh)
     capsys.readouterr()
     assert built.cli("verify", "app", "--image", pinned) == 0
-    assert f"matches its provenance ({newer[:19]})" in capsys.readouterr().err
+    assert f"matches its provenance ({newer[:19]})" in capsys.readouterr().out
     # Listed first now, the stale one is still not used: the newest that matches is.
     older = copy.deepcopy(statement)
     older["predicate"]["runDetails"]["metadata"]["finishedOn"] = "1999-01-01T00:00:00Z"
     attach_provenance(pinned, older)  # stale and oldest: never chosen over ``newer``
     assert built.cli("verify", "app", "--image", pinned) == 0
-    assert f"({newer[:19]})" in capsys.readouterr().err
+    assert f"({newer[:19]})" in capsys.readouterr().out
     assert stale != newer
 
 
