@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
 
+from rich.color import ColorSystem
 from rich.console import Console, RenderableType
 from rich.table import Table
 
@@ -61,6 +62,8 @@ def set_color(mode: Color, env: dict[str, str] | None = None) -> None:
         c._force_terminal = True if mode == "always" else None  # rich reads it per print
         c.no_color = mode == "never" or (mode == "auto" and no_color)
         c._color_system = c._detect_color_system()
+        if mode == "always" and c._color_system is None:  # TERM=dumb or unset, as in CI
+            c._color_system = ColorSystem.STANDARD
 
 
 def echo(text: str, *, style: str | None = None) -> None:
