@@ -64,7 +64,8 @@ def test_counts_and_verdict() -> None:
     assert [c.status for c in r.results] == ["PASS", "FAIL", "FAIL", "SKIP"]
 
 
-def test_render_shows_every_check_and_the_verdict() -> None:
+def test_render_shows_every_check_and_the_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TERM", "xterm")  # a terminal's table; CI's TERM=dumb reads as no terminal
     console = Console(record=True, width=200, color_system=None, force_terminal=True)
     render(frank(), console)
     text = console.export_text()
