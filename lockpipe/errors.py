@@ -96,7 +96,7 @@ class SmokeConfigError(LockpipeError):
 
 
 class CheckFailed(LockpipeError):
-    """A check got an answer other than the one it needs (smoke, preflight, verify)."""
+    """A check got an answer other than the one it needs (smoke, preflight, verify, reproduce)."""
 
     return_code = 16
 

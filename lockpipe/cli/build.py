@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from lockpipe.cli.options import state_dir, targets
 from lockpipe.engines import get_engine
-from lockpipe.errors import UsageError
+from lockpipe.errors import CheckFailed, UsageError
 from lockpipe.imagebuild.plan import built_here
 from lockpipe.imagebuild.run import Settings, build_target
 from lockpipe.lock.model import Lock, load_lock
@@ -38,12 +38,13 @@ def do_reproduce(args: argparse.Namespace) -> int:
     results = [reproduce_and_explain(loaded, n, engine, settings) for n in names]
     for r in results:
         result(str(r), style=None if r.same else "yellow")
-    return 0 if all(r.same for r in results) else 1
+    return 0 if all(r.same for r in results) else CheckFailed.return_code
 
 
 def _across(args: argparse.Namespace, lock: Lock, names: list[str], settings: Settings) -> int:
     """One build per engine (records kept, so a later plain build is a no-op), then the
-    file trees compared pairwise; exit 1 when any pair differs, as a failed reproduce."""
+    file trees compared pairwise; exit 16 (a failed check) when any pair differs, as a
+    failed reproduce."""
     from lockpipe.verify.across import build_across
 
     wanted = [e.strip() for e in args.across_engines.split(",") if e.strip()]
@@ -55,4 +56,4 @@ def _across(args: argparse.Namespace, lock: Lock, names: list[str], settings: Se
         for comparison in build_across(lock, n, engines, replace(settings, force=False)):
             result(f"{n}: {comparison}", style=None if comparison.same else "yellow")
             same = same and comparison.same
-    return 0 if same else 1
+    return 0 if same else CheckFailed.return_code

@@ -40,6 +40,7 @@ BYTES = b"hello"
 @dataclass(kw_only=True)
 class Case:
     argv: list[str]
+    module: str = "lockpipe"  # what `python -m` runs
     cwd: Path = REPO
     env: dict[str, str] = field(default_factory=dict)
     says: str = ""  # a piece of the one-line error
@@ -80,10 +81,10 @@ def _edit_lock(lock: Path, edit: Callable[[dict], None]) -> Path:  # type: ignor
     return lock
 
 
-def case_1(w: World) -> Case:  # an unexpected failure: reproduce's images differ (docker)
-    lock = _repo(w, "r1", base=w.busybox())
-    return Case(argv=["reproduce", "--engine", "docker", "--lock", str(lock), "app"],
-                says="")  # fmt: skip
+def case_1(w: World) -> Case:  # unexpected: a checkout without its parser constraints file
+    lock = _copy_lock(w, "r1")  # no constraints/ beside it: nox -s vllm-parser cannot pin
+    return Case(module="lockpipe.preflight.vllm_parser_env", argv=["--lock", str(lock)],
+                says="constraints/vllm-parser-")  # fmt: skip
 
 
 def case_2(w: World) -> Case:
@@ -277,7 +278,7 @@ def _run(case: Case, home: Path, **kw: object) -> subprocess.CompletedProcess[st
     env = {**os.environ, "HOME": str(home), "LOCKPIPE_CACHE": str(home / "cache"),
            "XDG_CACHE_HOME": str(home / "xdg"), **case.env}  # fmt: skip
     env.pop("LOCKPIPE_LOCK", None)
-    return subprocess.run([sys.executable, "-m", "lockpipe", *case.argv], cwd=case.cwd,
+    return subprocess.run([sys.executable, "-m", case.module, *case.argv], cwd=case.cwd,
                           env=env, capture_output=True, text=True, timeout=300,
                           check=False)  # fmt: skip
 
@@ -299,7 +300,7 @@ def test_the_case_exits_with_the_rows_code(
     done = _run(case, tmp)
     assert done.returncode == code, f"{case.argv}: exit {done.returncode}\n{done.stderr[-2000:]}"
     assert "Traceback" not in done.stderr
-    if code not in (1, 16):  # a difference or a failed check is a report, not an error line
+    if code not in (1, 16):  # vllm-parser's own line, or a failed check's report
         assert any(x.startswith("error: ") for x in done.stderr.splitlines()), done.stderr
     assert case.says in done.stderr, done.stderr[-2000:]
 
