@@ -41,7 +41,7 @@ from lockpipe.deploy.verify import find_generator, generator_dryrun, plain_servi
 from lockpipe.errors import DeployError, EngineError, UsageError
 from lockpipe.fs import write_atomic
 from lockpipe.lock.model import Lock, checkout_root, load_lock
-from lockpipe.log import echo
+from lockpipe.log import echo, result
 from lockpipe.payloads.store import default_store
 from lockpipe.smoke.gpu import discover_host
 from lockpipe.smoke.ports import wait_port_clear
@@ -143,13 +143,13 @@ def verify(text: str, name: str, version: keys.Version, *, user: bool) -> None:
         with tempfile.TemporaryDirectory(prefix="lockpipe-quadlet-") as tmp:
             (Path(tmp) / f"{name}.container").write_text(text, encoding="utf-8")
             service = generator_dryrun(generator, Path(tmp), user=user, expect=f"{name}.service")
-        echo(f"podman's quadlet generator ({generator}) accepted {name}.container")
+        result(f"podman's quadlet generator ({generator}) accepted {name}.container")
     else:
         echo(f"podman {keys.show(version)}: no quadlet generator installed here; keys checked "
              "against lockpipe's table, systemd checks a plain podman run service")  # fmt: skip
         service = plain_service(parse_unit(text)).render()
     systemd_verify(service, name, user=user)
-    echo(f"systemd-analyze verify: {name}.service passes")
+    result(f"systemd-analyze verify: {name}.service passes")
 
 
 def do_deploy(args: argparse.Namespace) -> int:
@@ -178,10 +178,10 @@ def do_deploy(args: argparse.Namespace) -> int:
     state = args.state or checkout_root(Path(args.lock)) / ".lockpipe"
     path = (args.out or Path(state) / "deploy").expanduser() / f"{name}.container"
     write_atomic(path, text)
-    echo(f"rendered {path}")
+    result(f"rendered {path}")  # what the verb made, and its checks below: results, on stdout
     for filename, body in artifacts.items():
         write_atomic(path.with_name(filename), body)
-        echo(f"rendered {path.with_name(filename)}")
+        result(f"rendered {path.with_name(filename)}")
     user = os.geteuid() != 0
     if not args.no_verify:
         verify(text, name, inputs.podman, user=user)

@@ -20,7 +20,7 @@ from lockpipe import cmd
 from lockpipe.deploy.cdi import require_specs
 from lockpipe.errors import DeployError, EngineError
 from lockpipe.fs import write_atomic
-from lockpipe.log import echo
+from lockpipe.log import echo, result
 from lockpipe.smoke.ports import PortBusy, wait_port_clear
 
 SYSTEM_DIR = Path("/etc/containers/systemd")
@@ -100,7 +100,7 @@ def install(
     if waited > 0.5:
         echo(f"port {port} cleared after {waited:.1f} s")
     write_atomic(path, text)
-    echo(f"installed {path}")
+    result(f"installed {path}")
     return Installed(path=path, stopped=stopped)
 
 

@@ -154,3 +154,16 @@ def test_smoke(
     out, err = capfd.readouterr()
     (report,) = json.loads(out)["reports"]
     assert report["target"] == "app" and report["ok"] is True and "app: passed" in err
+
+
+def test_deploy(tmp_path: Path) -> None:
+    """What deploy made and its checks are the result; the warnings stay on stderr."""
+    image = "localhost/lockpipe/llama-cuda@sha256:" + "a" * 64
+    code, out, err = lockpipe(tmp_path, "deploy", "--force", "--no-inspect", "--podman-version",
+                              "4.4", "--out", str(tmp_path / "units"), "--image", image,
+                              "llama-cuda")  # fmt: skip
+    assert code == 0, err
+    unit = tmp_path / "units" / "llama-cuda.container"
+    assert out.splitlines()[0] == f"rendered {unit}" and unit.is_file()
+    assert "systemd-analyze verify: llama-cuda.service passes" in out
+    assert "rendered" not in err and "WARNING (--force)" in err
