@@ -16,7 +16,9 @@ stderr, for ``--json -``, whose JSON then has stdout to itself.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Literal
 
@@ -115,3 +117,55 @@ def step(title: str) -> Iterator[None]:
     else:
         echo(f"── {title}", style="bold cyan")
         yield
+
+
+class Heartbeat:
+    """Long work's own progress line in a log: when stderr is not a terminal, a line
+    (``build llama-cpu (buildah): 3m20s, running; last output 40 s ago: [ 61%] Building…``)
+    each time ``every`` seconds pass with no line, so a CI log shows the work is alive
+    through a quiet link or install. Lines the work prints go through :meth:`line`.
+
+    A context manager; its thread ends with the block. On a terminal it only echoes.
+    """
+
+    def __init__(self, label: str, *, every: float = PROGRESS_EVERY,
+                 clock: Callable[[], float] = time.monotonic,
+                 beat: bool | None = None) -> None:  # fmt: skip
+        self.label, self.every, self.clock = label, every, clock
+        self.beat = (not console.is_terminal) if beat is None else beat
+        self.started = self.said = self.heard = clock()  # began; any line; the work's own line
+        self.last = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"heartbeat {label}")
+
+    def line(self, text: str, *, style: str | None = "dim") -> None:
+        """One line of the work's own output, echoed; it counts as a sign of life."""
+        self.said = self.heard = self.clock()
+        self.last = text
+        echo(text, style=style)
+
+    def _run(self) -> None:
+        while not self._stop.wait(max(0.1, self.said + self.every - self.clock())):
+            now = self.clock()
+            if now - self.said >= self.every:
+                echo(self.status(now))
+                self.said = now
+
+    def status(self, now: float) -> str:
+        """The heartbeat's line at ``now``."""
+        ran = int(now - self.started)
+        text = f"{self.label}: {ran // 60}m{ran % 60:02d}s, running"
+        if self.last:
+            quiet = now - self.heard
+            text += f"; last output {quiet:.0f} s ago: {self.last.strip()[:100]}"
+        return text
+
+    def __enter__(self) -> Heartbeat:
+        if self.beat:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()

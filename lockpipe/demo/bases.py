@@ -18,7 +18,7 @@ import requests
 from lockpipe import cmd
 from lockpipe.demo.plan import CONTAINERFILE, BaseRecipe
 from lockpipe.errors import EngineError, FetchError
-from lockpipe.log import echo
+from lockpipe.log import Heartbeat, echo
 
 ACCEPT = {"Accept": "application/vnd.oci.image.manifest.v1+json, "
           "application/vnd.docker.distribution.manifest.v2+json"}  # fmt: skip
@@ -40,7 +40,8 @@ def rootfs(recipe: BaseRecipe, cache: Path) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     tmp = tar.with_suffix(".partial.tar")  # mmdebstrap picks the format by extension
     try:
-        cmd.call(recipe.mmdebstrap(tmp), on_line=lambda line: echo(f"  {line}", style="dim"))
+        with Heartbeat(f"mmdebstrap {recipe.name}") as beat:
+            cmd.call(recipe.mmdebstrap(tmp), on_line=lambda line: beat.line(f"  {line}"))
     except EngineError as exc:
         tmp.unlink(missing_ok=True)
         raise FetchError(

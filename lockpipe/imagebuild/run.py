@@ -27,7 +27,7 @@ from lockpipe.imagebuild.provenance import record_build
 from lockpipe.imagebuild.records import BuildRecord, read_record
 from lockpipe.lock.fingerprint import check_drift
 from lockpipe.lock.model import Lock
-from lockpipe.log import echo, step
+from lockpipe.log import Heartbeat, echo, step
 from lockpipe.urls import redact
 
 
@@ -112,8 +112,10 @@ def run_build(
             platform=plan.platform, bases=tuple(dict.fromkeys(marked)), no_cache=no_cache,
         )  # fmt: skip
         try:
-            # every engine's build lines, the SDKs' too: no credentials of a URL shown
-            image_id = engine.build(req, lambda line: echo(redact(line), style="dim"))
+            # every engine's build lines, the SDKs' too: no credentials of a URL shown; in a
+            # log, a line of lockpipe's own whenever the engine is quiet for 10 s
+            with Heartbeat(f"build {plan.target} ({engine.name})") as beat:
+                image_id = engine.build(req, lambda line: beat.line(redact(line)))
         except BuildError as exc:
             raise _explain(exc, plan) from None
     repro = engine.reproducibility()

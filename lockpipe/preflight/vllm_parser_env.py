@@ -34,7 +34,7 @@ from lockpipe import cmd
 from lockpipe.errors import FetchError, LockpipeError
 from lockpipe.fs import cache_home
 from lockpipe.lock.model import Lock, load_lock
-from lockpipe.log import echo
+from lockpipe.log import Heartbeat, echo
 from lockpipe.preflight import vllm_release, vllm_rules
 from lockpipe.preflight.vllm_parser import (
     MARKER,
@@ -160,11 +160,12 @@ def build(root: Path, cache: Path, version: str, where: Path | None = None) -> P
     (dest / MARKER).unlink(missing_ok=True)
     dest.mkdir(parents=True, exist_ok=True)
     venv = dest / "venv"
-    cmd.call([sys.executable, "-m", "venv", "--clear", str(venv)])
-    python = venv / "bin" / "python"
-    cmd.call([str(python), "-m", "pip", "install", "--quiet", "--require-hashes",
-              "--only-binary=:all:", "-r", str(constraints)])  # fmt: skip
-    files = _extract(_fetch_wheel(python, dest, version, wheel), dest / "tree")
+    with Heartbeat(f"vllm-parser {version}"):  # pip is quiet for minutes over torch
+        cmd.call([sys.executable, "-m", "venv", "--clear", str(venv)])
+        python = venv / "bin" / "python"
+        cmd.call([str(python), "-m", "pip", "install", "--quiet", "--require-hashes",
+                  "--only-binary=:all:", "-r", str(constraints)])  # fmt: skip
+        files = _extract(_fetch_wheel(python, dest, version, wheel), dest / "tree")
     env = ParserEnv(version=version, python=python, tree=dest / "tree",
                     wheel=str(wheel["file"]), sha256=str(wheel["sha256"]))  # fmt: skip
     problem = _trial(env)

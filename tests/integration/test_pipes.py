@@ -167,3 +167,18 @@ def test_deploy(tmp_path: Path) -> None:
     assert out.splitlines()[0] == f"rendered {unit}" and unit.is_file()
     assert "systemd-analyze verify: llama-cuda.service passes" in out
     assert "rendered" not in err and "WARNING (--force)" in err
+
+
+def test_build_in_a_log(tmp_path: Path, busybox_base: tuple[str, str]) -> None:
+    """A build step quiet for 12 s still gets lockpipe's own line in a log (stderr a file)."""
+    document = doc()
+    document["bases"]["busybox"] = {"ref": busybox_base[0], "digest": busybox_base[1]}
+    document["targets"]["app"]["tag"] = "localhost/lockpipe-test/quiet-build:1"
+    quiet = "ARG BASE\nFROM ${BASE}\nRUN sleep 12 && echo slept > /s\n"
+    lock = make_repo(tmp_path / "r", document, dockerfile=quiet)
+    code, out, err = lockpipe(tmp_path, "build", "--engine", "buildah", "--lock", str(lock),
+                              "--state", str(tmp_path / "st"), "--force")  # fmt: skip
+    assert code == 0, err[-2000:]
+    beats = [x for x in err.splitlines() if x.startswith("build app (buildah): 0m1")]
+    assert beats and "running; last output" in beats[0], err[-2000:]
+    assert "running" not in out
