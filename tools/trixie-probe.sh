@@ -4,7 +4,7 @@
 # results and their reading are in docs/debian13.md.
 #
 #   sudo tools/trixie-probe.sh all        # every step below, then cleanup
-#   sudo tools/trixie-probe.sh STEP ...   # quadlet chroot deploy-test docker buildx docker-tests cleanup
+#   sudo tools/trixie-probe.sh STEP ...   # quadlet chroot deploy-test docker buildx docker-tests artifact cleanup
 #
 # quadlet       trixie's podman .deb (sha256 checked against trixie's Packages index),
 #               extracted (not installed); its quadlet -dryrun on the golden units and on
@@ -22,6 +22,8 @@
 # buildx        for comparison: the docker CLI's buildx (a build session, not a posted tar) with
 #               rewrite-timestamp=true, on both stores.
 # docker-tests  the docker integration tests (-k docker) against dockerd 26.1.5.
+# artifact      tests/integration/test_oci_payloads.py's `podman artifact pull` (podman 5.4+)
+#               with Debian 13's podman (a wrapper into the chroot), CI=true.
 # cleanup       stop the daemons this script started (by pid file), unmount, drop the bridge.
 #
 # Needs root, mmdebstrap, curl, xz, unshare, the loopback registry (127.0.0.1:5000) and the
@@ -215,6 +217,24 @@ exec unshare -m sh -c 'for p in /tmp /var/lib/containers /run/containers; do mkd
 EOF
   chmod +x "$W/bin/skopeo"
   echo "skopeo wrapper: $("$W/bin/skopeo" --version)"
+  # Debian 13's podman for the artifact step, in a folder of its own (not $W/bin: the other
+  # steps keep the host's podman). It sees the host's /tmp, where the test keeps its --root,
+  # and the host network; its default storage stays the chroot's.
+  mkdir -p "$W/podman"
+  cat > "$W/podman/podman" <<EOF
+#!/bin/sh
+# Debian 13's podman (in $M), seeing this host's /tmp and network.
+exec unshare -m sh -c 'mount --bind /tmp $M/tmp && cd / && exec chroot $M /usr/bin/podman "\$@"' podman "\$@"
+EOF
+  chmod +x "$W/podman/podman"
+  echo "podman wrapper: $("$W/podman/podman" --version)"
+}
+
+step_artifact() {
+  mounted "$M" && [ -x "$W/podman/podman" ] || { echo "artifact: run the chroot step first" >&2; exit 1; }
+  say "artifact: podman artifact pull with Debian 13's podman, tests/integration/test_oci_payloads.py (CI=true)"
+  (cd "$REPO" && CI=true PATH=$W/podman:$PATH "$PY" -m pytest -p no:cacheprovider -q -rA \
+    -k podman_artifact tests/integration/test_oci_payloads.py 2>&1 | grep -E '^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed') || true
 }
 
 step_deploy_test() {
@@ -390,12 +410,13 @@ step_cleanup() {
   echo "left for inspection: $W $R $D (rm -rf them when done)"
 }
 
-[ $# -gt 0 ] || { sed -n '2,27p' "$0"; exit 2; }
-[ "$1" != all ] || set -- quadlet chroot deploy-test docker buildx docker-tests cleanup
+[ $# -gt 0 ] || { sed -n '2,29p' "$0"; exit 2; }
+[ "$1" != all ] || set -- quadlet chroot deploy-test docker buildx docker-tests artifact cleanup
 for s in "$@"; do
   case $s in
     quadlet) step_quadlet ;; chroot) step_chroot ;; deploy-test) step_deploy_test ;;
-    docker) step_docker ;; buildx) step_buildx ;; docker-tests) step_docker_tests ;; cleanup) step_cleanup ;;
-    *) echo "unknown step $s; steps: quadlet chroot deploy-test docker buildx docker-tests cleanup all" >&2; exit 2 ;;
+    docker) step_docker ;; buildx) step_buildx ;; docker-tests) step_docker_tests ;; artifact) step_artifact ;;
+    cleanup) step_cleanup ;;
+    *) echo "unknown step $s; steps: quadlet chroot deploy-test docker buildx docker-tests artifact cleanup all" >&2; exit 2 ;;
   esac
 done
