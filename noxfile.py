@@ -41,6 +41,7 @@ VERBS = [
     "deploy",
     "publish",
     "verify",
+    "completion",
 ]
 
 

@@ -46,6 +46,8 @@ VERBS: dict[str, tuple[str, str]] = {
                 "entry, derive what depends on it, relock; one reviewable change"),
     "verify": ("publish:do_verify", "check a published image against its provenance and the "
                "lock (--image REF@sha256:… or --published)"),
+    "completion": ("completion:do_completion", "print a bash completion script: "
+                   'eval "$(lockpipe completion bash)"'),
 }  # fmt: skip
 # What --force overrides, for the verbs that have it.
 FORCE: dict[str, str] = {
@@ -80,6 +82,11 @@ OWN_LOCK_DEFAULT = frozenset({"demo"})
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """lockpipe's whole command line: every verb and its options (completion reads it too)."""
     parser = options.Parser(
         prog="lockpipe",
         description="Turn one lock file into reproducible GPU serving images and verified "
@@ -105,11 +112,15 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
             options.add_refresh_options(p)
         elif verb == "upgrade":
             p.set_defaults(targets=[])
+        elif verb == "completion":
+            p.add_argument("shell", choices=("bash",), help="the shell to complete for")
+            p.add_argument("--names", action="store_true", help=argparse.SUPPRESS)
+            p.set_defaults(targets=[])
         else:
             p.add_argument("targets", nargs="*", metavar="TARGET")
         if verb in EXTRA_OPTIONS:
             EXTRA_OPTIONS[verb](p)
-    return parser.parse_args(argv)
+    return parser
 
 
 def _version() -> str:
