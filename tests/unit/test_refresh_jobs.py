@@ -425,3 +425,22 @@ def test_the_documented_user_and_state_folder_match_the_unit() -> None:
     assert "useradd --system" in block and " lockpipe\n" in block
     assert "--home-dir /var/lib/lockpipe" in block
     assert "/var/lib/lockpipe/checkout" in block
+
+
+def test_the_first_seen_record_outlives_each_actions_runner() -> None:
+    """--min-age on Actions: the refresh job restores the newest first-seen record from the
+    Actions cache before it runs, passes that file, and saves it under a key of its own."""
+    steps = yaml.safe_load(FLOW.read_text())["jobs"]["refresh"]["steps"]
+    at = {i: s for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/cache@")}
+    assert len(at) == 1, "one actions/cache step in the refresh job"
+    ((where, cache),) = at.items()
+    assert re.fullmatch(r"actions/cache@[0-9a-f]{40}", cache["uses"])
+    run = next(i for i, s in enumerate(steps) if s.get("name") == "refresh")
+    assert where < run, "the record is restored before the refresh reads it"
+    command = " ".join(steps[run]["run"].split())
+    assert "--min-age 3d" in command
+    record = re.search(r'--first-seen "([^"]+)"', command)
+    assert record and record[1].rsplit("/", 1)[0] == "$RUNNER_TEMP/first-seen"
+    assert cache["with"]["path"] == "${{ runner.temp }}/first-seen"
+    prefix = cache["with"]["restore-keys"]
+    assert cache["with"]["key"].startswith(prefix) and "github.run_id" in cache["with"]["key"]
