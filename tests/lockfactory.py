@@ -5,10 +5,13 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lockpipe.lock.fingerprint import relock
 from lockpipe.lock.model import dump_lock, load_lock, parse_lock
+
+if TYPE_CHECKING:
+    from lockpipe.engines.base import Engine
 
 DIGEST = "sha256:" + "ab" * 32
 DOCKERFILE = """\
@@ -69,22 +72,35 @@ def reparse(path: Path, mutate: Any) -> Any:
     return parse_lock(document, path)
 
 
-def buildah_built(root: Path, base: tuple[str, str], tag: str) -> tuple[Path, Path]:
-    """The repository of :func:`make_repo` FROM ``base`` (ref, digest), its app target
-    built with buildah as ``tag``; (lock, state folder). Skips (fails on CI) without buildah."""
+def on_base(base: tuple[str, str], tag: str | None = None) -> dict[str, Any]:
+    """DOC's app target FROM ``base`` (ref, digest: the loopback registry's busybox), tagged
+    ``tag`` where given."""
+    document = doc()
+    document["bases"]["busybox"] = {"ref": base[0], "digest": base[1]}
+    if tag is not None:
+        document["targets"]["app"]["tag"] = tag
+    return document
+
+
+def usable_engine(name: str) -> Engine:
+    """The engine ``name``; the test skips (fails on CI) where it is not usable."""
     from lockpipe.engines import get_engine
     from lockpipe.errors import EngineMissing
-    from lockpipe.imagebuild.run import Settings, build_target
     from tests.policy import unavailable
 
     try:
-        engine = get_engine("buildah")
+        return get_engine(name)
     except EngineMissing as exc:
-        unavailable(f"buildah is not usable: {exc}")
-    document = doc()
-    document["bases"]["busybox"] = {"ref": base[0], "digest": base[1]}
-    document["targets"]["app"]["tag"] = tag
-    lock = make_repo(root, document)
+        unavailable(f"engine {name} is not usable: {exc}")
+
+
+def buildah_built(root: Path, base: tuple[str, str], tag: str) -> tuple[Path, Path]:
+    """The repository of :func:`make_repo` FROM ``base`` (ref, digest), its app target
+    built with buildah as ``tag``; (lock, state folder). Skips (fails on CI) without buildah."""
+    from lockpipe.imagebuild.run import Settings, build_target
+
+    engine = usable_engine("buildah")
+    lock = make_repo(root, on_base(base, tag))
     state = root / "state"
     build_target(load_lock(lock), "app", engine, Settings(state=state, cache=root / "c"))
     return lock, state

@@ -13,12 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from lockpipe.engines import get_engine
-from lockpipe.errors import EngineMissing
 from lockpipe.imagebuild.run import Settings, build_target
 from lockpipe.lock.model import load_lock
-from tests.lockfactory import doc, make_repo
-from tests.policy import unavailable
+from tests.lockfactory import make_repo, on_base, usable_engine
 
 pytestmark = pytest.mark.integration
 RECIPE = (
@@ -34,13 +31,8 @@ RECIPE = (
 def test_an_edited_bind_mounted_file_is_not_taken_from_the_cache(
     name: str, busybox_base: tuple[str, str], tmp_path: Path
 ) -> None:
-    try:
-        engine = get_engine(name)
-    except EngineMissing as exc:
-        unavailable(f"engine {name} is not usable: {exc}")
-    document = doc()
-    document["bases"]["busybox"] = {"ref": busybox_base[0], "digest": busybox_base[1]}
-    document["targets"]["app"]["tag"] = f"localhost/lockpipe-test/bind-cache-{name}:1"
+    engine = usable_engine(name)
+    document = on_base(busybox_base, f"localhost/lockpipe-test/bind-cache-{name}:1")
     context = tmp_path / "images" / "app"
     context.mkdir(parents=True)
     layers = []

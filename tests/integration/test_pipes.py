@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -25,7 +26,7 @@ from lockpipe.cli import serve
 from lockpipe.cli.main import main
 from tests.fake_openai import GOOD, ServingEngine
 from tests.integration.test_smoke_answers import _repo as smoke_repo
-from tests.lockfactory import buildah_built, doc, make_repo
+from tests.lockfactory import buildah_built, doc, make_repo, on_base
 
 pytestmark = pytest.mark.integration
 
@@ -171,10 +172,9 @@ def test_deploy(tmp_path: Path) -> None:
 
 def test_build_in_a_log(tmp_path: Path, busybox_base: tuple[str, str]) -> None:
     """A build step quiet for 12 s still gets lockpipe's own line in a log (stderr a file)."""
-    document = doc()
-    document["bases"]["busybox"] = {"ref": busybox_base[0], "digest": busybox_base[1]}
-    document["targets"]["app"]["tag"] = "localhost/lockpipe-test/quiet-build:1"
-    quiet = "ARG BASE\nFROM ${BASE}\nRUN sleep 12 && echo slept > /s\n"
+    # a RUN no earlier run has cached: the engine's layer cache would skip the sleep
+    quiet = f"ARG BASE\nFROM ${{BASE}}\nRUN sleep 12 && echo {uuid.uuid4()} > /s\n"
+    document = on_base(busybox_base, "localhost/lockpipe-test/quiet-build:1")
     lock = make_repo(tmp_path / "r", document, dockerfile=quiet)
     code, out, err = lockpipe(tmp_path, "build", "--engine", "buildah", "--lock", str(lock),
                               "--state", str(tmp_path / "st"), "--force")  # fmt: skip

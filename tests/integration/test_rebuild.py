@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lockpipe.engines import get_engine
 from lockpipe.engines.base import Engine
-from lockpipe.errors import EngineMissing, LockError, RegistryError
+from lockpipe.errors import LockError, RegistryError
 from lockpipe.imagebuild.provenance import provenance_path
 from lockpipe.imagebuild.records import read_record
 from lockpipe.imagebuild.run import Settings, build_target
@@ -23,8 +22,7 @@ from lockpipe.lock.model import Lock, load_lock
 from lockpipe.publish.outputs import Published, images_path, write_images
 from lockpipe.verify import causes
 from lockpipe.verify.rebuild import rebuild_and_compare
-from tests.lockfactory import doc, make_repo
-from tests.policy import unavailable
+from tests.lockfactory import make_repo, on_base, usable_engine
 
 pytestmark = pytest.mark.integration
 
@@ -32,19 +30,10 @@ STEADY = "RUN mkdir -p /app && echo fixed > /app/greeting\n"
 PLANTED = "RUN sleep 1; date > /built-at\n"
 
 
-def _engine(name: str) -> Engine:
-    try:
-        return get_engine(name)
-    except EngineMissing as exc:
-        unavailable(f"engine {name} is not usable: {exc}")
-
-
 def _publish(
     tmp_path: Path, base: tuple[str, str], registry: str, engine: Engine, step: str, name: str
 ) -> tuple[Lock, Settings, str]:
-    document = doc()
-    document["bases"]["busybox"] = {"ref": base[0], "digest": base[1]}
-    document["targets"]["app"]["tag"] = f"localhost/lockpipe-test/rebuild-{name}:1"
+    document = on_base(base, f"localhost/lockpipe-test/rebuild-{name}:1")
     lock = load_lock(make_repo(tmp_path, document, f"ARG BASE\nFROM ${{BASE}}\n{step}"))
     settings = Settings(state=tmp_path / "s", cache=tmp_path / "c", force=True)
     build_target(lock, "app", engine, settings)
@@ -60,7 +49,7 @@ def _publish(
 def test_rebuild_matches_the_published_image(
     name: str, busybox_base: tuple[str, str], registry: str, tmp_path: Path
 ) -> None:
-    engine = _engine(name)
+    engine = usable_engine(name)
     lock, settings, pinned = _publish(tmp_path, busybox_base, registry, engine, STEADY, name)
 
     result = rebuild_and_compare(lock, "app", engine, settings, pinned)
@@ -89,7 +78,7 @@ def test_rebuild_matches_the_published_image(
 def test_rebuild_of_a_planted_date_is_explained(
     busybox_base: tuple[str, str], registry: str, tmp_path: Path
 ) -> None:
-    engine = _engine("buildah")
+    engine = usable_engine("buildah")
     lock, settings, pinned = _publish(
         tmp_path, busybox_base, registry, engine, PLANTED, "planted-buildah"
     )
@@ -111,12 +100,10 @@ def test_rebuild_of_a_planted_date_is_explained(
 def test_a_bare_digest_needs_a_published_reference(
     busybox_base: tuple[str, str], tmp_path: Path
 ) -> None:
-    document = doc()
-    document["bases"]["busybox"] = {"ref": busybox_base[0], "digest": busybox_base[1]}
-    lock = load_lock(make_repo(tmp_path, document))
+    lock = load_lock(make_repo(tmp_path, on_base(busybox_base)))
     settings = Settings(state=tmp_path / "s", cache=tmp_path / "c")
     with pytest.raises(LockError) as info:
-        rebuild_and_compare(lock, "app", _engine("buildah"), settings, "sha256:" + "0" * 64)
+        rebuild_and_compare(lock, "app", usable_engine("buildah"), settings, "sha256:" + "0" * 64)
     assert "run nox -s publish" in str(info.value)
     with pytest.raises(RegistryError, match="not a digest"):
-        rebuild_and_compare(lock, "app", _engine("buildah"), settings, "latest")
+        rebuild_and_compare(lock, "app", usable_engine("buildah"), settings, "latest")

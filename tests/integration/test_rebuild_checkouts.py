@@ -17,14 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from lockpipe.engines import get_engine
-from lockpipe.errors import EngineMissing
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.run import Settings, build_key, run_build
 from lockpipe.lock.model import load_lock
 from lockpipe.verify.tree import export, source_for
-from tests.lockfactory import doc, make_repo
-from tests.policy import unavailable
+from tests.lockfactory import make_repo, on_base, usable_engine
 
 pytestmark = pytest.mark.integration
 
@@ -43,13 +40,8 @@ RUN echo "built from $(pwd)" > /app/where && cat /app/greeting.txt >> /app/where
 def test_two_checkouts_agree_on_the_digest(
     name: str, busybox_base: tuple[str, str], registry: str, tmp_path: Path
 ) -> None:
-    try:
-        engine = get_engine(name)
-    except EngineMissing as exc:
-        unavailable(f"engine {name} is not usable: {exc}")
-    document = doc()
-    document["bases"]["busybox"] = {"ref": busybox_base[0], "digest": busybox_base[1]}
-    document["targets"]["app"]["tag"] = f"localhost/lockpipe-test/checkout-{name}:1"
+    engine = usable_engine(name)
+    document = on_base(busybox_base, f"localhost/lockpipe-test/checkout-{name}:1")
     project = tmp_path / "project"
     (project / "images/app").mkdir(parents=True)
     (project / "images/app/greeting.txt").write_text("hello from the lock\n")
