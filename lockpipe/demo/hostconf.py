@@ -14,6 +14,10 @@ that fails for one of these reasons, it writes a ``containers.conf`` of the demo
 it for the demo's stages, and says so with the lines to put in
 ``/etc/containers/containers.conf`` to make it permanent. Nothing outside the demo's
 work folder is changed. Any other failure is left to the smoke test to report.
+
+:func:`loopback_registry` does the same for the demo's registry: it speaks plain HTTP on
+127.0.0.1, which buildah's ``FROM`` refuses unless registries.conf marks it insecure
+(`.ci/start-services` does so on CI machines; a new user's machine has no such entry).
 """
 
 from __future__ import annotations
@@ -81,3 +85,15 @@ def adapt(image: str, work: Path) -> None:
     again = _probe(image)
     if again is not None:
         raise SmokeError(f"podman still cannot run {image} with {conf}: {again}")
+
+
+def loopback_registry(registry: str, work: Path) -> None:
+    """Let the demo's stages pull from its plain-HTTP loopback ``registry``: a registries.conf
+    of the demo's own (``CONTAINERS_REGISTRIES_CONF``) that marks only it insecure. The demo's
+    lock names every image fully and its other inputs come through its HTTP mirror, so the
+    host's own registries.conf has nothing the demo needs."""
+    conf = work / "registries.conf"
+    write_atomic(conf, "# written by lockpipe demo: its loopback registry speaks plain HTTP\n"
+                       f'[[registry]]\nlocation = "{registry}"\ninsecure = true\n')  # fmt: skip
+    os.environ["CONTAINERS_REGISTRIES_CONF"] = str(conf)
+    echo(f"demo: {registry} is pulled from over plain HTTP (CONTAINERS_REGISTRIES_CONF={conf})")

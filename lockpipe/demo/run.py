@@ -26,7 +26,7 @@ from lockpipe import cmd
 from lockpipe.demo import plan, report
 from lockpipe.demo.bases import push_base
 from lockpipe.demo.gemma import GEMMA_SHA256, assemble
-from lockpipe.demo.hostconf import adapt
+from lockpipe.demo.hostconf import adapt, loopback_registry
 from lockpipe.demo.mirror import Mirror
 from lockpipe.demo.registry import demo_registry
 from lockpipe.deploy import keys
@@ -90,6 +90,8 @@ def run_demo(o: DemoOptions) -> int:
             with _timed(proofs, "inputs", "") as facts, step("demo: inputs from PyPI"):
                 facts.extend(_inputs(committed, paths, mirror))
             _write_run_lock(doc, digests, registry, paths)
+            if o.engine in ("buildah", "podman"):  # FROM the loopback registry, over HTTP
+                loopback_registry(registry, paths.work)
             if o.engine == "buildah":  # its containers run with the podman CLI, as ours
                 runtime = "debian-runtime"
                 adapt(f"{refs[runtime]}@{digests[runtime]}", paths.work)
