@@ -92,7 +92,7 @@ def _get(label: str, cand: Candidate, out: _Out, size: int, ctx: Context) -> tup
         while True:
             got = 0
             try:
-                opened = open_range(ctx.session(), cand, 0, None, ctx.tuning.timeout)
+                opened = open_range(ctx.transport(), cand, 0, None)
                 ctx.gate.accepted()
                 if opened.total is not None and opened.total != size:
                     opened.response.close()

@@ -1,9 +1,10 @@
-"""One ranged GET, with redirects followed by hand and answers sorted into errors.
+"""One ranged GET, sent by the run's transport, and its answer sorted into errors.
 
-Redirects are followed by :func:`lockpipe.http.follow` rather than by requests,
-so that the token (or the mirror's user and password) is sent to the origin it
-belongs to and never to the CDN a redirect points at, nor over http after https.
-Every
+:class:`lockpipe.http.transport.Transport` sends it: the candidate's token (or the
+mirror's user and password) goes to the candidate's origin and never to the CDN a
+redirect points at, nor over http after https, and the answer says whether it is
+worth another try and what its ``Retry-After`` asks. The try is single: retries are
+budgeted per file (:mod:`lockpipe.payloads.retry`). Every
 failure becomes :class:`RetryableHTTP` (5xx, 408, 429, timeouts, dropped
 connections) or :class:`HTTPFatal` (everything retrying cannot fix), with the
 exceptions of requests and urllib3 sorted in :mod:`lockpipe.payloads.neterrors`:
@@ -19,19 +20,13 @@ from urllib.parse import urlsplit
 
 import requests
 
-from lockpipe.http import MAX_REDIRECTS, NoAnswer, follow, retry_after, retryable
+from lockpipe.http import MAX_REDIRECTS, Answer, NoAnswer, retryable
+from lockpipe.http.transport import Req, Transport
 from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP
 from lockpipe.payloads.neterrors import bad_url, classify
 from lockpipe.payloads.sources import Candidate, repo_page
 from lockpipe.urls import redact
 
-__all__ = [
-    "MAX_REDIRECTS",
-    "Opened",
-    "body",
-    "open_range",
-    "retry_after",
-]  # retry_after: older imports
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
@@ -69,26 +64,19 @@ def _fix(status: int, cand: Candidate, url: str, sent_token: bool) -> str:
     return "the server refused the request; check the URL"
 
 
-def _status_error(
-    resp: requests.Response, url: str, cand: Candidate, sent_token: bool
-) -> Exception:
-    status = resp.status_code
-    shown = redact(url)  # a redirect may name a user and password of its own
-    where = shown if url == cand.url else f"{cand.url} (redirected to {shown})"
+def _status_error(answer: Answer, cand: Candidate) -> Exception:
+    status = answer.status
+    shown = redact(answer.url)  # a redirect may name a user and password of its own
+    where = shown if answer.url == cand.url else f"{cand.url} (redirected to {shown})"
     if retryable(status):
-        after = retry_after(resp.headers.get("Retry-After"))
-        return RetryableHTTP(f"{where}: HTTP {status}", after, status)
-    return HTTPFatal(f"{where}: HTTP {status}; {_fix(status, cand, cand.url, sent_token)}", status)
+        return RetryableHTTP(f"{where}: HTTP {status}", answer.asked(), status)
+    fix = _fix(status, cand, cand.url, answer.authorized)
+    return HTTPFatal(f"{where}: HTTP {status}; {fix}", status)
 
 
-def open_range(
-    session: requests.Session,
-    cand: Candidate,
-    start: int,
-    end: int | None,
-    timeout: tuple[float, float],
-) -> Opened:
-    """GET ``[start, end)`` of ``cand`` (``end`` None: to the end of the file)."""
+def open_range(transport: Transport, cand: Candidate, start: int, end: int | None) -> Opened:
+    """GET ``[start, end)`` of ``cand`` (``end`` None: to the end of the file) in one try,
+    with ``cand``'s credentials on its origin."""
     headers = {"Accept-Encoding": "identity"}
     if start or end is not None:
         headers["Range"] = f"bytes={start}-{'' if end is None else end - 1}"
@@ -97,18 +85,18 @@ def open_range(
         urlsplit(url)
     except ValueError as exc:
         raise bad_url(url, exc) from None
+    transport.login(url, cand)  # this try's: a mirror's and the Hub's are on other origins
     try:
-        answer = follow(session, "GET", url, origin=cand.url, auth=cand.authorization,
-                        headers=headers, timeout=timeout, stream=True)  # fmt: skip
+        answer = transport.send(Req(method="GET", url=url, headers=headers, stream=True))
     except NoAnswer as no:
-        raise classify(redact(no.url), no.cause, timeout) from None
+        raise classify(redact(no.url), no.cause, transport.policy.timeouts) from None
     resp = answer.response
     if answer.looped:
         resp.close()
         raise HTTPFatal(f"{cand.url}: more than {MAX_REDIRECTS} redirects; check the URL", 310)
     if resp.status_code not in (200, 206):
         resp.close()
-        raise _status_error(resp, answer.url, cand, answer.authorized)
+        raise _status_error(answer, cand)
     return _opened(resp, cand, start, redact(answer.url))
 
 

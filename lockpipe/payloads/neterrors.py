@@ -17,11 +17,9 @@ from urllib.parse import urlsplit
 import requests
 import urllib3.exceptions
 
-from lockpipe.http import NET_ERRORS
 from lockpipe.payloads.errors import NO_ANSWER, HTTPFatal, RetryableHTTP, Unreachable
 from lockpipe.urls import redact
 
-__all__ = ["NET_ERRORS", "bad_url", "classify", "reason"]  # NET_ERRORS: lockpipe.http's
 URL_FIX = "check HF_ENDPOINT, --mirror, and the repository and filename in the lock"
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\"()\[\]]+)")
 

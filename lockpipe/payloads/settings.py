@@ -6,8 +6,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import requests
-
+from lockpipe.http import Retries
+from lockpipe.http.transport import Policy, Transport
 from lockpipe.payloads.errors import Stopped
 from lockpipe.payloads.gate import Gate
 
@@ -54,9 +54,11 @@ class Context:
     def __post_init__(self) -> None:
         self.gate = Gate(self.connections or self.tuning.connections)
 
-    def session(self) -> requests.Session:
-        """One keep-alive session per thread (requests sessions are not thread-safe)."""
-        s: requests.Session | None = getattr(self.local, "session", None)
-        if s is None:
-            s = self.local.session = requests.Session()
-        return s
+    def transport(self) -> Transport:
+        """One transport per thread, for its keep-alive session (requests sessions are not
+        thread-safe); it sends single tries: a file's retries are its Budget's."""
+        t: Transport | None = getattr(self.local, "transport", None)
+        if t is None:
+            policy = Policy(retries=Retries(attempts=0), timeout=self.tuning.timeout)
+            t = self.local.transport = Transport(policy)
+        return t

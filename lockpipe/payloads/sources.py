@@ -59,6 +59,10 @@ class Candidate:
             return f"Bearer {self.token}"
         return basic_auth(*self.login) if self.login else None
 
+    def header(self, scope: str) -> str | None:
+        """As :class:`lockpipe.http.transport.Credentials`: :attr:`authorization`."""
+        return self.authorization
+
     def refused_fix(self, sent: bool) -> str:
         """What to do when this mirror answers 401; ``sent``: credentials went with it."""
         if sent:

@@ -120,7 +120,7 @@ class Transfer:
                 self._retry(exc, permit, streak.failed(False))
 
     def _open(self, start: int, end: int) -> Opened:
-        opened = open_range(self.ctx.session(), self.cand, start, end, self.ctx.tuning.timeout)
+        opened = open_range(self.ctx.transport(), self.cand, start, end)
         self.ctx.gate.accepted()
         return opened
 

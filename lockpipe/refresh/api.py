@@ -1,15 +1,16 @@
 """GET a JSON document from an HTTP API (GitHub's, the Hub's, PyPI's), errors in one line.
 
-Every failure is a :class:`FetchError` that names the URL and the fix; a token
-goes into the Authorization header of requests to the API's own host and
-nowhere else (never into a message, never to the host a ``Link: rel="next"``
-points at when that is another one). A 5xx, a 429 or a dropped connection is
+Every failure is a :class:`FetchError` that names the URL and the fix. Requests go
+through :class:`lockpipe.http.transport.Transport`, as every client of lockpipe's do:
+the token goes into the Authorization header of requests to the API's own origin and
+nowhere else (never into a message, never to the host a ``Link: rel="next"`` or a
+redirect points at when that is another one); a 5xx, a 429 or a dropped connection is
 retried a few times with a bounded backoff (``Retry-After`` honoured up to
-``RETRIES.longest``, a longer one fails at once naming when to run again), so one
-502 does not fail a scheduled run. Redirects, retries and the token's origin
-follow :mod:`lockpipe.http`, as every client of lockpipe does. A refused request
-(401/403) reads as refused, with ``refused`` saying what to do; a spent rate
-limit (``X-RateLimit-Remaining: 0``) reads as "rate limited until" its reset.
+``RETRIES.longest``, a longer one fails at once naming when to run again), so one 502
+does not fail a scheduled run. What is this module's: the API's words for each failure
+(:meth:`Api.fixes`), a refused request (401/403) read as refused with ``refused``
+saying what to do, and a spent rate limit (``X-RateLimit-Remaining: 0``) read as
+"rate limited until" its reset.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import Any
 
-import requests
-
 from lockpipe.errors import FetchError
-from lockpipe.http import MAX_REDIRECTS, NoAnswer, Retries, follow, retry_after, retryable, until
+from lockpipe.http import MAX_REDIRECTS, Answer, Retries
+from lockpipe.http.transport import Fixes, Header, Policy, Req, Transport, literal
+from lockpipe.urls import redact
 
 TIMEOUT = (10.0, 60.0)
 MAX_PAGES = 50  # a tree listing of 50 pages is not a model repository
@@ -78,67 +80,50 @@ class Api:
             url, params = (nxt[1] if nxt else None), None
         raise FetchError(f"{what}: more than {MAX_PAGES} pages at {self.url(path)}")
 
+    @cached_property
+    def transport(self) -> Transport:
+        """The API's transport, made at its first request; its token for ``base`` alone."""
+        transport = Transport(Policy(retries=RETRIES, timeout=TIMEOUT), self.fixes(),
+                              watch=self._limited)  # fmt: skip
+        transport.sleep = self.sleep
+        transport.login(self.base, Header(f"Bearer {self.token}") if self.token else None)
+        return transport
+
+    def fixes(self) -> Fixes:
+        """What this API's failures say, for its transport."""
+        refused = "{name} refused {url} ({status}); " + literal(self.refused)
+        base = literal(self.base)
+        return Fixes(
+            error_class=FetchError,
+            name=self.name,
+            statuses={401: refused, 403: refused,
+                      404: "{url} not found (404); check the name in the lock",
+                      0: "{name} answered {status} for {url} after {tries}; retry later"},
+            waits={0: "{name} answered {status} for {url} and asks to wait {wait}"},
+            unreachable=f"{{name}} at {base} unreachable ({{cause}}) after {{tries}}; check "
+            "the network or proxy (HTTPS_PROXY) from this host",
+            loop=f"more than {MAX_REDIRECTS} redirects from {{url}}; is {base} {{name}}?",
+        )  # fmt: skip
+
     def _get(self, url: str, what: str, params: dict[str, str] | None) -> tuple[Any, str]:
         if self.offline:
             raise FetchError(f"{what}: {self.offline} is set, so {self.name} at {self.base} "
                              f"is not asked (no network at all); unset {self.offline} to "
                              "refresh these pins")  # fmt: skip
-        # The token goes only to the API's own origin, on the first hop and on redirects.
-        auth = f"Bearer {self.token}" if self.token else None
-        headers = {"Accept": "application/json"}
-        with requests.Session() as session:
-            for attempt in range(RETRIES.attempts + 1):
-                try:
-                    answer = follow(
-                        session, "GET", url, origin=self.base, auth=auth, headers=headers,
-                        params=params, timeout=TIMEOUT,
-                    )  # fmt: skip
-                except NoAnswer as no:
-                    if attempt < RETRIES.attempts:
-                        self.sleep(RETRIES.pause(attempt))
-                        continue
-                    raise FetchError(
-                        f"{what}: {self.name} at {self.base} unreachable "
-                        f"({type(no.cause).__name__}, {attempt + 1} tries); check the "
-                        "network or proxy (HTTPS_PROXY) from this host"
-                    ) from None
-                resp = answer.response
-                if answer.looped:
-                    raise FetchError(f"{what}: more than {MAX_REDIRECTS} redirects from {url}; "
-                                     f"is {self.base} {self.name}?")  # fmt: skip
-                self._limited(resp, url, what)
-                if retryable(resp.status_code) and attempt < RETRIES.attempts:
-                    now = time.time()
-                    asked = retry_after(resp.headers.get("Retry-After"), now)
-                    if RETRIES.too_long(asked):
-                        raise FetchError(
-                            f"{what}: {self.name} answered {resp.status_code} for {url} "
-                            f"and asks to wait {until(now, asked or 0.0)}"
-                        )
-                    self.sleep(RETRIES.pause(attempt, asked))
-                    continue
-                return self._decode(resp, url, what, attempt + 1)
-        raise AssertionError("unreachable: the last attempt returns or raises")
-
-    def _limited(self, resp: requests.Response, url: str, what: str) -> None:
-        """A spent rate limit (GitHub's ``X-RateLimit-Remaining: 0``): until when, not retried."""
-        if resp.status_code in (403, 429) and resp.headers.get("X-RateLimit-Remaining") == "0":
-            fix = f"; {self.no_token}" if self.no_token and not self.token else ""
-            raise FetchError(f"{what}: {self.name} rate limited until "
-                             f"{_reset(resp.headers.get('X-RateLimit-Reset'))} ({url}, "
-                             f"{resp.status_code}); run again after it{fix}")  # fmt: skip
-
-    def _decode(self, resp: requests.Response, url: str, what: str, tries: int) -> tuple[Any, str]:
-        if resp.status_code in (401, 403):
-            raise FetchError(f"{what}: {self.name} refused {url} ({resp.status_code}); "
-                             f"{self.refused}")  # fmt: skip
-        if resp.status_code == 404:
-            raise FetchError(f"{what}: {url} not found (404); check the name in the lock")
-        if resp.status_code != 200:
-            raise FetchError(f"{what}: {self.name} answered {resp.status_code} for {url} "
-                             f"({tries} tries); retry later")  # fmt: skip
+        req = Req(method="GET", url=url, params=params, headers={"Accept": "application/json"})
+        resp = self.transport.request(req, what=what)
         try:
             return resp.json(), resp.headers.get("Link", "")
         except ValueError:
             raise FetchError(f"{what}: {url} answered 200 without JSON; is {self.base} "
                              f"{self.name}?") from None  # fmt: skip
+
+    def _limited(self, answer: Answer, what: str) -> None:
+        """A spent rate limit (GitHub's ``X-RateLimit-Remaining: 0``): until when, not retried."""
+        status, headers = answer.status, answer.response.headers
+        if status in (403, 429) and headers.get("X-RateLimit-Remaining") == "0":
+            answer.response.close()
+            fix = f"; {self.no_token}" if self.no_token and not self.token else ""
+            until = _reset(headers.get("X-RateLimit-Reset"))
+            raise FetchError(f"{what}: {self.name} rate limited until {until} ({redact(answer.url)}"
+                             f", {status}); run again after it{fix}")  # fmt: skip

@@ -3,17 +3,13 @@
 ``WWW-Authenticate`` (which auth scheme, and where to get a token) and
 ``ratelimit-remaining`` (how many pulls Docker Hub still allows). No I/O: unit
 tests feed them text. ``Retry-After`` and backoff are every client's, in
-:mod:`lockpipe.http`; they are re-exported here for older imports.
+:mod:`lockpipe.http`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-from lockpipe.http import backoff, retry_after
-
-__all__ = ["Challenge", "backoff", "parse_challenge", "ratelimit_remaining", "retry_after"]
 
 _PARAM = re.compile(r'([A-Za-z_][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))')
 

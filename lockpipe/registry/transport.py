@@ -1,38 +1,30 @@
-"""One registry host over HTTP: auth challenges, token cache, retries, rate limits.
+"""One registry host over HTTP: auth challenges, token cache, rate limits.
 
-:class:`Registry` wraps one ``requests.Session`` (connection reuse matters:
-resolving 40 bases is 160 small requests). Bearer tokens are cached per scope
-under a lock, so threads resolving different references share them. Every
-failure leaves here as a :class:`RegistryError` naming the host, what was
-asked, the status and the fix; ``requests`` exceptions never escape.
+:class:`Registry` is the registry's knowledge on top of :class:`lockpipe.http.transport.Transport`,
+which owns the session (connection reuse matters: resolving 40 bases is 160 small
+requests), the retries, Retry-After and redirects. Here: Bearer tokens cached per scope
+under a lock, so threads resolving different references share them; the answer to a
+401 challenge; and the registry's words for each failure (:meth:`Registry.fixes`), so
+every one leaves as a :class:`RegistryError` naming the host, what was asked, the status
+and the fix.
 
-Credentials go to this registry's own origin (scheme, host, port) and to the
-token server it names, nowhere else: redirects are followed here, not by
-``requests``, and neither a redirect (a blob GET sent on to a storage backend)
-nor an upload ``Location`` on another host or over plain http carries them.
+Credentials go to this registry's own origin (scheme, host, port) and to the token
+server it names, nowhere else: neither a redirect (a blob GET sent on to a storage
+backend) nor an upload ``Location`` on another host or over plain http carries them.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
-from typing import BinaryIO
+from collections.abc import Collection, Mapping
 from urllib.parse import urlsplit
 
 import requests
 
 from lockpipe.errors import RegistryError
-from lockpipe.http import (
-    MAX_REDIRECTS,
-    Answer,
-    NoAnswer,
-    Retries,
-    follow,
-    retry_after,
-    retryable,
-    until,
-)
+from lockpipe.http import MAX_REDIRECTS, Answer, Data, Retries
+from lockpipe.http.transport import Fixes, Policy, Req, Transport, literal
 from lockpipe.log import echo
 from lockpipe.registry.creds import Credential
 from lockpipe.registry.headers import Challenge, parse_challenge, ratelimit_remaining
@@ -42,7 +34,7 @@ RETRY_AFTER_CAP = 60.0  # a Retry-After asking for longer fails at once: no run 
 BACKOFF_BASE, BACKOFF_CAP = 0.5, 8.0
 TOKEN_LIFETIME = 60  # seconds, when the token server names none (the distribution spec's default)
 LOW_RATELIMIT = 10
-Data = bytes | BinaryIO | None
+MIRROR_FIX = "use a mirror (registries.conf)"
 
 
 class Registry:
@@ -61,15 +53,15 @@ class Registry:
         self.scheme = scheme
         self.credential = credential
         self.timeout = timeout
-        self.retries = retries
-        self.session = requests.Session()
         self.ratelimit_remaining: int | None = None  # the last value the registry sent
-        # tests may replace it to record the waits asked for; production waits for real
-        self.sleep: Callable[[float], None] = time.sleep
         self._lock = threading.Lock()
         self._tokens: dict[str, tuple[str, float]] = {}  # scope -> (token, expires at)
         self._basic = False  # the host asked for Basic: send it up front
         self._challenge: Challenge | None = None  # the last Bearer challenge: renews tokens early
+        policy = Policy(retries=Retries(attempts=retries, base=BACKOFF_BASE, cap=BACKOFF_CAP,
+                                        longest=RETRY_AFTER_CAP), timeout=timeout)  # fmt: skip
+        self.transport = Transport(policy, self.fixes(), watch=self._note_ratelimit)
+        self.transport.login(self.url("", "/"), self, self._challenged)
 
     def __repr__(self) -> str:
         return f"Registry({self.scheme}://{self.host}, credential={self.credential})"
@@ -100,77 +92,58 @@ class Registry:
         """Send one API request, authenticating and retrying as the registry asks."""
         what = redact(f"{method} {self.host}/{repository} {path.split('?', 1)[0]}")
         scope = f"repository:{repository}:{actions}"
-        url = self.url(repository, path)
-        fresh_auth = False  # a token or Basic header obtained during this call was sent
-        rewindable = data is None or isinstance(data, bytes) or data.seekable()
-        policy = Retries(attempts=self.retries if rewindable else 0,  # a spent stream: once
-                         base=BACKOFF_BASE, cap=BACKOFF_CAP, longest=RETRY_AFTER_CAP)  # fmt: skip
-        attempt = 0
-        while True:
-            answer = self._send(method, url, dict(headers or {}), scope, data, what, attempt,
-                                policy)  # fmt: skip
-            if answer is None:
-                attempt += 1
-                continue
-            resp = answer.response
-            self._note_ratelimit(resp)
-            status = resp.status_code
-            if status == 401 and 401 not in ok:
-                if not self.owns(answer.url):
-                    raise self._elsewhere(what, answer.url)
-                if fresh_auth or (answer.authorized and self._basic):
-                    raise self._refused(what, status)
-                self._forget(scope)
-                self._authenticate(resp, scope, what)
-                fresh_auth = True
-                continue
-            if retryable(status) and status not in ok:
-                now = time.time()
-                asked = retry_after(resp.headers.get("Retry-After"), now)
-                if policy.too_long(asked):
-                    raise self._rate_limited(what, status, until(now, asked or 0.0))
-                if attempt < policy.attempts:
-                    self.sleep(policy.pause(attempt, asked))
-                    attempt += 1
-                    continue
-            if status not in ok:
-                raise self._status_error(what, resp, authed=answer.authorized, tries=attempt + 1)
-            return resp
+        req = Req(method=method, url=self.url(repository, path), scope=scope, headers=headers,
+                  data=data)  # fmt: skip
+        return self.transport.request(req, what=what, ok=ok)
 
-    def _send(
-        self,
-        method: str,
-        url: str,
-        headers: dict[str, str],
-        scope: str,
-        data: Data,
-        what: str,
-        attempt: int,
-        policy: Retries,
-    ) -> Answer | None:
-        """The answer, or None after a connection error that leaves retries to spend.
+    def fixes(self) -> Fixes:
+        """What this registry's failures say, for its transport."""
+        host, cred = literal(self.host), self.credential
+        refused = (
+            f"{host} refused credentials ({{status}}): the credentials of {literal(str(cred))}; "
+            "check the user and password (podman login / docker login, or REGISTRY_AUTH_FILE)"
+            if cred
+            else f"{host} refused credentials ({{status}}): anonymous access; the image must "
+            "be public, or log in (podman login / docker login)"
+        )
+        here = f"{self.scheme}://{host}"
+        return Fixes(
+            error_class=RegistryError,
+            name=f"registry {host}",
+            statuses={
+                # a 401 reaches here only from another host, which gets no credentials
+                401: f"{here} sent the request on to {{there}} (an upload Location or a "
+                "redirect), which asks for credentials (401); lockpipe sends the credentials "
+                f"of {host} to it alone: configure the registry to hand out locations on its "
+                "own host and scheme",
+                403: refused,
+                404: f"not found at {host} (404); check the repository and tag",
+                429: f"{host} is rate limiting (429) after {{tries}}; wait, log in for a higher "
+                f"limit, or {MIRROR_FIX}",
+                500: f"{host} answered {{status}} after {{tries}}; the registry is failing, "
+                "retry later",
+                0: f"{host} answered {{status}}; check the reference and the registry",
+            },
+            waits={
+                429: f"rate limited by {host} for {{wait}}, log in for a higher limit, or "
+                f"{MIRROR_FIX}",
+                0: f"{host} answered {{status}} and asks to wait {{wait}}, or {MIRROR_FIX}",
+            },
+            unreachable="registry {host} unreachable ({cause}) after {tries}; check the "
+            "network, DNS or proxy (HTTPS_PROXY) from this host",
+            loop=f"more than {MAX_REDIRECTS} redirects from {host}; the registry or a proxy in "
+            "front of it loops: check its storage redirect settings",
+        )
 
-        Each hop of the redirects is authorized only on this registry's origin."""
-        try:
-            answer = follow(self.session, method, url, origin=f"{self.scheme}://{self.host}/",
-                            auth=self._authorization(scope), headers=headers, data=data,
-                            timeout=self.timeout)  # fmt: skip
-        except NoAnswer as no:
-            if attempt < policy.attempts:
-                self.sleep(policy.pause(attempt))
-                return None
-            host = self.host if self.owns(no.url) else urlsplit(redact(no.url)).netloc
-            raise RegistryError(
-                f"{what}: registry {host} unreachable ({type(no.cause).__name__}) after "
-                f"{attempt + 1} tries; check the network, DNS or proxy (HTTPS_PROXY) from this host"
-            ) from None
-        if answer.looped:
-            answer.response.close()
-            raise RegistryError(
-                f"{what}: more than {MAX_REDIRECTS} redirects from {self.host}; the registry or a "
-                "proxy in front of it loops: check its storage redirect settings"
-            )
-        return answer
+    def _challenged(self, answer: Answer, *, scope: str, what: str, again: bool) -> bool:
+        """A 401 from this host: a token or Basic to send again, or the refusal."""
+        if not self.owns(answer.url):
+            return False  # a redirect's host: its 401 is reported as from another host
+        if again or (answer.authorized and self._basic):
+            raise self._refused(what, answer.status)
+        self._forget(scope)
+        self._authenticate(answer.response, scope, what)
+        return True
 
     def authorization(
         self, repository: str, actions: str = "pull", *, margin: float = 0.0
@@ -187,9 +160,10 @@ class Registry:
             )
             with self._lock:
                 self._tokens[scope] = (fresh, time.monotonic() + max(lifetime - 5, 1))
-        return self._authorization(scope)
+        return self.header(scope)
 
-    def _authorization(self, scope: str) -> str | None:
+    def header(self, scope: str) -> str | None:
+        """The Authorization value for ``scope`` now, as the host last asked; None: none."""
         with self._lock:
             token = self._tokens.get(scope)
             if token and token[1] > time.monotonic():
@@ -201,16 +175,6 @@ class Registry:
     def _forget(self, scope: str) -> None:
         with self._lock:
             self._tokens.pop(scope, None)
-
-    def _elsewhere(self, what: str, url: str) -> RegistryError:
-        """A 401 from a host this registry sent the request on to, which gets no credentials."""
-        there = urlsplit(redact(url))
-        return RegistryError(
-            f"{what}: {self.scheme}://{self.host} sent the request on to "
-            f"{there.scheme}://{there.netloc} (an upload Location or a redirect), which asks "
-            f"for credentials (401); lockpipe sends the credentials of {self.host} to it "
-            "alone: configure the registry to hand out locations on its own host and scheme"
-        )
 
     def _authenticate(self, resp: requests.Response, scope: str, what: str) -> None:
         challenge = parse_challenge(resp.headers.get("WWW-Authenticate", ""))
@@ -248,12 +212,13 @@ class Registry:
             )
         try:
             if cred and cred.identity_token:  # OAuth2 refresh token, as docker login stores
-                resp = self.session.post(realm, timeout=self.timeout, data={
+                resp = self.transport.session.post(realm, timeout=self.timeout, data={
                     **params, "grant_type": "refresh_token", "refresh_token": cred.secret,
                     "client_id": "lockpipe"})  # fmt: skip
             else:
                 auth = (cred.username, cred.secret) if cred else None
-                resp = self.session.get(realm, params=params, auth=auth, timeout=self.timeout)
+                resp = self.transport.session.get(realm, params=params, auth=auth,
+                                                  timeout=self.timeout)  # fmt: skip
         except requests.RequestException as exc:
             raise RegistryError(
                 f"{what}: token server {urlsplit(realm).netloc or realm} unreachable "
@@ -299,40 +264,8 @@ class Registry:
             f"{f' for {scope}' if scope else ''}; {fix}"
         )
 
-    def _status_error(
-        self, what: str, resp: requests.Response, *, authed: bool, tries: int
-    ) -> RegistryError:
-        status = resp.status_code
-        if status in (401, 403) and (authed or self.credential):
-            return self._refused(what, status)
-        if status == 404:
-            return RegistryError(
-                f"{what}: not found at {self.host} (404); check the repository and tag"
-            )
-        if status == 429:
-            return RegistryError(
-                f"{what}: {self.host} is rate limiting (429) after {tries} tries; wait, "
-                "log in for a higher limit, or use a mirror (registries.conf)"
-            )
-        if status >= 500:
-            return RegistryError(
-                f"{what}: {self.host} answered {status} after {tries} tries; the "
-                "registry is failing, retry later"
-            )
-        return RegistryError(
-            f"{what}: {self.host} answered {status}; check the reference and the registry"
-        )
-
-    def _rate_limited(self, what: str, status: int, after: str) -> RegistryError:
-        """A Retry-After past the cap: the time to come back, not an hour asleep."""
-        if status == 429:
-            return RegistryError(f"{what}: rate limited by {self.host} for {after}, log in for a "
-                                 "higher limit, or use a mirror (registries.conf)")  # fmt: skip
-        return RegistryError(f"{what}: {self.host} answered {status} and asks to wait {after}, "
-                             "or use a mirror (registries.conf)")  # fmt: skip
-
-    def _note_ratelimit(self, resp: requests.Response) -> None:
-        left = ratelimit_remaining(resp.headers.get("ratelimit-remaining"))
+    def _note_ratelimit(self, answer: Answer, what: str) -> None:
+        left = ratelimit_remaining(answer.response.headers.get("ratelimit-remaining"))
         if left is None:
             return
         self.ratelimit_remaining = left

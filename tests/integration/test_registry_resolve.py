@@ -158,7 +158,7 @@ def _via(proxy: FaultProxy, ref: str) -> str:
 
 def _reg(proxy: FaultProxy, sleeps: list[float], retries: int = 4) -> Registry:
     reg = Registry(proxy.host, scheme="http", credential=None, timeout=10, retries=retries)
-    reg.sleep = sleeps.append  # recorded, not slept: the waits asked for are what is checked
+    reg.transport.sleep = sleeps.append  # recorded, not slept: the waits asked for are checked
     return reg
 
 

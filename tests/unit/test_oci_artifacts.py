@@ -16,6 +16,8 @@ import requests
 from lockpipe.deploy import artifact as art
 from lockpipe.deploy.store import missing_payloads
 from lockpipe.errors import RegistryError
+from lockpipe.http import Retries
+from lockpipe.http.transport import Policy, Transport
 from lockpipe.lock.model import load_lock
 from lockpipe.payloads.errors import HTTPFatal
 from lockpipe.payloads.http import open_range
@@ -195,8 +197,10 @@ class _Answers401(requests.Session):
 
 
 def _refusal(cand: Candidate) -> str:
+    transport = Transport(Policy(retries=Retries(attempts=0), timeout=1.0))
+    transport.session = _Answers401()
     with pytest.raises(HTTPFatal) as err:
-        open_range(_Answers401(), cand, 0, None, (1.0, 1.0))
+        open_range(transport, cand, 0, None)
     return str(err.value)
 
 

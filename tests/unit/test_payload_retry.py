@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
-from email.utils import formatdate
 from typing import Any
 
 import pytest
@@ -18,7 +16,6 @@ import urllib3.exceptions
 
 from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP, Stopped, Unreachable
 from lockpipe.payloads.gate import Gate, Permit
-from lockpipe.payloads.http import retry_after
 from lockpipe.payloads.neterrors import classify
 from lockpipe.payloads.retry import Budget, Streak, delay
 from lockpipe.payloads.settings import Tuning
@@ -139,15 +136,6 @@ def test_a_dead_server_is_given_up_on_within_a_minute_by_default() -> None:
     t = Tuning()
     waits = [min(t.backoff_cap, t.backoff * 2.0 ** (k - 1)) for k in range(1, t.retries + 1)]
     assert sum(waits) < 60, sum(waits)
-
-
-def test_retry_after_reads_seconds_and_http_dates() -> None:
-    now = time.time()
-    assert retry_after("120") == 120.0
-    assert retry_after(" 3 ") == 3.0
-    assert retry_after(formatdate(now + 30, usegmt=True), now) == pytest.approx(30, abs=1)
-    assert retry_after(formatdate(now - 30, usegmt=True), now) == 0.0  # past: at once
-    assert retry_after("") is None and retry_after("soon") is None and retry_after("-5") is None
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
-"""Pure parsers: WWW-Authenticate, Retry-After, rate limits, backoff, platform selection."""
+"""Pure parsers: WWW-Authenticate, rate limits, platform selection (Retry-After and backoff
+are every client's: tests/unit/test_http.py)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,7 @@ import pytest
 from lockpipe.errors import RegistryError
 from lockpipe.registry import platforms as pf
 from lockpipe.registry.cache import BlobCache, default_root
-from lockpipe.registry.headers import (
-    Challenge,
-    backoff,
-    parse_challenge,
-    ratelimit_remaining,
-    retry_after,
-)
+from lockpipe.registry.headers import Challenge, parse_challenge, ratelimit_remaining
 
 
 def test_bearer_challenges() -> None:
@@ -38,22 +33,9 @@ def test_bearer_challenges() -> None:
     assert quoted is not None and quoted.params["realm"] == 'https://x/t?a="b"'
 
 
-def test_retry_after() -> None:
-    now = 1_700_000_000.0
-    assert retry_after("7", now=now) == 7.0
-    assert retry_after("3600", now=now) == 3600.0  # not capped: the transport refuses long waits
-    assert retry_after("Tue, 14 Nov 2023 22:13:40 GMT", now=now) == 20.0
-    assert retry_after("Tue, 14 Nov 2023 22:00:00 GMT", now=now) == 0.0
-    assert retry_after("soon", now=now) is None
-    assert retry_after(None, now=now) is None
-
-
-def test_ratelimit_and_backoff() -> None:
+def test_ratelimit_remaining() -> None:
     assert ratelimit_remaining("76;w=21600") == 76
     assert ratelimit_remaining("bogus") is None and ratelimit_remaining(None) is None
-    waits = [backoff(n, base=0.5, cap=8.0, jitter=1.0) for n in range(6)]
-    assert waits == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]
-    assert backoff(2, base=0.5, cap=8.0, jitter=0.0) == 1.0
 
 
 INDEX = {

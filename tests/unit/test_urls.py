@@ -76,9 +76,9 @@ class Recorder(requests.Session):
 
 def _registry(answers: Mapping[str, tuple[int, dict[str, str]]]) -> tuple[Registry, Recorder]:
     reg = Registry("r.example", scheme="https", credential=CRED)
-    reg.session = Recorder(answers)
+    session = reg.transport.session = Recorder(answers)
     reg._basic = True  # the host asked for Basic before: sent up front
-    return reg, reg.session
+    return reg, session
 
 
 @pytest.mark.parametrize(

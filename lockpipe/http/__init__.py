@@ -13,9 +13,10 @@ One place decides, for a request to any host:
   date); :class:`Retries` turns it, or an exponential backoff with jitter, into a
   pause, and says when a server asks for longer than a run should sleep.
 
-What stays with each client is what only it knows: its statuses' fixes, its network
-errors, its own budget (the payload downloader spends one per file). Each maps them
-to its lockpipe error, naming its host and the fix.
+These are the rules; :mod:`lockpipe.http.transport` is the one client that applies
+them, per host (credentials, a retry budget, Retry-After, failures into errors). What
+stays with each client of it is what only that client knows: its statuses' fixes and
+its error class, handed over as a :class:`~lockpipe.http.transport.Fixes`.
 """
 
 from __future__ import annotations
@@ -116,6 +117,14 @@ class Answer:
     url: str  # the URL that gave it
     authorized: bool  # that hop carried the credentials
     looped: bool  # still a redirect after MAX_REDIRECTS hops
+
+    @property
+    def status(self) -> int:
+        return int(self.response.status_code)
+
+    def asked(self, now: float | None = None) -> float | None:
+        """The seconds this answer's ``Retry-After`` asks to wait; None when it names none."""
+        return retry_after(self.response.headers.get("Retry-After"), now)
 
 
 def follow(
