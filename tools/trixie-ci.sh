@@ -43,10 +43,16 @@ in_root() {  # in_root CMD: a clean environment in the chroot, as CI's root shel
     PIP_CERT=/etc/ssl/certs/ca-certificates.crt SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt "$@"
 }
 
-# The packages of .ci/run's `apt-get install`, read from the clone so this stays in sync.
+# The packages .ci/run installs (.ci/packages, read from the clone so this stays in sync);
+# NAME? where trixie has it, as .ci/run probes it.
 apt_list() {
-  sed -e ':a' -e '/\\$/N; s/\\\n//; ta' "$R$CLONE/.ci/run" | grep -m1 'apt-get install' |
-    sed -e 's/.*apt-get install//' -e 's/[>#].*//' | tr ' ' '\n' | grep -v -e '^-' -e '^$'
+  local name
+  grep -v -e '^#' -e '^$' "$R$CLONE/.ci/packages" | while read -r name; do
+    case $name in
+      *'?') in_root apt-cache show "${name%'?'}" >/dev/null 2>&1 && echo "${name%'?'}" ;;
+      *) echo "$name" ;;
+    esac
+  done
 }
 
 step_clone() {
