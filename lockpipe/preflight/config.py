@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import LockError
+from lockpipe.jsonshape import Reader
 from lockpipe.spelling import hint, unknown_keys
 
 DEFAULT_NAME = "preflight.json"  # next to the lock: locks/preflight.json
@@ -95,11 +96,13 @@ class PreflightConfig:
         return self.targets.get(name, TargetPlan())
 
 
+def _reader(where: str) -> Reader:
+    """Reads one level of the file; ``where``: the file and the key, for the messages."""
+    return Reader(where=where, root="the entry", error=LockError)
+
+
 def _need(doc: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
-    value = doc.get(key)
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise LockError(f"{where}.{key}: expected a {kind.__name__}, got {value!r}")
-    return value
+    return _reader(where).get(doc, (key,), kind)
 
 
 def _origin(doc: Mapping[str, Any], where: str) -> Mapping[str, Any]:
@@ -117,6 +120,9 @@ TARGET_KEYS = ("card", "weights_bytes", "reserve_mib", "compute_mib", "image_arc
 SLOTS_KEYS = ("points", "slot_context", "cache_types", "origin")
 POINT_KEYS = ("slots", "used_mib")
 POOL_KEYS = ("kv_dtype", "max_model_len", "pool_tokens", "origin")
+# A target's plain values and their JSON types (TargetPlan's fields).
+PLAIN = {"card": str, "weights_bytes": int, "reserve_mib": int, "compute_mib": int,
+         "image_archs": str}  # fmt: skip
 
 
 def _strict(where: str, doc: Any, known: tuple[str, ...]) -> None:
@@ -126,31 +132,37 @@ def _strict(where: str, doc: Any, known: tuple[str, ...]) -> None:
 
 def _target(doc: Mapping[str, Any], where: str) -> TargetPlan:
     _strict(where, doc, TARGET_KEYS)
+    read = _reader(where)
     slots = pool = None
-    if (s := doc.get("llama_slots")) is not None:
-        w = f"{where}.llama_slots"
+    if doc.get("llama_slots") is not None:
+        s, w = read.get(doc, ("llama_slots",), dict), f"{where}.llama_slots"
         _strict(w, s, SLOTS_KEYS)
-        for p in s.get("points") or () if isinstance(s, dict) else ():
+        listed = _need(s, "points", list, w)
+        rows = [_reader(w).get(s, ("points", i), dict) for i in range(len(listed))]
+        for p in rows:
             _strict(f"{w}.points", p, POINT_KEYS)
         points = tuple(
             SlotPoint(
                 slots=_need(p, "slots", int, f"{w}.points"),
                 used_mib=_need(p, "used_mib", int, f"{w}.points"),
             )
-            for p in _need(s, "points", list, w)
+            for p in rows
         )
         if len(points) < 2 or len({p.slots for p in points}) < 2:
             raise LockError(f"{w}.points: two measurements at different slot counts are needed")
         _rising(points, f"{w}.points")
         types = _need(s, "cache_types", list, w)
+        if not 1 <= len(types) <= 2 or not all(isinstance(t, str) for t in types):
+            raise LockError(f"{w}.cache_types: give the K and V cache types, e.g. "
+                            '["q8_0", "q8_0"] (one for both: ["f16"])')  # fmt: skip
         slots = LlamaSlots(
             slot_context=_need(s, "slot_context", int, w),
-            cache_types=(str(types[0]), str(types[-1])),
+            cache_types=(types[0], types[-1]),
             points=points,
             origin=_origin(s, w),
         )
-    if (v := doc.get("vllm_pool")) is not None:
-        w = f"{where}.vllm_pool"
+    if doc.get("vllm_pool") is not None:
+        v, w = read.get(doc, ("vllm_pool",), dict), f"{where}.vllm_pool"
         _strict(w, v, POOL_KEYS)
         pool = VllmPool(
             kv_dtype=_need(v, "kv_dtype", str, w),
@@ -158,11 +170,7 @@ def _target(doc: Mapping[str, Any], where: str) -> TargetPlan:
             pool_tokens=_need(v, "pool_tokens", int, w),
             origin=_origin(v, w),
         )
-    known = {"card", "weights_bytes", "reserve_mib", "compute_mib", "image_archs"}
-    extra = set(doc) - known - {"llama_slots", "vllm_pool", "origin"}
-    if extra:
-        raise LockError(f"{where}: unknown keys {sorted(extra)}")
-    plain = {k: doc[k] for k in known if k in doc}
+    plain: dict[str, Any] = {k: read.get(doc, (k,), t) for k, t in PLAIN.items() if k in doc}
     if ({"weights_bytes", "reserve_mib", "compute_mib"} & set(plain)) and "origin" not in doc:
         raise LockError(f"{where}.origin: say where weights_bytes/reserve_mib come from")
     return TargetPlan(llama_slots=slots, vllm_pool=pool, **plain)
@@ -200,12 +208,16 @@ def check_names(
 
 
 def parse(doc: Any, path: Path | None) -> PreflightConfig:
+    """The configuration in ``doc``, checked: a value of another shape or type is a
+    LockError naming the file and the key, never a traceback further on."""
     where = str(path or "preflight")
     if not isinstance(doc, dict) or doc.get("version") != 1:
         raise LockError(f'{where}: expected an object with "version": 1')
     _strict(where, doc, TOP_KEYS)
+    read = Reader(where=where, root="the file", error=LockError)
     models = {}
-    for name, m in (doc.get("models") or {}).items():
+    for name in read.get(doc, ("models",), dict, {}):
+        m = read.get(doc, ("models", name), dict)
         _strict(f"{where}: models.{name}", m, MODEL_KEYS)
         kinds = [k for k in ("gguf", "config") if k in m]
         if len(kinds) != 1 or not isinstance(m[kinds[0]], dict):
@@ -214,7 +226,8 @@ def parse(doc: Any, path: Path | None) -> PreflightConfig:
             kind=kinds[0], data=m[kinds[0]], origin=_origin(m, f"{where}: models.{name}")
         )
     targets = {
-        n: _target(t, f"{where}: targets.{n}") for n, t in (doc.get("targets") or {}).items()
+        n: _target(read.get(doc, ("targets", n), dict), f"{where}: targets.{n}")
+        for n in read.get(doc, ("targets",), dict, {})
     }
     return PreflightConfig(path=path, models=models, targets=targets)
 
@@ -225,6 +238,9 @@ def load(path: Path) -> PreflightConfig:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return PreflightConfig(path=None)
+    except (OSError, UnicodeDecodeError) as exc:  # a directory, no permission, not text
+        raise LockError(f"{path}: cannot be read as preflight calibrations "
+                        f"({type(exc).__name__}: {exc}); give the JSON file") from None  # fmt: skip
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -8,7 +8,6 @@ pure: the same inputs give the same report.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import replace
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import FormatError, UsageError
+from lockpipe.jsonshape import Reader
 from lockpipe.lock.model import Lock, Target
 from lockpipe.payloads import store as payload_store
 from lockpipe.payloads.gguf import read_header
@@ -59,7 +59,9 @@ def model_shape(
             return replace(shape, disagrees=drift)
         config = path / "config.json"
         if payload.snapshot and config.is_file():
-            doc = json.loads(config.read_text())
+            doc = Reader(where=str(config), root="config.json", error=FormatError,
+                         fix="fetch the payload again (lockpipe payloads)").parse(
+                config.read_bytes())  # fmt: skip
             shape = from_hf_config(doc, source=str(config))
             return replace(shape, disagrees=disagreements(entry, "config", doc))
     if entry is None:

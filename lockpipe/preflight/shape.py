@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lockpipe.errors import FormatError
+from lockpipe.jsonshape import Reader
 from lockpipe.preflight import recurrent
 
 # Architecture -> (period, default window) where the GGUF names no pattern
@@ -84,7 +85,16 @@ class ModelShape:
         return len({(x.head_k, x.head_v) for x in self.kv_layers}) > 1
 
 
-def _per_layer(value: Any, n: int, key: str, default: int | None = None) -> list[int]:
+def _reader(source: str) -> Reader:
+    """Whole numbers read from a model's header or config: another type is a FormatError
+    naming ``source`` and the key, not a ValueError traceback."""
+    return Reader(where=source, root="the model's metadata", error=FormatError)
+
+
+def _per_layer(
+    meta: Mapping[str, Any], n: int, key: str, source: str, default: int | None = None
+) -> list[int]:
+    value, read = meta.get(key), _reader(source)
     if value is None:
         if default is None:
             raise FormatError(f"GGUF metadata lacks {key}; the model's KV size is unknown")
@@ -92,8 +102,8 @@ def _per_layer(value: Any, n: int, key: str, default: int | None = None) -> list
     if isinstance(value, list):
         if len(value) != n:
             raise FormatError(f"{key} has {len(value)} entries for {n} layers")
-        return [int(v) for v in value]
-    return [int(value)] * n
+        return [read.get(meta, (key, i), int) for i in range(n)]
+    return [read.get(meta, (key,), int)] * n
 
 
 def swa_pattern(n_layer: int, period: int) -> list[bool]:
@@ -109,10 +119,16 @@ def from_gguf(
     if not isinstance(arch, str):
         raise FormatError(f"{source}: no general.architecture in the GGUF header")
 
+    read = _reader(source)
+
     def key(name: str) -> Any:
         return meta.get(f"{arch}.{name}")
 
-    n = int(key("block_count") or 0)
+    def number(name: str, default: int | None = None) -> int | None:
+        """``arch.name``, a whole number; ``default`` when absent (or 0)."""
+        return read.get(meta, (f"{arch}.{name}",), int, 0) or default
+
+    n = number("block_count") or 0
     if n <= 0:
         raise FormatError(f"{source}: {arch}.block_count is missing")
     for name in ("attention.head_count", "attention.head_count_kv"):
@@ -122,24 +138,22 @@ def from_gguf(
                 "keeps (lockpipe/payloads/gguf.py KEEP_ARRAY); the KV heads are unknown"
             )
     hybrid = recurrent.read_gguf(meta, arch, n, source=source, long_arrays=long_arrays)
-    heads = _per_layer(key("attention.head_count"), n, f"{arch}.attention.head_count")
-    kv = _per_layer(
-        key("attention.head_count_kv"), n, f"{arch}.attention.head_count_kv", default=heads[0]
-    )
-    embd = key("embedding_length")
-    derived = int(embd) // heads[0] if embd and heads[0] else None
-    head_k = key("attention.key_length") or derived
-    head_v = key("attention.value_length") or derived
+    heads = _per_layer(meta, n, f"{arch}.attention.head_count", source)
+    kv = _per_layer(meta, n, f"{arch}.attention.head_count_kv", source, default=heads[0])
+    embd = number("embedding_length")
+    derived = embd // heads[0] if embd and heads[0] else None
+    head_k = number("attention.key_length", derived)
+    head_v = number("attention.value_length", derived)
     if head_k is None or head_v is None:
         raise FormatError(f"{source}: neither key_length nor embedding_length is given")
-    swa_k = int(key("attention.key_length_swa") or head_k)
-    swa_v = int(key("attention.value_length_swa") or head_v)
-    window = key("attention.sliding_window")
+    swa_k = number("attention.key_length_swa", head_k) or head_k
+    swa_v = number("attention.value_length_swa", head_v) or head_v
+    window = number("attention.sliding_window")
     pattern_key = f"{arch}.attention.sliding_window_pattern"
     pattern = meta.get(pattern_key)
     notes: list[str] = []
     default_period, default_window = SWA_PERIOD.get(arch, (None, None))
-    window = int(window) if window else default_window
+    window = window or default_window
     if pattern_key in long_arrays:
         sliding = [False] * n
         notes.append(f"{pattern_key} is too long to read here: every layer counted as full")
@@ -154,14 +168,14 @@ def from_gguf(
         sliding = [False] * n
         if window:
             notes.append(f"{arch}: a window but no pattern llama.cpp reads: every layer full")
-    shared = int(key("attention.shared_kv_layers") or 0)
+    shared = number("attention.shared_kv_layers") or 0
     layers = tuple(
         Layer(
             index=i,
             sliding=sliding[i] and bool(window),
             kv_heads=kv[i],
-            head_k=swa_k if sliding[i] else int(head_k),
-            head_v=swa_v if sliding[i] else int(head_v),
+            head_k=swa_k if sliding[i] else head_k,
+            head_v=swa_v if sliding[i] else head_v,
             q_heads=heads[i],
             has_kv=i < n - shared,
             recurrent=bool(hybrid and hybrid.recurrent[i]),
@@ -169,12 +183,11 @@ def from_gguf(
         )
         for i in range(n)
     )
-    ctx = key("context_length")
     return ModelShape(
         name=str(meta.get("general.name") or arch),
         layers=layers,
         window=window,
-        trained_context=int(ctx) if ctx else None,
+        trained_context=number("context_length"),
         source=source,
         notes=tuple(notes),
         arch=arch,
@@ -184,16 +197,27 @@ def from_gguf(
 
 def from_hf_config(config: Mapping[str, Any], *, source: str) -> ModelShape:
     """The attention layers of a Hugging Face ``config.json`` (vLLM 0.29.0's reading)."""
-    text = config.get("text_config") or config
-    try:
-        n = int(text["num_hidden_layers"])
-        heads = int(text["num_attention_heads"])
-        kv = int(text.get("num_key_value_heads") or heads)
-        head = int(text.get("head_dim") or int(text["hidden_size"]) // heads)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise FormatError(f"{source}: config.json lacks {exc}; its KV size is unknown") from None
+    read = _reader(source)
+    text = read.get(config, ("text_config",), dict, {}) or config
+    at = ("text_config",) if text is not config else ()
+
+    def number(name: str, default: int | None = None) -> int | None:
+        """``name`` in the text config, a whole number; ``default`` when absent (or 0)."""
+        return read.get(config, (*at, name), int, 0) or default
+
+    for need in ("num_hidden_layers", "num_attention_heads"):
+        if not number(need):
+            raise FormatError(f"{source}: config.json lacks '{need}'; its KV size is unknown")
+    n, heads = number("num_hidden_layers") or 0, number("num_attention_heads") or 1
+    kv = number("num_key_value_heads", heads) or heads
+    head = number("head_dim")
+    if head is None:
+        hidden = number("hidden_size")
+        if hidden is None:
+            raise FormatError(f"{source}: config.json lacks 'hidden_size'; its KV size is unknown")
+        head = hidden // heads
     types = list(text.get("layer_types") or [])
-    window = text.get("sliding_window")
+    window = number("sliding_window")
     if not types:
         types = ["sliding_attention" if window else "full_attention"] * n
     if len(types) != n:
@@ -203,11 +227,11 @@ def from_hf_config(config: Mapping[str, Any], *, source: str) -> ModelShape:
             f"{source}: linear_attention layers (a hybrid model): preflight sizes their state "
             "for llama.cpp GGUFs only; for vLLM every layer would be counted as KV"
         )
-    full_head = int(text.get("global_head_dim") or head)
+    full_head = number("global_head_dim", head) or head
     full_kv = (
-        int(text.get("num_global_key_value_heads") or kv) if text.get("attention_k_eq_v") else kv
+        (number("num_global_key_value_heads", kv) or kv) if text.get("attention_k_eq_v") else kv
     )
-    shared = int(text.get("num_kv_shared_layers") or 0)
+    shared = number("num_kv_shared_layers") or 0
     layers = []
     for i, kind in enumerate(types):
         full = kind == "full_attention"
@@ -223,11 +247,10 @@ def from_hf_config(config: Mapping[str, Any], *, source: str) -> ModelShape:
                 has_kv=i < n - shared,
             )
         )
-    ctx = text.get("max_position_embeddings")
     return ModelShape(
         name=str(config.get("_name_or_path") or text.get("model_type") or "model"),
         layers=tuple(layers),
-        window=int(window) if window else None,
-        trained_context=int(ctx) if ctx else None,
+        window=window,
+        trained_context=number("max_position_embeddings"),
         source=source,
     )

@@ -16,7 +16,7 @@ import pytest
 from lockpipe.cli import options
 from lockpipe.cli import preflight as cli
 from lockpipe.cli.options import add_preflight_options
-from lockpipe.errors import CheckFailed, LockError, UsageError
+from lockpipe.errors import CheckFailed, FormatError, LockError, UsageError
 from lockpipe.preflight import config, report
 from lockpipe.preflight.verdict import Check, Status, TargetReport
 from tests.frank_small import TURBOQUANT_WHAT_IF
@@ -287,3 +287,102 @@ def test_vllm_s_bfloat16_is_llama_cpp_s_bf16(tmp_path: Path, lines: list[str]) -
     cuda = by_target(doc)["llama-cuda"]
     assert code == 0 and [f for f in cuda["figures"] if "bf16/bf16" in f["note"]]
     assert not [x for x in lines if "does not apply" in x]
+
+
+# 7. a preflight.json of another shape: one line naming the file and the key (issue 18)
+
+GGUF_MODEL = "gemma-4-12b-q4_k_m"
+CONFIG_MODEL = "gemma-4-12b-qat-w4a16"
+
+
+def _set(path: tuple[str | int, ...], value: Any) -> Any:
+    def edit(doc: dict[str, Any]) -> None:
+        node: Any = doc
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "target", "kind", "words"),
+    [
+        (_set(("targets",), [1]), "llama-cuda", LockError, "targets is a list, not an object"),
+        (_set(("models",), "gguf"), "llama-cuda", LockError, "models is a string, not an object"),
+        (_set(("models", GGUF_MODEL), ["gguf"]), "llama-cuda", LockError,
+         f"models.{GGUF_MODEL} is a list, not an object"),
+        (_set(("targets", "llama-cuda"), "rtx3090"), "llama-cuda", LockError,
+         "targets.llama-cuda is a string, not an object"),
+        (_set(("targets", "llama-cuda", "card"), 3090), "llama-cuda", LockError,
+         "targets.llama-cuda: card is an integer, not a string"),
+        (_set(("targets", "llama-cuda-slots", "llama_slots"), [1]), "llama-cuda-slots",
+         LockError, "targets.llama-cuda-slots: llama_slots is a list, not an object"),
+        (_set(("targets", "llama-cuda-slots", "llama_slots", "points"), [1, 2]),
+         "llama-cuda-slots", LockError, "llama_slots: points[0] is an integer, not an object"),
+        (_set(("targets", "llama-cuda-slots", "llama_slots", "cache_types"), []),
+         "llama-cuda-slots", LockError, "llama_slots.cache_types: give the K and V cache types"),
+        (_set(("models", GGUF_MODEL, "gguf", "gemma4.block_count"), "48"), "llama-cuda",
+         FormatError, f"models.{GGUF_MODEL}: gemma4.block_count is a string, not an integer"),
+        (_set(("models", GGUF_MODEL, "gguf", "gemma4.attention.key_length"), [256]),
+         "llama-cuda", FormatError, "gemma4.attention.key_length is a list, not an integer"),
+        (_set(("models", CONFIG_MODEL, "config", "text_config", "num_hidden_layers"), "48"),
+         "frank-small", FormatError,
+         f"models.{CONFIG_MODEL}: text_config.num_hidden_layers is a string, not an integer"),
+        (_set(("models", CONFIG_MODEL, "config", "text_config"), [1]), "frank-small",
+         FormatError, "text_config is a list, not an object"),
+    ],
+)  # fmt: skip
+def test_a_preflight_json_of_another_shape_names_the_file_and_key(
+    tmp_path: Path, edit: Any, target: str, kind: type[Exception], words: str
+) -> None:
+    """Each was an AttributeError, TypeError, IndexError or ValueError traceback."""
+    doc = preflight_doc()
+    edit(doc)
+    path = write(tmp_path, doc)
+    with pytest.raises(kind) as info:
+        run(tmp_path, "--gpu", "rtx3090", "--preflight", str(path), target)
+    assert str(info.value).startswith(f"{path}: ") and words in str(info.value)
+
+
+def test_a_preflight_file_that_is_not_text_is_one_line_from_the_command(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "preflight.json"
+    path.write_bytes(b"\xff\xfe{}")
+    done = subprocess.run(
+        [sys.executable, "-m", "lockpipe", "preflight", "--lock", str(LOCK), "--preflight",
+         str(path), "--gpu", "rtx3090", "llama-cuda"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == LockError.return_code, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"{path}: cannot be read as preflight calibrations (UnicodeDecodeError" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        (b"[1]", "config.json is a list, not an object"),
+        (b"{not json", "config.json is not JSON"),
+        (b'{"text_config": {"num_hidden_layers": 48.5}}', "text_config.num_hidden_layers is a "
+         "number, not an integer"),
+    ],
+)  # fmt: skip
+def test_a_stored_config_json_of_another_shape_is_one_line_naming_it(
+    tmp_path: Path, text: bytes, words: str
+) -> None:
+    """A snapshot's config.json is read where preflight.json's models entry would be; a list
+    was an AttributeError traceback, a broken file a JSONDecodeError."""
+    from lockpipe.lock.model import load_lock
+    from lockpipe.payloads import store as payload_store
+
+    folder = payload_store.payload_path(tmp_path / "store", load_lock(LOCK).payloads[CONFIG_MODEL])
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_bytes(text)
+    with pytest.raises(FormatError) as info:
+        run(tmp_path, "--gpu", "rtx3090", "--store", str(tmp_path / "store"), "frank-small")
+    message = str(info.value)
+    assert message.startswith(f"{folder / 'config.json'}: ")
+    assert words in message
