@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lockpipe.errors import FormatError, LockError
+from lockpipe.jsonshape import Reader
 
 GDN_ARCHS = frozenset({"qwen35", "qwen35moe", "qwen3next"})  # Gated DeltaNet hybrids
 MTP_ARCHS = frozenset({"qwen35", "qwen35moe"})  # read nextn_predict_layers, MTP context
@@ -117,12 +118,13 @@ def read_gguf(
         )
     if arch not in GDN_ARCHS:
         return None
+    read = Reader(where=source, root="the model's metadata", error=FormatError)
     values = {}
     for name in SSM_KEYS:
         value = meta.get(f"{arch}.ssm.{name}")
         if value is None:  # ml.get_key(LLM_KV_SSM_*) is required: llama.cpp refuses the file
             raise FormatError(f"{source}: {arch}.ssm.{name} is missing; llama.cpp will not load it")
-        values[name] = int(value)
+        values[name] = read.get(meta, (f"{arch}.ssm.{name}",), int)
     dims = GdnDims(
         d_conv=values["conv_kernel"],
         d_inner=values["inner_size"],
@@ -130,7 +132,7 @@ def read_gguf(
         n_group=values["group_count"],
         dt_rank=values["time_step_rank"],
     )
-    nextn = int(meta.get(f"{arch}.nextn_predict_layers") or 0) if arch in MTP_ARCHS else 0
+    nextn = read.get(meta, (f"{arch}.nextn_predict_layers",), int, 0) if arch in MTP_ARCHS else 0
     if nextn >= n_all:
         raise FormatError(f"{source}: {nextn} nextn layers of {n_all}; llama.cpp asserts fewer")
     key = f"{arch}.attention.recurrent_layers"
@@ -150,7 +152,7 @@ def read_gguf(
         pattern = f"{key} = {bool(flags)}"
     else:
         raw = meta.get(f"{arch}.full_attention_interval")
-        interval = int(raw) if raw is not None else DEFAULT_INTERVAL
+        interval = read.get(meta, (f"{arch}.full_attention_interval",), int, DEFAULT_INTERVAL)
         if interval <= 0:
             raise FormatError(f"{source}: {arch}.full_attention_interval is {interval}")
         n_main = n_all - nextn

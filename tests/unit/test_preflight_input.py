@@ -293,6 +293,7 @@ def test_vllm_s_bfloat16_is_llama_cpp_s_bf16(tmp_path: Path, lines: list[str]) -
 
 GGUF_MODEL = "gemma-4-12b-q4_k_m"
 CONFIG_MODEL = "gemma-4-12b-qat-w4a16"
+MTP_MODEL = "qwen3.8-27b-iq3_s-mtp"
 
 
 def _set(path: tuple[str | int, ...], value: Any) -> Any:
@@ -331,6 +332,10 @@ def _set(path: tuple[str | int, ...], value: Any) -> Any:
          f"models.{CONFIG_MODEL}: text_config.num_hidden_layers is a string, not an integer"),
         (_set(("models", CONFIG_MODEL, "config", "text_config"), [1]), "frank-small",
          FormatError, "text_config is a list, not an object"),
+        (_set(("models", MTP_MODEL, "gguf", "qwen35.ssm.state_size"), "128"), "llama-cuda-mtp",
+         FormatError, f"models.{MTP_MODEL}: qwen35.ssm.state_size is a string, not an integer"),
+        (_set(("models", MTP_MODEL, "gguf", "qwen35.full_attention_interval"), [4]),
+         "llama-cuda-mtp", FormatError, "qwen35.full_attention_interval is a list, not an integer"),
     ],
 )  # fmt: skip
 def test_a_preflight_json_of_another_shape_names_the_file_and_key(
