@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lockpipe.errors import RegistryError, UsageError
+from lockpipe.jsonshape import Reader
 from lockpipe.lock.model import Payload
 
 ARTIFACT_TYPE = "application/vnd.cncf.model.manifest.v1+json"
@@ -47,6 +48,7 @@ WEIGHT_SUFFIXES = (".gguf", ".safetensors", ".bin", ".pt", ".pth", ".onnx")
 DOC_NAMES = ("readme", "license", "notice")
 # distribution's repository name grammar, one path component
 _COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*")
+_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,23 +163,29 @@ def file_layers(where: str, manifest: bytes) -> dict[str, Layer]:
     """path -> layer of a manifest another client may have pushed; only raw layers count.
 
     A layer is named by ``org.cncf.model.filepath``, else ``org.opencontainers.image.title``
-    (what ``oras push`` writes). A tar or compressed layer is skipped: its digest is not a
-    file's sha256, so it cannot stand for a pin.
+    (what ``oras push`` writes). A tar or compressed layer, or one without a name, is
+    skipped: its digest is not a file's sha256, so it cannot stand for a pin. A manifest
+    of another shape (no list of layers, a layer that is not an object, a named layer
+    whose digest is not ``sha256:<64 hex>`` or whose size is not a count) is a
+    RegistryError naming ``where`` and the key: the registry is broken, and nothing of it
+    is taken for a file.
     """
-    try:
-        doc = json.loads(manifest)
-    except ValueError:
-        raise RegistryError(f"{where}: the manifest is not JSON; the registry is broken") from None
-    layers = doc.get("layers") if isinstance(doc, dict) else None
+    fix = "the registry is broken, or another client pushed a malformed manifest"
+    read = Reader(where=where, root="the manifest", error=RegistryError, fix=fix)
+    doc = read.parse(manifest)
     out: dict[str, Layer] = {}
-    for entry in layers if isinstance(layers, list) else []:
-        if not isinstance(entry, dict):
-            continue
-        notes = entry.get("annotations")
-        notes = notes if isinstance(notes, dict) else {}
+    for i in range(len(read.get(doc, ("layers",), list))):
+        read.get(doc, ("layers", i), dict)
+        notes = read.get(doc, ("layers", i, "annotations"), dict, {})
         path = notes.get(FILEPATH) or notes.get(TITLE)
-        mtype, digest, size = entry.get("mediaType"), entry.get("digest"), entry.get("size")
-        raw = mtype in RAW_TYPES or not str(mtype).endswith(("tar", "gzip", "zstd"))
-        if isinstance(path, str) and isinstance(digest, str) and isinstance(size, int) and raw:
-            out[path] = Layer(path=path, digest=digest, size=size)
+        mtype = read.get(doc, ("layers", i, "mediaType"), str, "")
+        raw = mtype in RAW_TYPES or not mtype.endswith(("tar", "gzip", "zstd"))
+        if not (isinstance(path, str) and raw):
+            continue
+        digest = read.get(doc, ("layers", i, "digest"), str)
+        size = read.get(doc, ("layers", i, "size"), int)
+        if not _SHA256.fullmatch(digest) or size < 0:
+            bad = f"digest {digest!r}" if size >= 0 else f"size {size}"
+            raise read.fail(f"layers[{i}] ({path}) has the {bad}, not a sha256 and a size")
+        out[path] = Layer(path=path, digest=digest, size=size)
     return out

@@ -1,0 +1,110 @@
+"""``lockpipe payloads --mirror oci://…`` against a registry whose manifest has another shape.
+
+A git-pinned file is found by its path in the artifact's manifest (``rev-<commit>``). A
+FAKE registry (a real HTTP server on 127.0.0.1) answers that manifest with a wrong
+shape; the run must say what is wrong with it, naming the manifest, and fetch the file
+from the FAKE Hub, rather than take a broken manifest for one that lacks the file
+(issue 18 review).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from lockpipe.registry import modelpack as mp
+from tests.httpfake import FakeHandler, FakeServer
+from tests.integration.fake_hub import FakeHub, entry_from_tree
+from tests.integration.payload_servers import REV, make_lock
+
+pytestmark = pytest.mark.integration
+CONFIG = b'{"architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4"}\n'
+HEADER = b'{"w":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}}'
+WEIGHTS = struct.pack("<Q", len(HEADER)) + HEADER + b"\0" * 4  # one tensor, safetensors
+
+
+class _Registry(FakeServer):
+    def __init__(self) -> None:
+        super().__init__(_Handler)
+        self.manifest = b"{}"
+        self.seen: list[str] = []
+
+
+class _Handler(FakeHandler):
+    server: _Registry
+
+    def do_GET(self) -> None:
+        self.server.seen.append(f"{self.command} {self.path}")
+        if self.path == "/v2/":
+            self.send_bytes(200, b"{}", {"Content-Type": "application/json"})
+        elif self.path.endswith(f"/manifests/rev-{REV}"):
+            self.send_bytes(200, self.server.manifest, {"Content-Type": mp.OCI_MANIFEST})
+        else:
+            self.send_bytes(404, b"")
+
+    do_HEAD = do_GET
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[_Registry, FakeHub]]:
+    registry, hub = _Registry(), FakeHub()
+    yield registry, hub
+    registry.stop()
+    hub.stop()
+
+
+def _layer(**over: Any) -> dict[str, Any]:
+    layer = {"mediaType": mp.WEIGHT_CONFIG_RAW, "digest": "sha256:" + "ab" * 32, "size": 19,
+             "annotations": {mp.FILEPATH: "config.json"}}  # fmt: skip
+    return {**layer, **over}
+
+
+@pytest.mark.parametrize(
+    ("manifest", "words"),
+    [
+        ([], "the manifest is a list, not an object"),
+        ({"schemaVersion": 2}, "the manifest has no layers"),
+        ({"layers": "config.json"}, "layers is a string, not a list"),
+        ({"layers": ["config.json"]}, "layers[0] is a string, not an object"),
+        ({"layers": [_layer(annotations=["config.json"])]},
+         "layers[0].annotations is a list, not an object"),
+        ({"layers": [_layer(size=True)]}, "layers[0].size is true/false, not an integer"),
+        ({"layers": [_layer(digest="sha256:../../../v2/x/blobs/y")]},
+         "layers[0] (config.json) has the digest 'sha256:../../../v2/x/blobs/y'"),
+    ],
+)  # fmt: skip
+def test_a_manifest_of_another_shape_is_named_and_the_hub_serves_the_file(
+    servers: tuple[_Registry, FakeHub], tmp_path: Path, manifest: Any, words: str
+) -> None:
+    registry, hub = servers
+    registry.manifest = json.dumps(manifest).encode()
+    folder = tmp_path / "hub"
+    folder.mkdir()
+    (folder / "config.json").write_bytes(CONFIG)
+    (folder / "model.safetensors").write_bytes(WEIGHTS)
+    hub.add("org/snap", folder, REV)
+    tree = requests.get(f"{hub.url}/api/models/org/snap/tree/{REV}", timeout=10).json()
+    snap = entry_from_tree(tree, "org/snap", REV, role="mtp-assistant")  # config and weights
+    lock = make_lock(tmp_path, {"snap": snap})
+    assert lock.payloads["snap"].files[0].git_sha1  # config.json: found by its path
+    done = subprocess.run(
+        [sys.executable, "-m", "lockpipe", "payloads", "--lock", str(lock.path), "--store",
+         str(tmp_path / "store"), "--mirror", f"oci://{registry.host}/models"],
+        capture_output=True, text=True, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_ENDPOINT": hub.url},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    where = f"{registry.host}/models/snap:rev-{REV}: "
+    notes = [x for x in done.stderr.splitlines() if where in x]
+    assert notes and words in notes[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert not [s for s in registry.seen if "abab" in s or ".." in s]  # none of it was asked
+    assert any(p.endswith("/resolve/" + REV + "/config.json") for p in hub.requests)
