@@ -215,6 +215,7 @@ class FaultProxy(ThreadingHTTPServer):
     ``delay``: wait that long before each answer, as a distant registry would.
     ``extra``: headers added to every relayed answer (``ratelimit-remaining``).
     ``corrupt``: add a byte to every manifest body it relays (still valid JSON).
+    ``tags``: the body to answer every ``tags/list`` with instead of the registry's.
     """
 
     def __init__(self, upstream: str) -> None:
@@ -223,6 +224,7 @@ class FaultProxy(ThreadingHTTPServer):
         self.host = f"127.0.0.1:{self.server_address[1]}"
         self.fail_status, self.fail_times, self.retry_after = 503, 0, ""
         self.drop_digest = self.corrupt = False
+        self.tags: bytes | None = None
         self.delay = 0.0  # seconds added to every answer: a remote registry's round trip
         self.extra: dict[str, str] = {}  # headers added to every relayed answer
         self.seen: list[tuple[str, str, int]] = []  # (method, path, status answered)
@@ -245,6 +247,10 @@ class _ProxyHandler(FakeHandler):
         with proxy.lock:
             failing = proxy.fail_times > 0
             proxy.fail_times -= 1 if failing else 0
+        if proxy.tags is not None and "/tags/list" in self.path:
+            proxy.seen.append((self.command, self.path, 200))
+            self.send_bytes(200, proxy.tags, {"Content-Type": "application/json"})
+            return
         if failing:
             extra = {"Retry-After": proxy.retry_after} if proxy.retry_after else {}
             proxy.seen.append((self.command, self.path, proxy.fail_status))

@@ -12,6 +12,7 @@ import re
 from urllib.parse import urljoin, urlsplit
 
 from lockpipe.errors import RegistryError
+from lockpipe.jsonshape import Reader
 from lockpipe.registry.creds import credentials
 from lockpipe.registry.names import endpoint
 from lockpipe.registry.transport import Registry
@@ -28,21 +29,14 @@ def list_tags(ref: str, *, registry: Registry | None = None) -> list[str]:
     reg = registry or Registry(ep.host, scheme=ep.scheme, credential=credentials(ep.registry))
     path = f"tags/list?n={PAGE}"
     out: list[str] = []
+    fix = "is it a registry (distribution API v2)?"
+    read = Reader(where=f"{ref}: {ep.host}'s tags/list", root="the answer", error=RegistryError,
+                  fix=fix)  # fmt: skip
     for _ in range(MAX_PAGES):
         resp = reg.request("GET", ep.repository, path, headers={"Accept": "application/json"})
-        try:
-            doc = resp.json()
-        except ValueError:
-            raise RegistryError(
-                f"{ref}: {ep.host} answered tags/list without JSON; is it a "
-                "registry (distribution API v2)?"
-            ) from None
-        tags = doc.get("tags") if isinstance(doc, dict) else None
-        if tags is not None and not (
-            isinstance(tags, list) and all(isinstance(t, str) for t in tags)
-        ):
-            raise RegistryError(f"{ref}: {ep.host}'s tags/list has no list of strings in 'tags'")
-        out += tags or []
+        doc = read.parse(resp.content)
+        listed = read.get(doc, ("tags",), list, [])  # null: a repository without tags
+        out += [read.get(doc, ("tags", i), str) for i in range(len(listed))]
         nxt = _NEXT.search(resp.headers.get("Link", ""))
         if nxt is None:
             return out

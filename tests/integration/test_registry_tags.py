@@ -1,0 +1,58 @@
+"""``refresh-digests --propose`` reads a base's ``tags/list``; an answer of another shape is
+one line naming the registry and the key (issue 18 review). The registry is the loopback
+one, behind a real proxy (tests/registry_servers.py FaultProxy) that answers tags/list
+as the parametrization says."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lockpipe.errors import RegistryError
+from tests.integration.test_refresh import _lock, refresh
+from tests.registry_servers import FaultProxy
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def proxy(registry: str) -> Iterator[FaultProxy]:
+    server = FaultProxy(registry)
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (b"[]", "the answer is a list, not an object"),
+        (b'{"tags": "1.36"}', "tags is a string, not a list"),
+        (b'{"tags": [1.36]}', "tags[0] is a number, not a string"),
+        (b"<html>", "the answer is not JSON"),
+    ],
+)
+def test_a_tags_list_of_another_shape_is_one_line_naming_the_registry(
+    proxy: FaultProxy,
+    busybox_base: tuple[str, str],
+    tmp_path: Path,
+    answer: bytes,
+    words: str,
+) -> None:
+    """A list or a string was taken for "no tags", so no upgrade was ever proposed."""
+    ref, digest = busybox_base
+    through = f"{proxy.host}/{ref.split('/', 1)[1]}"
+    lock = _lock(tmp_path, {"busybox": {"ref": through, "digest": digest}})
+    before = lock.read_bytes()
+    proxy.tags = answer
+    report = tmp_path / "r.json"
+    result = refresh(lock, "--kind", "bases", "--propose", "--dry-run", "--report-json",
+                     str(report), LOCKPIPE_CACHE=str(tmp_path / "cache"))  # fmt: skip
+    assert result.returncode == RegistryError.return_code, result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+    assert f"{through}: {proxy.host}'s tags/list: {words}" in result.stderr
+    assert any("/tags/list" in path for _, path, _ in proxy.seen)
+    assert lock.read_bytes() == before
+    assert not report.exists()  # no report of proposals read from a broken answer
