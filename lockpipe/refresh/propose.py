@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from packaging.version import InvalidVersion, Version
 
 from lockpipe.errors import FetchError
+from lockpipe.jsonshape import Reader
 from lockpipe.lock import requirements as rq
 from lockpipe.lock.model import Base, Lock, Source, Target
 from lockpipe.lock.refs import parse_ref
@@ -93,19 +94,24 @@ def carried(lock: Lock, base: Base) -> list[Derived]:
 
 
 def releases(index: Api, package: str, what: str) -> dict[str, str]:
-    """Every stable, not yanked release of ``package`` on the index: version -> upload date."""
+    """Every stable, not yanked release of ``package`` on the index: version -> upload date.
+
+    The answer is checked where it enters: a table or a release's file list of another
+    shape is a FetchError naming the URL and the key, never a TypeError further on."""
+    url = index.url(f"pypi/{package}/json")
+    read = Reader(where=f"{what}: {url}", root="the answer", error=FetchError,
+                  fix="is LOCKPIPE_PYPI a PyPI JSON API?")  # fmt: skip
     doc = index.get(f"pypi/{package}/json", what)
-    table = doc.get("releases") if isinstance(doc, dict) else None
-    if not isinstance(table, dict):
-        raise FetchError(f"{what}: {index.url(f'pypi/{package}/json')} has no releases table")
+    table = read.get(doc, ("releases",), dict)
     out = {}
-    for version, files in table.items():
+    for version in table:
+        files = read.get(doc, ("releases", version), list, [])
         try:
             if Version(version).is_prerelease:
                 continue
         except InvalidVersion:
             continue
-        live = [f for f in files or [] if isinstance(f, dict) and not f.get("yanked")]
+        live = [f for f in files if isinstance(f, dict) and not f.get("yanked")]
         if live:
             out[version] = min(str(f.get("upload_time", "")) for f in live)[:10]
     return out
