@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.httpfake import FakeHandler, FakeServer
@@ -73,6 +74,7 @@ class FakeGitHub(FakeServer):
         self.rate_limit_reset: int | None = None
         self.per_page = 2
         self.next_base: str | None = None  # where the tag pages' next links point
+        self.tags_answer: Any = None  # what every tags request gets instead, when set
 
 
 class _Handler(FakeHandler):
@@ -118,6 +120,8 @@ class _Handler(FakeHandler):
 
     def _tags(self, repo: FakeRepo, name: str) -> None:
         srv = self.server
+        if srv.tags_answer is not None:
+            return self.send_json(200, srv.tags_answer)
         query = parse_qs(urlsplit(self.path).query)
         page = int(query.get("page", ["1"])[0])
         tags = sorted(repo.tags.items())

@@ -183,12 +183,11 @@ def source_proposals(lock: Lock, names: Sequence[str], up: Upstreams) -> list[Pr
         m = _BUILD.match(pinned or "")
         if pinned is None or m is None:
             continue
-        what = f"sources.{name}"
-        tags = [
-            t.get("name")
-            for t in up.github.get_all(f"repos/{slug(source)}/tags", what, {"per_page": "100"})
-        ]
-        builds = sorted(int(b[1]) for t in tags if isinstance(t, str) and (b := _BUILD.match(t)))
+        what, path = f"sources.{name}", f"repos/{slug(source)}/tags"
+        listed = up.github.get_all(path, what, {"per_page": "100"})
+        read = Reader(where=f"{what}: {up.github.url(path)}", root="the answer", error=FetchError)
+        tags = [read.get(listed, (i, "name"), str) for i in range(len(listed))]
+        builds = sorted(int(b[1]) for t in tags if (b := _BUILD.match(t)))
         later = [b for b in builds if b > int(m[1])]
         if not later:
             continue

@@ -217,3 +217,32 @@ def test_one_bad_gateway_from_github_does_not_fail_the_run(
     result = refresh(lock, github, nginx)
     assert result.returncode == 0, result.stderr
     assert json.loads(lock.read_text())["sources"]["llama.cpp"]["commit"] == C[4]
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (["b10100"], "[0] is a string, not an object"),
+        ([{"name": 10100}], "[0].name is an integer, not a string"),
+        ([{"commit": {}}], "the answer has no [0].name"),
+    ],
+)
+def test_a_tags_answer_of_another_shape_is_one_line_naming_it(
+    github: FakeGitHub, nginx: Nginx, tmp_path: Path, answer: list[object], words: str
+) -> None:
+    """--propose reads the llama.cpp repository's tags; a list of names (not objects) was an
+    AttributeError traceback, a name that is not a string was skipped unsaid (issue 18)."""
+    archive = tar_gz("llama.cpp-b10069", FILES)
+    serve(nginx, "b10069", archive)
+    lock = _lock(tmp_path, sha256=hashlib.sha256(archive).hexdigest(),
+                 tree_sha256=tree_by_hand(FILES))  # fmt: skip
+    before = lock.read_bytes()
+    assert refresh(lock, github, nginx, "--propose", "--dry-run").returncode == 0
+    github.tags_answer = answer
+    result = refresh(lock, github, nginx, "--propose", "--dry-run")
+    assert result.returncode == FetchError.return_code, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"sources.llama.cpp: {github.url}/repos/ggml-org/llama.cpp/tags: {words}" in (
+        result.stderr
+    )
+    assert lock.read_bytes() == before
