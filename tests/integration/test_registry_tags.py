@@ -5,24 +5,15 @@ as the parametrization says."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from lockpipe.errors import RegistryError
-from tests.integration.test_refresh import _lock, refresh
+from tests.integration.test_refresh import _lock, proxy, refresh  # noqa: F401 (a fixture)
 from tests.registry_servers import FaultProxy
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def proxy(registry: str) -> Iterator[FaultProxy]:
-    server = FaultProxy(registry)
-    yield server
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.mark.parametrize(
@@ -35,7 +26,7 @@ def proxy(registry: str) -> Iterator[FaultProxy]:
     ],
 )
 def test_a_tags_list_of_another_shape_is_one_line_naming_the_registry(
-    proxy: FaultProxy,
+    proxy: FaultProxy,  # noqa: F811 (test_refresh's fixture: the proxy in front of the registry)
     busybox_base: tuple[str, str],
     tmp_path: Path,
     answer: bytes,
