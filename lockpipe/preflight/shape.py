@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lockpipe.errors import FormatError
-from lockpipe.jsonshape import Reader
+from lockpipe.jsonshape import Reader, kind_of
 from lockpipe.preflight import recurrent
 
 # Architecture -> (period, default window) where the GGUF names no pattern
@@ -158,7 +158,12 @@ def from_gguf(
         sliding = [False] * n
         notes.append(f"{pattern_key} is too long to read here: every layer counted as full")
     elif isinstance(pattern, list):
+        if not all(isinstance(v, bool | int) for v in pattern):  # "false" would read as true
+            wrong = next(v for v in pattern if not isinstance(v, bool | int))
+            raise read.fail(f"{pattern_key} holds {kind_of(wrong)}, not true/false per layer")
         sliding = [bool(v) for v in pattern] + [False] * (n - len(pattern))
+    elif pattern is not None and not isinstance(pattern, int):
+        raise read.fail(f"{pattern_key} is {kind_of(pattern)}, not a period or a per-layer list")
     elif isinstance(pattern, int) and window:
         sliding = swa_pattern(n, pattern)
     elif default_period and window:

@@ -332,6 +332,12 @@ def _set(path: tuple[str | int, ...], value: Any) -> Any:
          f"models.{CONFIG_MODEL}: text_config.num_hidden_layers is a string, not an integer"),
         (_set(("models", CONFIG_MODEL, "config", "text_config"), [1]), "frank-small",
          FormatError, "text_config is a list, not an object"),
+        (_set(("models", GGUF_MODEL, "gguf", "gemma4.attention.sliding_window_pattern"), "5"),
+         "llama-cuda", FormatError, "sliding_window_pattern is a string, not a period or a "
+         "per-layer list"),
+        (_set(("models", GGUF_MODEL, "gguf", "gemma4.attention.sliding_window_pattern"),
+              ["true", "false"]), "llama-cuda", FormatError,
+         "sliding_window_pattern holds a string, not true/false per layer"),
         (_set(("models", MTP_MODEL, "gguf", "qwen35.ssm.state_size"), "128"), "llama-cuda-mtp",
          FormatError, f"models.{MTP_MODEL}: qwen35.ssm.state_size is a string, not an integer"),
         (_set(("models", MTP_MODEL, "gguf", "qwen35.full_attention_interval"), [4]),
