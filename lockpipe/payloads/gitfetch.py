@@ -12,16 +12,15 @@ That file is created when the first bytes arrive and removed on any failure.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from lockpipe.errors import FetchError, IntegrityError
 from lockpipe.payloads.blobs import git_blob_hasher
 from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP, Stopped
-from lockpipe.payloads.gate import WAKE, Permit
+from lockpipe.payloads.gate import Permit
 from lockpipe.payloads.http import body, open_range
-from lockpipe.payloads.retry import Budget, Streak, delay
+from lockpipe.payloads.retry import Budget, Streak, wait_to_retry
 from lockpipe.payloads.settings import Context
 from lockpipe.payloads.sources import Candidate
 from lockpipe.payloads.store import place
@@ -120,16 +119,4 @@ def _get(label: str, cand: Candidate, out: _Out, size: int, ctx: Context) -> tup
                 return h.hexdigest(), got
             except RetryableHTTP as exc:
                 ctx.advance(label, -got)  # counted again when the next try brings them
-                if exc.status in (429, 503):
-                    permit.throttled()
-                budget.spend(exc)
-                permit.give()
-                _sleep(ctx, delay(ctx.tuning, exc, streak.failed(False)))
-                permit.take()
-
-
-def _sleep(ctx: Context, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while (left := deadline - time.monotonic()) > 0:
-        if ctx.stop.wait(min(left, WAKE)):
-            raise Stopped
+                wait_to_retry(ctx, budget, permit, exc, streak.failed(False))

@@ -27,10 +27,12 @@ import time
 from collections.abc import Callable
 
 from lockpipe.http import backoff
-from lockpipe.payloads.errors import RetryableHTTP, Unreachable
-from lockpipe.payloads.settings import Tuning
+from lockpipe.payloads.errors import RetryableHTTP, Stopped, Unreachable
+from lockpipe.payloads.gate import WAKE, Permit
+from lockpipe.payloads.settings import Context, Tuning
 
 AGAIN_AT_ONCE = 0.05  # after a drop that still brought bytes: the server is working
+THROTTLED = (429, 503)  # the server asks for fewer requests: the run's gate shrinks
 FIX = "try again later, or with fewer --connections, or from a --mirror"
 UNREACHABLE_FIX = (
     "check this host's network, DNS and proxy (HTTPS_PROXY), or fetch from a --mirror "
@@ -125,3 +127,30 @@ class Streak:
         else:
             self.count += 1
         return self.count
+
+
+def wait_to_retry(
+    ctx: Context,
+    budget: Budget,
+    permit: Permit,
+    exc: RetryableHTTP,
+    failures: int,
+    halt: threading.Event | None = None,
+) -> None:
+    """Count the failed request ``exc`` against ``budget`` and wait before its retry,
+    without holding a connection; every retry of the downloader goes through here.
+
+    ``failures``: from :meth:`Streak.failed`; 0 when the request still brought bytes (free,
+    and retried almost at once). A 429 or 503 shrinks the run's gate. The wait ends early
+    when ``halt`` is set (the transfer failed elsewhere); Ctrl-C raises :class:`Stopped`.
+    """
+    if exc.status in THROTTLED:
+        permit.throttled()
+    if failures:
+        budget.spend(exc)  # raises once the file has failed too often or too long
+    permit.give()
+    deadline = time.monotonic() + delay(ctx.tuning, exc, failures)
+    while not (halt and halt.is_set()) and (left := deadline - time.monotonic()) > 0:
+        if ctx.stop.wait(min(left, WAKE)):
+            raise Stopped
+    permit.take()

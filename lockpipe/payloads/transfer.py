@@ -12,22 +12,20 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 from lockpipe.errors import IntegrityError, LockpipeError
 from lockpipe.payloads.errors import RangeIgnored, RetryableHTTP, Stopped
-from lockpipe.payloads.gate import WAKE, Permit
+from lockpipe.payloads.gate import Permit
 from lockpipe.payloads.hasher import OrderedHasher
 from lockpipe.payloads.http import Opened, body, open_range
 from lockpipe.payloads.partial import Partial
 from lockpipe.payloads.ranges import RangeSet
-from lockpipe.payloads.retry import Budget, Streak, delay
+from lockpipe.payloads.retry import Budget, Streak, wait_to_retry
 from lockpipe.payloads.schedule import Piece, Scheduler
 from lockpipe.payloads.settings import Context, MiB, Tuning
 from lockpipe.payloads.sources import Candidate
 
 __all__ = ["Stopped", "Transfer", "piece_size"]
-THROTTLED = (429, 503)  # the server asks for fewer requests: the run's gate shrinks
 
 
 def piece_size(size: int, tuning: Tuning) -> int:
@@ -125,28 +123,7 @@ class Transfer:
         return opened
 
     def _retry(self, exc: RetryableHTTP, permit: Permit, failures: int) -> None:
-        """Count ``exc`` against the budget and wait, without holding a connection.
-
-        ``failures``: from :meth:`Streak.failed`; 0 when the failed request still
-        brought bytes (free, and retried almost at once).
-        """
-        if exc.status in THROTTLED:
-            permit.throttled()
-        if failures:
-            self.budget.spend(exc)  # raises once the file has failed too often or too long
-        permit.give()
-        self._sleep(delay(self.ctx.tuning, exc, failures))
-        permit.take()
-
-    def _sleep(self, seconds: float) -> None:
-        """Wait; cut short when the transfer failed, :class:`Stopped` on Ctrl-C."""
-        deadline = time.monotonic() + seconds
-        while not self.halt.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            if self.ctx.stop.wait(min(left, WAKE)):
-                raise Stopped
+        wait_to_retry(self.ctx, self.budget, permit, exc, failures, self.halt)
 
     def _check_total(self, opened: Opened) -> None:
         size = self.partial.size

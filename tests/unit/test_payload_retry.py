@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -17,8 +18,8 @@ import urllib3.exceptions
 from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP, Stopped, Unreachable
 from lockpipe.payloads.gate import Gate, Permit
 from lockpipe.payloads.neterrors import classify
-from lockpipe.payloads.retry import Budget, Streak, delay
-from lockpipe.payloads.settings import Tuning
+from lockpipe.payloads.retry import Budget, Streak, delay, wait_to_retry
+from lockpipe.payloads.settings import Context, Tuning
 
 URL = "http://127.0.0.1:1/x"
 
@@ -129,6 +130,26 @@ def test_delay_honours_retry_after_up_to_the_cap_else_backs_off() -> None:
     assert delay(t, RetryableHTTP("x", 3600.0), 1) == 120.0
     assert 0.25 <= delay(t, RetryableHTTP("x"), 1) <= 0.5  # lockpipe.http.backoff: 50-100 %
     assert 10.0 <= delay(t, RetryableHTTP("x"), 40) <= 20.0
+
+
+def test_a_retry_waits_without_its_connection_and_a_throttle_shrinks_the_gate() -> None:
+    """wait_to_retry, which the ranged and the git-blob downloads share."""
+    ctx = Context(tuning=Tuning(connections=4, retry_after_cap=120.0), connections=4)
+    budget, permit = Budget(ctx.tuning), Permit(ctx.gate, ctx.stop)
+    permit.take()
+    wait_to_retry(ctx, budget, permit, RetryableHTTP("x", 0.01, 429), 1)
+    assert ctx.gate.limit == 2 and budget.failed == 1 and permit.held  # halved, spent, back
+    wait_to_retry(ctx, budget, permit, RetryableHTTP("x", 0.01, 502), 0)  # brought bytes
+    assert ctx.gate.limit == 2 and budget.failed == 1
+    halt = threading.Event()
+    halt.set()  # the transfer failed elsewhere: no waiting out the 120 s asked
+    started = time.monotonic()
+    wait_to_retry(ctx, budget, permit, RetryableHTTP("x", 3600.0, 503), 1, halt)
+    assert time.monotonic() - started < 5
+    ctx.stop.set()
+    with pytest.raises(Stopped):
+        wait_to_retry(ctx, budget, permit, RetryableHTTP("x", 0.05, 503), 1)
+    assert not permit.held  # Ctrl-C while waiting: the connection is not taken again
 
 
 def test_a_dead_server_is_given_up_on_within_a_minute_by_default() -> None:
