@@ -5,10 +5,12 @@
 and vLLM are imported here: lockpipe is not installed in that Python.
 
 The parser is built as ``vllm/entrypoints/cli/main.py`` builds it: a
-``FlexibleArgumentParser`` with a ``serve`` subparser that
-``vllm.entrypoints.launchers.cli_args.make_arg_parser`` fills; then
+``FlexibleArgumentParser`` with a ``serve`` subparser that ``make_arg_parser`` fills; then
 ``validate_parsed_serve_args`` (what ``ServeSubcommand.validate`` calls) and
-``AsyncEngineArgs.from_cli_args``. The serve command's own modules (the API server,
+``AsyncEngineArgs.from_cli_args``. Both functions are taken from the module that
+``vllm/entrypoints/cli/serve.py`` imports them from (read from its source, since the
+module moves between releases: ``entrypoints/launchers/cli_args.py`` in 0.29.0,
+``entrypoints/common/cli_args.py`` in 0.33.0). The serve command's own modules (the API server,
 uvloop's event loop) are not imported: they are not needed to parse.
 
 REQUEST is JSON: ``{"commands": [[arg, ...], ...]}`` (each without the leading ``vllm``),
@@ -22,6 +24,7 @@ RESULT gets ``{"vllm": VERSION, "import_seconds": s, "results": [...]}``, each r
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import enum
@@ -68,9 +71,31 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
+SERVE_NAMES = ("make_arg_parser", "validate_parsed_serve_args")
+
+
+def serve_imports(names: tuple[str, ...] = SERVE_NAMES) -> str:
+    """The module ``vllm/entrypoints/cli/serve.py`` imports ``names`` from, read from its
+    source: importing serve.py itself would import the API server and uvloop's loop."""
+    spec = importlib.util.find_spec("vllm.entrypoints.cli.serve")
+    if spec is None or spec.origin is None:
+        raise ImportError("the wheel's tree has no vllm/entrypoints/cli/serve.py")
+    with open(spec.origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), spec.origin)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and set(names) <= {a.name for a in node.names}
+        ):
+            return node.module
+    raise ImportError(f"{spec.origin} imports no {' and '.join(names)} from one module")
+
+
 def build_parser() -> Any:
     argparse_utils = importlib.import_module("vllm.utils.argparse_utils")
-    cli_args = importlib.import_module("vllm.entrypoints.launchers.cli_args")
+    cli_args = importlib.import_module(serve_imports())
     parser = argparse_utils.FlexibleArgumentParser(prog="vllm", description="vLLM CLI")
     subparsers = parser.add_subparsers(required=False, dest="subparser")
     serve = subparsers.add_parser("serve", usage="vllm serve [model_tag] [options]")

@@ -47,6 +47,21 @@ class ParserEnv:
     tree: Path
     wheel: str  # the wheel file the tree was extracted from
     sha256: str
+    torch: str | None = None  # installed in the venv (env.json; None: built before it said)
+    torch_pin: str | None = None  # the wheel's own Requires-Dist, e.g. "==2.14.0"
+
+    @property
+    def torch_note(self) -> str:
+        """Which torch the parser runs on, and whether the wheel pins that one."""
+        if self.torch is None:
+            return "torch not recorded (env.json predates it: nox -s vllm-parser records it)"
+        if self.torch_pin is None:
+            return f"torch {self.torch}"
+        plain = self.torch.split("+", 1)[0]
+        same = self.torch_pin.startswith("==") and self.torch_pin[2:] == plain
+        return f"torch {self.torch}" + (
+            f" (the wheel pins torch{self.torch_pin})" if not same else ""
+        )
 
     @property
     def wheel_path(self) -> Path:
@@ -91,7 +106,7 @@ def find_env(where: Path, version: str, wheel: Mapping[str, Any]) -> ParserEnv |
     ``wheel`` is the wheel the preflight rules were extracted from (``data/vllm-X.json``):
     a tree from another build would judge with other code than the rules.
     """
-    fix = f"nox -s vllm-parser (builds {where}), or LOCKPIPE_VLLM_PARSER=DIR"
+    fix = f"nox -s vllm-parser -- {version} (builds {where}), or LOCKPIPE_VLLM_PARSER=DIR"
     try:
         marker = json.loads((where / MARKER).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -104,6 +119,8 @@ def find_env(where: Path, version: str, wheel: Mapping[str, Any]) -> ParserEnv |
         tree=where / "tree",
         wheel=str(marker.get("wheel")),
         sha256=str(marker.get("sha256")),
+        torch=marker.get("torch"),
+        torch_pin=marker.get("torch_pin"),
     )
     if env.version != version or env.sha256 != wheel.get("sha256"):
         return Unavailable(
@@ -174,7 +191,7 @@ def parse(
             tail = str(exc).strip().splitlines()[-1:] or ["no output"]
             gone = Unavailable(
                 reason=f"vLLM {env.version}'s parser did not run ({tail[0]})",
-                fix=f"rebuild it: nox -s vllm-parser (python {env.python})",
+                fix=f"rebuild it: nox -s vllm-parser -- {env.version} (python {env.python})",
             )
             return [gone for _ in argvs]
     seconds = time.monotonic() - start
@@ -239,7 +256,10 @@ def check(parsed: Parsed, target: str) -> Check | None:
     it did not run (then :func:`figure` says the extract read it)."""
     if isinstance(parsed, Unavailable):
         return None
-    by = f"vLLM {parsed.env.version}'s own parser ({WHERE}, {parsed.env.wheel})"
+    by = (
+        f"vLLM {parsed.env.version}'s own parser ({WHERE}, {parsed.env.wheel}; "
+        f"{parsed.env.torch_note})"
+    )
     if isinstance(parsed, Refused):
         return Check(
             name="serve-args",
@@ -269,7 +289,7 @@ def figure(parsed: Parsed | None, used: VllmArgs) -> Figure:
     if isinstance(parsed, Accepted):
         differ = differences(used, vllm_args.parse_args(parsed.argv))
     verb = "parsed" if isinstance(parsed, Accepted) else "refused"
-    note = f"{WHERE}, {parsed.seconds:.0f} s"
+    note = f"{WHERE}, {parsed.env.torch_note}, {parsed.seconds:.0f} s"
     if differ:
         note += "; the extract would read " + "; ".join(differ)
     return Figure(name="serve command", value=f"{verb} by vLLM {parsed.env.version}", note=note)

@@ -1,14 +1,19 @@
 """Build the environment vLLM's own argument parser runs in (``nox -s vllm-parser``).
 
-``python -m lockpipe.preflight.vllm_parser_env [--lock LOCK] [--cache DIR]`` builds, for
-each ``VLLM_VERSION`` the lock's targets name, ``CACHE/vllm-parser/VERSION``:
+``python -m lockpipe.preflight.vllm_parser_env [--lock LOCK] [--cache DIR] [VERSION ...]``
+builds, for each VERSION named (default: each ``VLLM_VERSION`` the lock's targets name;
+name another, e.g. a refresh proposal's, to judge it with its own parser),
+``CACHE/vllm-parser/VERSION``:
 
 - ``venv/``: a venv of this Python with ``constraints/vllm-parser-VERSION.txt``
   installed (``--require-hashes``): torch (the CPU build) and the pure-Python packages the
   parser imports; vLLM itself is not installed;
 - the wheel the preflight rules were extracted from (``data/vllm-VERSION.json``: its file
   name and sha256), fetched by pip with that hash, and ``tree/``, its ``.py`` files;
-- ``env.json``, written last, after a trial parse: what was built from what.
+- ``env.json``, written last, after a trial parse: what was built from what, and the torch
+  installed beside the wheel's own torch pin (they can differ: 0.29.0's is the CPU build of
+  its pin, 0.33.0's the CUDA build PyPI has, since no CPU build of it is reachable; the
+  constraints' headers say why).
 
 A complete environment whose inputs have not changed is kept (a trial parse first
 proves it still runs); otherwise it is built again.
@@ -27,6 +32,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +132,31 @@ def _fetch_wheel(python: Path, dest: Path, version: str, wheel: Mapping[str, Any
     return path
 
 
+def torch_pin(wheel: Path) -> str | None:
+    """The wheel's own torch requirement (``Requires-Dist: torch==X`` in its METADATA)."""
+    with zipfile.ZipFile(wheel) as z:
+        name = next((m for m in z.namelist() if m.endswith(".dist-info/METADATA")), None)
+        text = z.read(name).decode("utf-8") if name else ""
+    found = re.search(r"^Requires-Dist: torch\s*([<>=!~][^;\s]*)", text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+# torch/version.py alone, loaded by path: its __version__ names the build (2.13.0+cpu,
+# 2.14.0+cu130), which the distribution's metadata does not, and torch is not imported
+_TORCH_VERSION = (
+    "import importlib.util as u, os\n"
+    "d = u.find_spec('torch').submodule_search_locations[0]\n"
+    "s = u.spec_from_file_location('v', os.path.join(d, 'version.py'))\n"
+    "m = u.module_from_spec(s); s.loader.exec_module(m); print(m.__version__)\n"
+)
+
+
+def installed_torch(python: Path) -> str:
+    """The torch installed in the venv of ``python``, with its build (``2.14.0+cu130``)."""
+    out = cmd.call([str(python), "-c", _TORCH_VERSION], quiet=True, stdout_only=True)
+    return out.strip().splitlines()[-1]
+
+
 def _extract(wheel: Path, tree: Path) -> int:
     """The wheel's ``.py`` files into ``tree`` (replaced whole); how many."""
     partial = tree.with_name(tree.name + ".partial")
@@ -154,7 +185,16 @@ def build(root: Path, cache: Path, version: str, where: Path | None = None) -> P
     if isinstance(found, ParserEnv):
         have = json.loads((dest / MARKER).read_text(encoding="utf-8"))
         if {k: have.get(k) for k in want} == want and _trial(found) is None:
-            echo(f"vllm-parser: {dest} is up to date (vLLM {version}, {wheel['file']})")
+            # the torch that is there now (an env.json written before it said, or by an
+            # older lockpipe, is brought up to date: no rebuild for that)
+            found = replace(found, torch=installed_torch(found.python),
+                            torch_pin=torch_pin(found.wheel_path))  # fmt: skip
+            torch = {"torch": found.torch, "torch_pin": found.torch_pin}
+            if {k: have.get(k) for k in torch} != torch:
+                (dest / MARKER).write_text(json.dumps({**have, **torch}, indent=1) + "\n",
+                                           encoding="utf-8")  # fmt: skip
+            echo(f"vllm-parser: {dest} is up to date (vLLM {version}, {wheel['file']}; "
+                 f"{found.torch_note})")  # fmt: skip
             return found
     start = time.monotonic()
     (dest / MARKER).unlink(missing_ok=True)
@@ -165,16 +205,20 @@ def build(root: Path, cache: Path, version: str, where: Path | None = None) -> P
         python = venv / "bin" / "python"
         cmd.call([str(python), "-m", "pip", "install", "--quiet", "--require-hashes",
                   "--only-binary=:all:", "-r", str(constraints)])  # fmt: skip
-        files = _extract(_fetch_wheel(python, dest, version, wheel), dest / "tree")
+        fetched = _fetch_wheel(python, dest, version, wheel)
+        files = _extract(fetched, dest / "tree")
     env = ParserEnv(version=version, python=python, tree=dest / "tree",
-                    wheel=str(wheel["file"]), sha256=str(wheel["sha256"]))  # fmt: skip
+                    wheel=str(wheel["file"]), sha256=str(wheel["sha256"]),
+                    torch=installed_torch(python), torch_pin=torch_pin(fetched))  # fmt: skip
+    torch = {"torch": env.torch, "torch_pin": env.torch_pin}
     problem = _trial(env)
     if problem is not None:
         raise LockpipeError(f"vLLM {version}'s parser built in {dest} does not run: {problem}")
     seconds = round(time.monotonic() - start, 1)
-    marker = {**want, "tree_files": files, "built_seconds": seconds}
+    marker = {**want, **torch, "tree_files": files, "built_seconds": seconds}
     (dest / MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
-    echo(f"vllm-parser: built {dest} in {seconds:.0f} s ({files} files of {wheel['file']})")
+    echo(f"vllm-parser: built {dest} in {seconds:.0f} s ({files} files of {wheel['file']}; "
+         f"{env.torch_note})")  # fmt: skip
     return env
 
 
@@ -184,10 +228,13 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - nox -s vll
     p.add_argument("--cache", type=Path,
                    default=Path(os.environ.get("LOCKPIPE_CACHE") or cache_home(os.environ)
                                 / "lockpipe"))  # fmt: skip
+    p.add_argument("versions", nargs="*", metavar="VERSION",
+                   help="vLLM versions to build (default: those the lock pins); each needs "
+                   "constraints/vllm-parser-VERSION.txt and lockpipe's rules for it")  # fmt: skip
     args = p.parse_args(argv)
     lock = load_lock(args.lock)
     try:
-        for version in versions(lock):
+        for version in args.versions or versions(lock):
             build(lock.root, args.cache, version)
     except LockpipeError as exc:
         echo(f"vllm-parser: {exc}", style="red")

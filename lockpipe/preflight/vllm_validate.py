@@ -54,6 +54,7 @@ class Validation:
     pages: tuple[PageRow, ...] = ()
     pages_refused: str | None = None  # unify_kv_cache_spec_page_size's NotImplementedError
     pages_not_run: str | None = None
+    pages_module: str | None = None  # the vllm/v1/core module that defines the function
     batched_default: int | None = None  # EngineArgs.get_batch_defaults, OpenAI server
     fakes: tuple[str, ...] = ()
 
@@ -136,6 +137,7 @@ def read(doc: Mapping[str, Any] | None, version: str) -> Validation | NotRun:
         pages=tuple(PageRow(**row) for row in pages.get("layers", [])),
         pages_refused=pages.get("refused"),
         pages_not_run=pages.get("not_run"),
+        pages_module=pages.get("module"),
         batched_default=(doc.get("defaults") or {}).get("max_num_batched_tokens"),
         fakes=tuple(doc.get("fakes") or ()),
     )
@@ -185,7 +187,8 @@ def unsure(v: Validation) -> list[str]:
 
 def page_check(v: Validation, pages: Sequence[vllm_kv.Page]) -> Check | None:
     """vLLM's unify_kv_cache_spec_page_size against lockpipe's unified pages."""
-    where = f"vLLM {v.version}'s unify_kv_cache_spec_page_size (v1/core/kv_cache_utils.py)"
+    module = (v.pages_module or "vllm.v1.core.kv_cache_utils").replace(".", "/")
+    where = f"vLLM {v.version}'s unify_kv_cache_spec_page_size ({module.removeprefix('vllm/')}.py)"
     if v.pages_not_run:
         return None
     if v.pages_refused:

@@ -11,8 +11,9 @@ KV dtype and page. What runs is vLLM's code from the wheel's tree:
   with the ``AttentionSelectorConfig`` ``v1/attention/selector.py`` builds: a forced
   backend's ``validate_configuration`` and "Selected backend … is not valid", or the
   priority list and the first valid backend;
-- ``unify_kv_cache_spec_page_size`` (``v1/core/kv_cache_utils.py``) on the
-  ``FullAttentionSpec``/``SlidingWindowSpec`` of each layer;
+- ``unify_kv_cache_spec_page_size`` on the ``FullAttentionSpec``/``SlidingWindowSpec``
+  of each layer, from the ``vllm/v1/core`` module that defines it (``kv_cache_utils.py``
+  in 0.29.0, ``kv_cache_planning.py`` in 0.33.0; the answer names it);
 - ``EngineArgs.get_batch_defaults`` (``engine/arg_utils.py``): the OpenAI server's
   ``max_num_batched_tokens`` and ``max_num_seqs`` on the card's memory and name.
 
@@ -26,7 +27,10 @@ choice may then differ, and the caller says so.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
+import os
 import sys
 import types
 import zipfile
@@ -74,7 +78,9 @@ def fake_card(capability: tuple[int, int], name: str, memory_bytes: int) -> Any:
     fake = FakeCard()
     platforms._current_platform = fake  # type: ignore[attr-defined]
     for module in list(sys.modules.values()):
-        bound = getattr(module, "current_platform", None) if module else None
+        # what the module bound itself: a module-level __getattr__ (transformers' lazy
+        # modules) would import on getattr, and 0.33.0's tree leaves some unimportable here
+        bound = vars(module).get("current_platform") if module else None
         if module is not platforms and isinstance(bound, interface.Platform):
             module.current_platform = fake  # type: ignore[attr-defined]
     return FakeCard
@@ -142,11 +148,28 @@ def choose(card: Any, forced: str | None, kind: dict[str, Any], model_dtype: str
     return out
 
 
+def defining(package: str, name: str) -> str:
+    """The module of ``package`` whose source defines the function ``name`` at top level
+    (read, not imported: the function moves between releases)."""
+    spec = importlib.util.find_spec(package)
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for entry in sorted(os.listdir(folder)):
+            if not entry.endswith(".py"):
+                continue
+            with open(os.path.join(folder, entry), encoding="utf-8") as f:
+                tree = ast.parse(f.read(), entry)
+            if any(isinstance(n, ast.FunctionDef) and n.name == name for n in tree.body):
+                return f"{package}.{entry[:-3]}"
+    raise ImportError(f"no module of {package} defines {name}")
+
+
 def unified_pages(layers: list[dict[str, Any]], model_dtype: str) -> dict[str, Any]:
-    """vLLM's unify_kv_cache_spec_page_size on each layer's spec: block and page bytes."""
+    """vLLM's unify_kv_cache_spec_page_size on each layer's spec: block and page bytes,
+    and the module it came from."""
     torch = importlib.import_module("torch")
     iface = importlib.import_module("vllm.v1.kv_cache_interface")
-    utils = importlib.import_module("vllm.v1.core.kv_cache_utils")
+    where = defining("vllm.v1.core", "unify_kv_cache_spec_page_size")
+    utils = importlib.import_module(where)
     to_dtype = importlib.import_module("vllm.utils.torch_utils").STR_DTYPE_TO_TORCH_DTYPE
     specs = {}
     for x in layers:
@@ -171,8 +194,9 @@ def unified_pages(layers: list[dict[str, Any]], model_dtype: str) -> dict[str, A
     try:
         after = utils.unify_kv_cache_spec_page_size(specs)
     except NotImplementedError as exc:
-        return {"refused": str(exc)}
+        return {"refused": str(exc), "module": where}
     return {
+        "module": where,
         "layers": [
             {
                 "index": int(n.split(".")[2]),
@@ -181,7 +205,7 @@ def unified_pages(layers: list[dict[str, Any]], model_dtype: str) -> dict[str, A
                 "page": s.page_size_bytes,
             }
             for n, s in after.items()
-        ]
+        ],
     }
 
 

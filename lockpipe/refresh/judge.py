@@ -3,8 +3,10 @@
 - vLLM (a base that carries ``VLLM_VERSION``): preflight of every affected target under the
   new version's rules (``lockpipe/preflight/data/vllm-V.json``, extracted from that
   version's wheel by :mod:`lockpipe.preflight.vllm_source`), with the serve command read by
-  the new vLLM's own parser where its environment is built (:mod:`.vllm_parser`); a check
-  that fails says what the new version refuses and the fix;
+  the new vLLM's own parser where its environment is built (:mod:`.vllm_parser`; then
+  preflight's backend and page checks come from that version's own functions too, and the
+  ``serve-args`` verdict names the torch the parser ran on, which may not be the wheel's
+  pin); a check that fails says what the new version refuses and the fix;
 - llama.cpp (a source): every flag of each llama target's serve command against the new
   tree's ``common/arg.cpp`` (:mod:`.llama_tree`), and what /metrics gains: the counters
   lockpipe reads (``lockpipe.smoke.metrics.NAMES``) that the new tree exports and the
@@ -26,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import LockError, LockpipeError
-from lockpipe.lock.model import Lock, parse_lock
+from lockpipe.lock.model import Lock, Target, parse_lock
 from lockpipe.preflight import config, host, plan, vllm_parser, vllm_release
+from lockpipe.preflight.shape import ModelShape
 from lockpipe.preflight.verdict import TargetReport
 from lockpipe.preflight.whatif import Overrides
 from lockpipe.refresh import llama_tree, turboquant
@@ -55,13 +58,26 @@ def with_version(lock: Lock, target: str, arg: str, version: str) -> Lock:
     return parse_lock(doc, lock.path, lock.root)
 
 
-def _report(lock: Lock, name: str, parse: vllm_parser.Parsed | None) -> TargetReport:
+def _on(
+    lock: Lock, name: str
+) -> tuple[config.PreflightConfig, Target, host.Card, ModelShape | None]:
+    """What preflight judges ``name`` with: its preflight.json, its card, its model's shape."""
     cfg = config.load(lock.path.parent / config.DEFAULT_NAME)
     target = lock.target(name)
-    card_name = cfg.target(name).card or "rtx3090"
-    card = host.card_named(card_name)
-    shape = plan.model_shape(lock, cfg, target, None)
+    card = host.card_named(cfg.target(name).card or "rtx3090")
+    return cfg, target, card, plan.model_shape(lock, cfg, target, None)
+
+
+def _report(lock: Lock, name: str, parse: vllm_parser.Parsed | None) -> TargetReport:
+    cfg, target, card, shape = _on(lock, name)
     return plan.evaluate(lock, cfg, target, card, shape, Overrides(), parse)
+
+
+def _asked(lock: Lock, name: str) -> dict[str, Any] | None:
+    """What vLLM's own backend and page functions are asked for ``name`` on its card, in
+    the parser's run (as preflight asks them)."""
+    cfg, target, card, shape = _on(lock, name)
+    return plan.validation_request(lock, cfg, target, card, shape, Overrides())
 
 
 def _parsed(
@@ -81,7 +97,8 @@ def _parsed(
                            f"{pins.relative_to(lock.root)} (as for the pinned version), then "
                            f"{env.fix}")  # fmt: skip
         return env
-    return vllm_parser.parse(env, [lock.target(name).serve.command])[0]
+    command = lock.target(name).serve.command
+    return vllm_parser.parse(env, [command], validate=[_asked(lock, name)])[0]
 
 
 def judge_vllm(
@@ -142,12 +159,15 @@ def judge_vllm(
                 )
         if after.verdict == "pass":
             passed = ", ".join(c.name for c in after.checks)
+            # whether vLLM's own backend and page functions ran, or the extract judged
+            rules = next((f for f in after.figures if f.name == "backend rules"), None)
+            by = f"; backend rules: {rules.value} ({rules.note})" if rules else ""
             out.append(
                 Verdict(
                     target=name,
                     check="preflight",
                     status="pass",
-                    detail=f"under vLLM {new}'s rules ({wheel}) every check passes: {passed}",
+                    detail=f"under vLLM {new}'s rules ({wheel}) every check passes: {passed}{by}",
                 )
             )
         if isinstance(parsed, vllm_parser.Unavailable):
@@ -160,6 +180,12 @@ def judge_vllm(
                     fix=parsed.fix,
                 )
             )
+        else:  # a refusal is preflight:serve-args above; an acceptance is said here
+            said = next((c for c in after.checks if c.name == "serve-args"), None)
+            if said is not None and said.status == "pass":
+                out.append(
+                    Verdict(target=name, check="serve-args", status="pass", detail=said.detail)
+                )
     return out
 
 

@@ -48,7 +48,10 @@ def test_exactly_the_compatible_newer_tags_are_proposed_and_held_then_released(
     record = json.loads((tmp_path / "first-seen.json").read_text())
     assert record["first_seen"]["bases.vllm-openai"] == {"0.30.0": NOW, "0.33.0": NOW}
 
-    released = _propose(lock, tmp_path, LATER, "--min-age", "3d")
+    # a cache of its own: no vLLM parser environment in it, whatever the machine's cache holds
+    # (test_vllm_bump.py judges a proposal with 0.33.0's own parser)
+    released = _propose(lock, tmp_path, LATER, "--min-age", "3d",
+                        "--cache", str(tmp_path / "cache"))  # fmt: skip
     assert [p["held"] for p in released["proposals"]] == [None, None]
     assert [p["first_seen"] for p in released["proposals"]] == [NOW, NOW]  # from the record
     by = {p["version"]: p for p in released["proposals"]}
@@ -61,9 +64,12 @@ def test_exactly_the_compatible_newer_tags_are_proposed_and_held_then_released(
     assert verdicts[("frank-small", "preflight")]["status"] == "pass"
     assert "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl" in verdicts[
         ("frank-small", "preflight")]["detail"]  # fmt: skip
-    # vLLM 0.33.0's own parser has no environment here: said, with what it takes
+    # vLLM 0.33.0's own parser has no environment in that cache: said, with what builds it
+    # (this checkout has no constraints/, so pinning its imports comes first)
     parser = verdicts[("frank-small", "serve-args")]
-    assert parser["status"] == "unknown" and "constraints/vllm-parser-0.33.0.txt" in parser["fix"]
+    assert parser["status"] == "unknown" and "parser is not built" in parser["detail"]
+    assert "constraints/vllm-parser-0.33.0.txt" in parser["fix"]
+    assert "then nox -s vllm-parser -- 0.33.0 (builds " in parser["fix"]
     assert verdicts[("frank-small", "baselines")]["status"] == "warn"
     assert "pp@67k" in verdicts[("frank-small", "baselines")]["detail"]
     # 0.30.0 has no rules in lockpipe: it says so and how to derive them, not "passes"

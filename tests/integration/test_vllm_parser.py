@@ -10,14 +10,12 @@ few minutes, then kept), and a parser that cannot run fails; elsewhere the tests
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lockpipe.errors import CheckFailed, LockpipeError
-from lockpipe.fs import cache_home
+from lockpipe.errors import CheckFailed
 from lockpipe.lock.model import Lock, load_lock
 from lockpipe.preflight import (
     config,
@@ -32,13 +30,12 @@ from lockpipe.preflight.vllm_parser import Accepted, Parsed, ParserEnv, Refused
 from lockpipe.preflight.vllm_validate import Validation
 from lockpipe.preflight.whatif import Overrides
 from tests.frank_small import TURBOQUANT_WHAT_IF, run_preflight, turboquant
-from tests.policy import ON_CI, unavailable
+from tests.vllm_env import parser_env
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = load_lock(REPO / "locks" / "digests.json")
 VLLM = {n: t for n, t in LOCK.targets.items() if t.serve.runtime == "vllm" and not t.external}
 (VERSION,) = vllm_parser_env.versions(LOCK)
-CACHE = Path(os.environ.get("LOCKPIPE_CACHE") or cache_home(os.environ) / "lockpipe")
 BASE = ("vllm", "serve", "m")
 # Beside the lock's own commands: what vLLM must refuse, and the seeds' TurboQuant flags,
 # which its parser takes (preflight's backend rules are what refuse them)
@@ -52,16 +49,7 @@ EXTRA = {
 
 @pytest.fixture(scope="module")
 def env() -> ParserEnv:
-    where = vllm_parser.env_dir(CACHE, VERSION)
-    found = vllm_parser.find_env(where, VERSION, vllm_rules.release(VERSION)["wheel"])
-    if isinstance(found, ParserEnv):
-        return found
-    if not ON_CI:
-        unavailable(f"{found.reason}; {found.fix}")
-    try:
-        return vllm_parser_env.build(REPO, CACHE, VERSION)
-    except LockpipeError as exc:
-        pytest.fail(f"CI=true but vLLM {VERSION}'s parser cannot be built: {exc}")
+    return parser_env(VERSION)
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,12 @@ FAKE = {
         "import argparse\nclass FlexibleArgumentParser(argparse.ArgumentParser):\n    pass\n"
     ),
     "vllm/entrypoints/__init__.py": "",
+    # read, never imported (the real one imports the API server): where the parser comes from
+    "vllm/entrypoints/cli/__init__.py": "",
+    "vllm/entrypoints/cli/serve.py": (
+        "import uvloop_missing\nfrom vllm.entrypoints.launchers.cli_args import (\n"
+        "    make_arg_parser,\n    validate_parsed_serve_args,\n)\n"
+    ),
     "vllm/entrypoints/launchers/__init__.py": "",
     "vllm/entrypoints/launchers/cli_args.py": """
 import json
@@ -123,6 +130,22 @@ def test_refusals_carry_vllms_own_message(fake_env: Path) -> None:
     assert isinstance(invalid, Refused) and invalid.message == (
         "ValueError: max_num_seqs must be positive"
     )
+
+
+def test_the_parser_is_taken_from_where_serve_py_imports_it(fake_env: Path) -> None:
+    # 0.33.0 moved entrypoints/launchers/cli_args.py to entrypoints/common/cli_args.py
+    tree = fake_env / "tree" / "vllm" / "entrypoints"
+    (tree / "common").mkdir()
+    (tree / "common" / "__init__.py").write_text("")
+    (tree / "launchers" / "cli_args.py").rename(tree / "common" / "cli_args.py")
+    serve = tree / "cli" / "serve.py"
+    serve.write_text(serve.read_text().replace(".launchers.", ".common."))
+    (got,) = vllm_parser.parse(env_of(fake_env), [("vllm", "serve", "m", "--max-num-seqs", "3")])
+    assert isinstance(got, Accepted) and got.engine["max_num_seqs"] == 3
+    serve.write_text("import argparse\n")  # serve.py no longer says: the parser is not run
+    (gone,) = vllm_parser.parse(env_of(fake_env), [("vllm", "serve", "m")])
+    assert isinstance(gone, Unavailable)
+    assert "imports no make_arg_parser and validate_parsed_serve_args" in gone.reason
 
 
 def test_a_tree_that_does_not_import_makes_every_command_unavailable(fake_env: Path) -> None:
@@ -227,14 +250,37 @@ def _pins(text: str) -> dict[str, list[str]]:
     return pins
 
 
-def test_the_parsers_packages_are_pinned_with_hashes() -> None:
-    wanted = REPO / "constraints" / "vllm-parser-0.29.0.in"
+@pytest.mark.parametrize(
+    "wanted", sorted((REPO / "constraints").glob("vllm-parser-*.in")), ids=lambda p: p.stem
+)
+def test_the_parsers_packages_are_pinned_with_hashes(wanted: Path) -> None:
+    lines = [x for x in wanted.read_text().splitlines() if x.strip() and not x.startswith("#")]
     names = {
-        re.sub(r"[-_.]+", "-", re.split(r"[=<>!~\s]", line, maxsplit=1)[0]).lower()
-        for line in wanted.read_text().splitlines()
-        if line.strip() and not line.startswith("#")
+        re.sub(r"[-_.]+", "-", re.split(r"[=<>!~\s]", x, maxsplit=1)[0]).lower() for x in lines
     }
-    pins = _pins((REPO / "constraints" / "vllm-parser-0.29.0.txt").read_text())
+    resolved = wanted.with_suffix(".txt").read_text()
+    pins = _pins(resolved)
     assert names <= set(pins) and all(pins.values())
-    assert "torch==2.13.0+cpu" in (REPO / "constraints" / "vllm-parser-0.29.0.txt").read_text()
+    # torch is named exactly in the .in (0.29.0: the CPU build of the wheel's pin; 0.33.0:
+    # the pin as PyPI's CUDA build, the header says why) and resolved to that one
+    (torch,) = [x for x in lines if x.startswith("torch==")]
+    assert f"{torch} \\\n" in resolved
     assert "vllm" not in pins  # the tree comes from the rules' wheel, never installed
+
+
+def test_the_torch_the_parser_runs_on_is_said_beside_the_wheels_pin(tmp_path: Path) -> None:
+    from lockpipe.preflight.vllm_parser_env import torch_pin
+
+    wheel = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        requires = ("torchaudio==2.11.0", "torch==2.14.0", "torchvision==0.29.0")
+        metadata = "Name: vllm\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+        z.writestr("vllm-9.9.9.dist-info/METADATA", metadata)
+    assert torch_pin(wheel) == "==2.14.0"
+    env = ParserEnv(version="9.9.9", python=Path("p"), tree=Path("t"), wheel=wheel.name,
+                    sha256="0" * 64, torch="2.14.1", torch_pin="==2.14.0")  # fmt: skip
+    assert env.torch_note == "torch 2.14.1 (the wheel pins torch==2.14.0)"
+    # the CPU build of the pinned version is the pin: nothing to say
+    same = replace(env, torch="2.13.0+cpu", torch_pin="==2.13.0")
+    assert same.torch_note == "torch 2.13.0+cpu"
+    assert "not recorded" in replace(env, torch=None).torch_note
