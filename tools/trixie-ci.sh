@@ -6,6 +6,7 @@
 # found is in docs/debian13.md, "CI rehearsal".
 #
 #   sudo tools/trixie-ci.sh              # clone, provision, run; log in /tmp/trixie-ci/run.log
+#   sudo TRIXIE_CI_ARGS="--tests tests/integration" tools/trixie-ci.sh   # .ci/run's arguments
 #   sudo tools/trixie-ci.sh provision    # clone + provision only (host network)
 #   sudo tools/trixie-ci.sh run          # the isolated run of the existing clone only
 #   sudo tools/trixie-ci.sh pypi-tests   # the tests that need the real PyPI (host network)
@@ -150,7 +151,7 @@ run_inside() {
   mount -t tmpfs -o mode=755 tmpfs "$R/run"
   local rc=0
   chroot "$R" env -i PATH="/ci/shim:$PATH_IN" HOME=/root LANG=C.UTF-8 TERM=dumb CI=true \
-    bash -c "cd $CLONE && CI=true bash .ci/run" < /dev/null || rc=$?
+    bash -c "cd $CLONE && CI=true bash .ci/run ${TRIXIE_CI_ARGS:-}" < /dev/null || rc=$?
   echo "### .ci/run exit status: $rc"
   # Containers first, so their runtimes remove their cgroups; their IDs for the host's check.
   {
