@@ -5,15 +5,16 @@ builds, for each VERSION named (default: each ``VLLM_VERSION`` the lock's target
 name another, e.g. a refresh proposal's, to judge it with its own parser),
 ``CACHE/vllm-parser/VERSION``:
 
-- ``venv/``: a venv of this Python with ``constraints/vllm-parser-VERSION.txt``
-  installed (``--require-hashes``): torch (the CPU build) and the pure-Python packages the
-  parser imports; vLLM itself is not installed;
+- ``venv/``: a venv of this Python with the constraints set resolved for it installed
+  (``--require-hashes``): ``constraints/vllm-parser-VERSION.txt`` (Python 3.11) or
+  ``vllm-parser-VERSION-pyX.Y.txt`` (3.13), each ``.in``'s header names its Python: torch
+  and the packages the parser imports; vLLM itself is not installed;
 - the wheel the preflight rules were extracted from (``data/vllm-VERSION.json``: its file
   name and sha256), fetched by pip with that hash, and ``tree/``, its ``.py`` files;
 - ``env.json``, written last, after a trial parse: what was built from what, and the torch
-  installed beside the wheel's own torch pin (they can differ: 0.29.0's is the CPU build of
-  its pin, 0.33.0's the CUDA build PyPI has, since no CPU build of it is reachable; the
-  constraints' headers say why).
+  installed beside the wheel's own torch pin (they can differ: 0.29.0's on 3.11 is the CPU
+  build of its pin, the others the CUDA build PyPI has, since no CPU build of it is
+  reachable; the constraints' headers say why).
 
 A complete environment whose inputs have not changed is kept (a trial parse first
 proves it still runs); otherwise it is built again.
@@ -60,14 +61,9 @@ def versions(lock: Lock) -> list[str]:
     return vllm_release.pinned(lock)
 
 
-def constraints_for(root: Path, version: str) -> Path:
-    return root / "constraints" / f"vllm-parser-{version}.txt"
-
-
-def pinned_python(root: Path, version: str) -> str | None:
-    """The Python the constraints were resolved for: ``--python-version X.Y`` in the
-    re-resolve command of ``constraints/vllm-parser-VERSION.in`` (torch's file is cpXY)."""
-    source = constraints_for(root, version).with_suffix(".in")
+def _resolved_for(source: Path) -> str | None:
+    """The Python a constraints set was resolved for: ``--python-version X.Y`` in the
+    re-resolve command of its ``.in`` (torch's file is cpXY)."""
     try:
         found = re.search(r"--python-version\s+(\d+\.\d+)", source.read_text(encoding="utf-8"))
     except OSError:
@@ -75,19 +71,56 @@ def pinned_python(root: Path, version: str) -> str | None:
     return found.group(1) if found else None
 
 
+def constraint_sets(root: Path, version: str) -> dict[str, Path]:
+    """Python (``"3.11"``) -> the constraints file resolved for it, for vLLM ``version``:
+    ``constraints/vllm-parser-VERSION.txt`` and each ``vllm-parser-VERSION-pyX.Y.txt``,
+    each for the Python its ``.in`` names."""
+    here = root / "constraints"
+    sources = [here / f"vllm-parser-{version}.in",
+               *sorted(here.glob(f"vllm-parser-{version}-py*.in"))]  # fmt: skip
+    sets: dict[str, Path] = {}
+    for source in sources:
+        python = _resolved_for(source)
+        if python is not None:
+            sets.setdefault(python, source.with_suffix(".txt"))
+    return sets
+
+
+def _running() -> tuple[int, int]:
+    return sys.version_info.major, sys.version_info.minor
+
+
+def constraints_for(root: Path, version: str, python: tuple[int, int] | None = None) -> Path:
+    """The constraints file vLLM ``version``'s parser environment installs on ``python``
+    (default: this one). Where none is resolved for it, the name one would have:
+    ``vllm-parser-VERSION.txt`` for a version with no set, else ``-pyX.Y`` beside the others
+    (:func:`check_python` says which Pythons have one)."""
+    major, minor = python or _running()
+    have = f"{major}.{minor}"
+    sets = constraint_sets(root, version)
+    if have in sets:
+        return sets[have]
+    suffix = f"-py{have}" if sets else ""
+    return root / "constraints" / f"vllm-parser-{version}{suffix}.txt"
+
+
 def check_python(root: Path, version: str, running: tuple[int, int]) -> None:
-    """LockpipeError naming the interpreter and the fix when it is not the pinned Python."""
-    want = pinned_python(root, version)
+    """LockpipeError naming the interpreter, the Pythons that have a constraints set and how
+    to add one, when vLLM ``version`` has sets but none for ``running``."""
+    sets = constraint_sets(root, version)
     have = f"{running[0]}.{running[1]}"
-    if want is None or want == have:
+    if not sets or have in sets:
         return
+    pinned = ", ".join(f"{py} ({path.relative_to(root)})" for py, path in sorted(sets.items()))
+    model = max(sets, key=lambda py: tuple(map(int, py.split("."))))
+    source = sets[model].with_suffix(".in").relative_to(root)
     raise LockpipeError(
-        f"vLLM {version}'s parser environment is pinned for Python {want} "
-        f"(constraints/vllm-parser-{version}.in resolves for --python-version {want}, and "
-        f"its torch is a cp{want.replace('.', '')} file), but this is Python {have} "
-        f"({sys.executable}): run it with Python {want}, e.g. python{want} -m "
-        f"lockpipe.preflight.vllm_parser_env, or `nox -s vllm-parser` where nox itself runs "
-        f"on {want}; or re-resolve the constraints for {have} (the header says how)"
+        f"vLLM {version}'s parser environment is pinned for Python {pinned}, but this is "
+        f"Python {have} ({sys.executable}): run it with one of those, e.g. python{model} -m "
+        f"lockpipe.preflight.vllm_parser_env, or `nox -s vllm-parser` where nox itself runs on "
+        f"one; or add a set for {have}: copy {source} to "
+        f"constraints/vllm-parser-{version}-py{have}.in and resolve it with its header's "
+        f"command, for --python-version {have}"
     )
 
 
@@ -173,13 +206,13 @@ def build(root: Path, cache: Path, version: str, where: Path | None = None) -> P
     """The parser environment for vLLM ``version`` at ``where`` (default under ``cache``),
     built or kept; LockpipeError when it cannot be built or does not parse."""
     wheel = vllm_rules.release(version)["wheel"]
+    check_python(root, version, _running())
     constraints = constraints_for(root, version)
     if not constraints.is_file():
         raise LockpipeError(
             f"no {constraints}: pin what vLLM {version}'s parser imports (its header says how)"
         )
     dest = where or env_dir(cache, version)
-    check_python(root, version, (sys.version_info.major, sys.version_info.minor))
     want = _wanted(version, wheel, constraints)
     found = find_env(dest, version, wheel)
     if isinstance(found, ParserEnv):
@@ -230,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - nox -s vll
                                 / "lockpipe"))  # fmt: skip
     p.add_argument("versions", nargs="*", metavar="VERSION",
                    help="vLLM versions to build (default: those the lock pins); each needs "
-                   "constraints/vllm-parser-VERSION.txt and lockpipe's rules for it")  # fmt: skip
+                   "constraints/vllm-parser-VERSION[-pyX.Y].txt for this Python and "
+                   "lockpipe's rules for it")  # fmt: skip
     args = p.parse_args(argv)
     lock = load_lock(args.lock)
     try:

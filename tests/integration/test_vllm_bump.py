@@ -102,7 +102,7 @@ def test_the_033_environment_records_the_torch_it_runs_on_and_the_wheels_pin(
     env33: ParserEnv,
 ) -> None:
     marker = json.loads((env33.tree.parent / vllm_parser.MARKER).read_text())
-    assert marker["constraints"] == f"vllm-parser-{NEW}.txt"
+    assert marker["constraints"] == vllm_parser_env.constraints_for(REPO, NEW).name
     pins = (REPO / "constraints" / marker["constraints"]).read_text()
     # the torch installed is the constraints' one, the wheel's pin is read from its METADATA,
     # and they are the same release, in PyPI's CUDA build (torch finds no CUDA here)

@@ -1,8 +1,9 @@
 """Every vLLM target's serve command through vLLM's own parser, from the pinned wheel.
 
 ``FlexibleArgumentParser`` with the serve subcommand, then ``AsyncEngineArgs.from_cli_args``,
-imported from the wheel's ``.py`` tree with torch's CPU build (lockpipe/preflight/
-vllm_parser.py). The environment is the one ``nox -s vllm-parser`` builds under the cache
+imported from the wheel's ``.py`` tree with torch run on the CPU (lockpipe/preflight/
+vllm_parser.py; the constraints set of the running Python: 3.11's is torch's CPU build,
+3.13's PyPI's CUDA build). The environment is the one ``nox -s vllm-parser`` builds under the cache
 (LOCKPIPE_CACHE, else ~/.cache/lockpipe). Where it is not built: on CI it is built here (a
 few minutes, then kept), and a parser that cannot run fails; elsewhere the tests skip.
 """
@@ -194,5 +195,5 @@ def test_the_environment_records_what_it_was_built_from(env: ParserEnv) -> None:
     marker = json.loads((env.tree.parent / vllm_parser.MARKER).read_text())
     wheel = vllm_rules.release(VERSION)["wheel"]
     assert (marker["wheel"], marker["sha256"]) == (wheel["file"], wheel["sha256"])
-    assert marker["constraints"] == f"vllm-parser-{VERSION}.txt"
+    assert marker["constraints"] == vllm_parser_env.constraints_for(REPO, VERSION).name
     assert not (env.tree / "vllm" / "_C.abi3.so").exists()  # the .py files alone

@@ -86,11 +86,26 @@ def test_an_answer_that_did_not_run_is_said_so() -> None:
     assert isinstance(err, vllm_validate.NotRun) and "failed here" in err.reason
 
 
-def test_the_parser_environment_names_the_python_it_needs() -> None:
-    assert vllm_parser_env.pinned_python(REPO, "0.29.0") == "3.11"
-    vllm_parser_env.check_python(REPO, "0.29.0", (3, 11))
+def test_the_parser_environment_takes_the_constraints_set_of_the_running_python() -> None:
+    sets = vllm_parser_env.constraint_sets(REPO, "0.29.0")
+    assert {py: p.name for py, p in sets.items()} == {
+        "3.11": "vllm-parser-0.29.0.txt", "3.13": "vllm-parser-0.29.0-py3.13.txt"}  # fmt: skip
+    for version in ("0.29.0", "0.33.0"):
+        for python in ((3, 11), (3, 13)):
+            vllm_parser_env.check_python(REPO, version, python)
+            pins = vllm_parser_env.constraints_for(REPO, version, python)
+            assert pins.is_file() and pins.with_suffix(".in").is_file()
+            # each set says the Python it was resolved for in its re-resolve command
+            resolved = f"--python-version {python[0]}.{python[1]}"
+            assert resolved in pins.with_suffix(".in").read_text()
     with pytest.raises(LockpipeError) as err:
         vllm_parser_env.check_python(REPO, "0.29.0", (3, 12))
     text = str(err.value)
-    assert "pinned for Python 3.11" in text and "this is Python 3.12" in text
-    assert "python3.11 -m lockpipe.preflight.vllm_parser_env" in text
+    assert "pinned for Python 3.11 (constraints/vllm-parser-0.29.0.txt), 3.13 " in text
+    assert "this is Python 3.12" in text
+    assert "python3.13 -m lockpipe.preflight.vllm_parser_env" in text
+    assert "copy constraints/vllm-parser-0.29.0-py3.13.in to " in text
+    assert "constraints/vllm-parser-0.29.0-py3.12.in" in text
+    # a version with no set at all: the name its first set would have, no Python refused
+    assert vllm_parser_env.constraints_for(REPO, "9.9.9").name == "vllm-parser-9.9.9.txt"
+    vllm_parser_env.check_python(REPO, "9.9.9", (3, 12))
