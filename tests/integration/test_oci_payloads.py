@@ -267,7 +267,7 @@ def test_podman_artifact_pull_gets_the_artifact_byte_identical(
     # podman 5.4 has no `artifact extract` (5.5 adds it); its artifact store is an OCI
     # layout beside the image store, ROOT/artifacts, holding what it pulled. Its index
     # names the manifest by the registry's digest; inspect's "Digest" is not that one on
-    # 5.4.2 (a hash of its own re-encoding, measured), so the index is what is compared.
+    # 5.4.2 (measured; why was not looked into), so the index is what is compared.
     layout = root / "storage" / "artifacts"
     (entry,) = json.loads((layout / "index.json").read_text())["manifests"]
     digest = gemma_published["first"].digest
