@@ -128,8 +128,9 @@ def unit(session: nox.Session) -> None:
 @nox.session(name="vllm-parser", venv_backend="none")
 def vllm_parser(session: nox.Session) -> None:
     """vLLM's own serve-argument parser for preflight: a venv with torch and what the parser
-    imports (constraints/vllm-parser-VERSION.txt), the wheel's .py tree; for each version the
-    lock pins, or those named (`nox -s vllm-parser -- 0.33.0`, a refresh proposal's)."""
+    imports (constraints/vllm-parser-VERSION[-pyX.Y].txt, the set of nox's Python), the
+    wheel's .py tree; for each version the lock pins, or those named (`nox -s vllm-parser
+    -- 0.33.0`, a refresh proposal's)."""
     python = _shared_runtime(session) / "python"
     session.run(str(python), "-m", "lockpipe.preflight.vllm_parser_env", *session.posargs,
                 external=True)  # fmt: skip

@@ -11,8 +11,9 @@ says so and reads the command with :mod:`.vllm_args`, lockpipe's extract.
 
 The environment, ``CACHE/vllm-parser/VERSION`` (``nox -s vllm-parser`` builds it, see
 :mod:`.vllm_parser_env`): ``venv/`` (torch and what the parser imports, hash-pinned in
-``constraints/vllm-parser-VERSION.txt``), ``tree/`` (the wheel's ``.py`` files) and
-``env.json`` (which wheel, by sha256, the tree came from).
+``constraints/vllm-parser-VERSION[-pyX.Y].txt``, the set of the Python that built it),
+``tree/`` (the wheel's ``.py`` files) and ``env.json`` (which wheel, by sha256, the tree
+came from).
 """
 
 from __future__ import annotations
