@@ -12,7 +12,7 @@
 #   sudo tools/trixie-ci.sh pypi-tests   # the tests that need the real PyPI (host network)
 #
 # clone      git clone of this checkout's committed HEAD into $R/ci/lockpipe (a fresh one each time).
-# provision  host network, inside the chroot: .ci/run's own apt-get install list (parsed
+# provision  host network, inside the chroot: .ci/run's package list (.ci/packages, read
 #            from the clone) with the chroot's apt, daemons kept from starting by a
 #            policy-rc.d; the CI venv as .ci/run makes it; `nox -s lint tests --install-only`
 #            so nox's venvs exist before the network goes; the host's e2e cache
@@ -213,16 +213,21 @@ pypi_inside() {
   in_root CI=true REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt sh -c "cd $CLONE && .nox/tests/bin/pytest -p no:cacheprovider -q -rA tests/integration/test_pip_derive.py"
 }
 
-case ${1:-all} in
-  _provision_inside) provision_inside ;;
-  _run_inside) run_inside ;;
-  _pypi_inside) pypi_inside ;;
-  clone) step_clone ;;
-  provision) step_provision 2>&1 | tee "$OUT/provision.log" ;;
-  run) step_run > "$OUT/run.log" 2>&1 ;;
-  pypi-tests) unshare --mount --fork "$SELF" _pypi_inside 2>&1 | tee "$OUT/pypi-tests.log" ;;
-  all)
-    { step_clone && step_provision; } 2>&1 | tee "$OUT/provision.log"
-    step_run > "$OUT/run.log" 2>&1 ;;
-  *) sed -n '2,25p' "$0"; exit 2 ;;
-esac
+# One function, read whole before it runs: bash reads a script as it goes, so an edit
+# to this file during a run would otherwise resume at a shifted offset.
+main() {
+  case ${1:-all} in
+    _provision_inside) provision_inside ;;
+    _run_inside) run_inside ;;
+    _pypi_inside) pypi_inside ;;
+    clone) step_clone ;;
+    provision) step_provision 2>&1 | tee "$OUT/provision.log" ;;
+    run) step_run > "$OUT/run.log" 2>&1 ;;
+    pypi-tests) unshare --mount --fork "$SELF" _pypi_inside 2>&1 | tee "$OUT/pypi-tests.log" ;;
+    all)
+      { step_clone && step_provision; } 2>&1 | tee "$OUT/provision.log"
+      step_run > "$OUT/run.log" 2>&1 ;;
+    *) sed -n '2,27p' "$0"; exit 2 ;;
+  esac
+}
+main "$@"; exit $?

@@ -21,8 +21,6 @@ from lockpipe.errors import LockpipeError
 from lockpipe.lock.model import load_lock
 from lockpipe.log import result
 
-SHELLS = ("bash",)
-
 
 def _verbs(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     for action in parser._actions:  # argparse keeps subparsers here, as shtab reads them
