@@ -7,82 +7,22 @@ benchmark caps its HTTP server; blob GETs keep their Range support through it.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 from tests.httpfake import FakeHandler, FakeServer
-from tests.integration.payload_servers import nginx_binary
-from tests.registry_servers import free_port
+from tests.integration.payload_servers import NginxProc
 
 
-class CappedRegistry:
+class CappedRegistry(NginxProc):
     """nginx on a free port in front of ``upstream`` (host:port), ``rate`` per connection."""
 
     def __init__(self, folder: Path, upstream: str, rate: str) -> None:
-        binary = nginx_binary()
-        if binary is None:
-            raise FileNotFoundError("nginx")
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "tmp").mkdir(exist_ok=True)
-        self.folder, self.port = folder, free_port()
-        user = "user root;" if os.geteuid() == 0 else ""
-        conf = f"""
-{user}
-worker_processes 2;
-error_log {folder}/error.log;
-pid {folder}/nginx.pid;
-events {{ worker_connections 512; }}
-http {{
-  log_format sizes '$request_method $uri $status $body_bytes_sent';
-  access_log {folder}/access.log sizes;
-  client_body_temp_path {folder}/tmp/body; proxy_temp_path {folder}/tmp/proxy;
-  fastcgi_temp_path {folder}/tmp/fcgi; uwsgi_temp_path {folder}/tmp/uwsgi;
-  scgi_temp_path {folder}/tmp/scgi;
-  keepalive_requests 100000; client_max_body_size 0;
-  server {{
-    listen 127.0.0.1:{self.port};
-    location / {{
+        server = f"""location / {{
       proxy_pass http://{upstream}; proxy_http_version 1.1; proxy_set_header Host $http_host;
       proxy_buffering on; proxy_max_temp_file_size 0; proxy_request_buffering off;
       limit_rate {rate};
-    }}
-  }}
-}}
-"""
-        (folder / "nginx.conf").write_text(conf)
-        self.proc = subprocess.Popen(
-            [binary, "-c", str(folder / "nginx.conf"), "-p", str(folder), "-g", "daemon off;"],
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"nginx did not start; see {folder / 'error.log'}")
-
-    @property
-    def host(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def served(self) -> list[tuple[str, str, int, int]]:
-        """(method, uri, status, body bytes) of every request so far."""
-        out = []
-        log = self.folder / "access.log"
-        for line in log.read_text().splitlines() if log.exists() else []:
-            method, uri, status, sent = line.split()
-            out.append((method, uri, int(status), int(sent)))
-        return out
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
+    }}"""
+        super().__init__(folder, server, "client_max_body_size 0;")
 
 
 def blob_data_path(storage: Path, digest: str) -> Path:

@@ -168,17 +168,17 @@ def nginx_binary() -> str | None:
     )
 
 
-class Nginx:
-    """nginx serving ``www`` at / (uncapped) and /capped/ (``rate`` per connection)."""
+class NginxProc:
+    """A loopback nginx of its own (config, logs and temp files under ``folder``) on a free
+    port, with ``server``'s directives in its one server block; stopped by :meth:`stop`."""
 
-    def __init__(self, folder: Path, rate: str = "20m", headers: str = "") -> None:
-        """``headers``: nginx directives for every location (``add_header`` lines)."""
+    def __init__(self, folder: Path, server: str, http: str = "") -> None:
+        """``http``: directives for the http block (``sendfile on;``)."""
         binary = nginx_binary()
         if binary is None:
             raise FileNotFoundError("nginx")
-        self.folder, self.www = folder, folder / "www"
-        self.www.mkdir(parents=True, exist_ok=True)
-        (folder / "tmp").mkdir(exist_ok=True)
+        self.folder = folder
+        (folder / "tmp").mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         user = "user root;" if os.geteuid() == 0 else ""  # workers must read files under /tmp
         conf = f"""
@@ -193,13 +193,11 @@ http {{
   client_body_temp_path {folder}/tmp/body; proxy_temp_path {folder}/tmp/proxy;
   fastcgi_temp_path {folder}/tmp/fcgi; uwsgi_temp_path {folder}/tmp/uwsgi;
   scgi_temp_path {folder}/tmp/scgi;
-  sendfile on; keepalive_requests 100000;
-  default_type application/octet-stream;
+  keepalive_requests 100000;
+  {http}
   server {{
     listen 127.0.0.1:{self.port};
-    root {self.www};
-    location /capped/ {{ alias {self.www}/; limit_rate {rate}; {headers} }}
-    location / {{ {headers} }}
+    {server}
   }}
 }}
 """
@@ -219,16 +217,22 @@ http {{
                 return
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError("nginx did not start listening")
+        self.stop()
+        raise RuntimeError(f"nginx did not start listening; see {folder / 'error.log'}")
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}"
 
     def served(self) -> list[tuple[str, str, int, int]]:
         """(method, uri, status, body bytes) of every request so far."""
+        log = self.folder / "access.log"
         out = []
-        for line in (self.folder / "access.log").read_text().splitlines():
+        for line in log.read_text().splitlines() if log.exists() else []:
             method, uri, status, size = line.split()
             out.append((method, uri, int(status), int(size)))
         return out
@@ -239,6 +243,19 @@ http {{
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+class Nginx(NginxProc):
+    """nginx serving ``www`` at / (uncapped) and /capped/ (``rate`` per connection)."""
+
+    def __init__(self, folder: Path, rate: str = "20m", headers: str = "") -> None:
+        """``headers``: nginx directives for every location (``add_header`` lines)."""
+        self.www = folder / "www"
+        self.www.mkdir(parents=True, exist_ok=True)
+        server = f"""root {self.www};
+    location /capped/ {{ alias {self.www}/; limit_rate {rate}; {headers} }}
+    location / {{ {headers} }}"""
+        super().__init__(folder, server, "sendfile on; default_type application/octet-stream;")
 
 
 REV = "0123456789abcdef0123456789abcdef01234567"
