@@ -68,6 +68,12 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
     return took
 
 
+def lockpipe_payloads(lock: Path, store: Path, connections: int) -> list[str]:
+    """``lockpipe payloads`` into ``store``, as a user runs it."""
+    cmd = [sys.executable, "-m", "lockpipe", "payloads", "--quiet"]
+    return [*cmd, "--connections", str(connections), "--lock", str(lock), "--store", str(store)]
+
+
 def parallel_curl(url: str, size: int, n: int) -> float:
     """N ranged curls at once to /dev/null: what the server gives N connections."""
     os.sync()
@@ -115,19 +121,7 @@ def main() -> int:
                 for n in args.connections:
                     store = tmp / f"store-{label}-{n}"
                     env = {**os.environ, "HF_ENDPOINT": base + prefix, "HOME": str(tmp)}
-                    cmd = [
-                        sys.executable,
-                        "-m",
-                        "lockpipe",
-                        "payloads",
-                        "--quiet",
-                        "--connections",
-                        str(n),
-                        "--lock",
-                        str(lock.path),
-                        "--store",
-                        str(store),
-                    ]
+                    cmd = lockpipe_payloads(lock.path, store, n)
                     rows.append((label, f"lockpipe -c{n} (sha256 incl.)", timed(cmd, env)))
                     if n == args.connections[-1] and label == "uncapped":
                         rows.append(

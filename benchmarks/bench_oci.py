@@ -25,16 +25,14 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_download import make_file, rate_of  # noqa: E402
+from benchmarks.bench_download import lockpipe_payloads, make_file, rate_of, timed  # noqa: E402
 from lockpipe.demo.gemma import GEMMA_FILE, assemble  # noqa: E402
 from lockpipe.fs import sha256_file  # noqa: E402
 from lockpipe.payloads.store import blob_path  # noqa: E402
@@ -45,33 +43,6 @@ from tests.integration.payload_servers import REV, Nginx, entry, make_lock  # no
 from tests.registry_servers import RegistryProc  # noqa: E402
 
 NO_HUB = "http://127.0.0.1:9"  # nothing listens: a fetch that reached for the Hub fails
-
-
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> float:
-    subprocess.run(["sync"], check=True)
-    start = time.monotonic()
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    took = time.monotonic() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"{cmd[0]} … failed ({done.returncode}): {done.stderr[-400:]}")
-    return took
-
-
-def _payloads(lock: Path, store: Path, connections: int) -> list[str]:
-    """``lockpipe payloads`` into ``store``, as a user runs it."""
-    return [
-        sys.executable,
-        "-m",
-        "lockpipe",
-        "payloads",
-        "--quiet",
-        "--connections",
-        str(connections),
-        "--lock",
-        str(lock),
-        "--store",
-        str(store),
-    ]
 
 
 ORAS = (
@@ -137,7 +108,7 @@ def main() -> int:
                     dest = tmp / f"store-{case}-{name}"
                     env = {**os.environ, "HF_ENDPOINT": NO_HUB, "HOME": str(tmp)}
                     cmd = [
-                        *_payloads(lock.path, dest, args.connections),
+                        *lockpipe_payloads(lock.path, dest, args.connections),
                         name,
                         "--mirror",
                         f"oci://{host}/models",
@@ -186,7 +157,7 @@ def main() -> int:
                     shutil.rmtree(out)
             dest = tmp / "store-http"
             env = {**os.environ, "HF_ENDPOINT": http.url, "HOME": str(tmp)}
-            cmd = [*_payloads(lock.path, dest, args.connections), "big"]
+            cmd = [*lockpipe_payloads(lock.path, dest, args.connections), "big"]
             rows.append(
                 (
                     "big",
