@@ -10,6 +10,9 @@
   answer's field name (``token`` or ``access_token``) are settable. A POST
   with ``grant_type=refresh_token`` exchanges ``REFRESH_TOKEN`` (an identity
   token) for an ``access_token``, as the distribution token spec's OAuth2 flow.
+  ``fail_status``/``fail_times`` answer the next N token requests with that status
+  (``retry_after`` if set); ``redirect_times`` sends the next N on (307) to ``redirect``,
+  another host (a :class:`Storage` front on 127.0.0.2 records what reaches it).
 - :class:`FaultProxy`: a real HTTP proxy in front of a registry that answers
   429 with Retry-After or 5xx for the next N requests, drops
   Docker-Content-Digest, or flips a byte of manifest bodies.
@@ -97,6 +100,9 @@ class TokenServer(ThreadingHTTPServer):
         self.posts: list[dict[str, str]] = []  # the form of each OAuth2 (POST) request
         self.delay = 0.0  # seconds before each answer: a distant token server
         self.issued: list[str] = []  # every token handed out
+        self.fail_status, self.fail_times, self.retry_after = 503, 0, ""
+        self.redirect, self.redirect_times = "", 0  # a URL: the next N requests go there
+        self.lock = threading.Lock()
         ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         ca = _cert("lockpipe test CA", ca_key, None, ca_key, ca=True)
@@ -126,9 +132,30 @@ class TokenServer(ThreadingHTTPServer):
 class _TokenHandler(FakeHandler):
     server: TokenServer
 
+    def misbehaved(self) -> bool:
+        """Whether this request was answered with a fault or a redirect, as the server's
+        fields say; each counts down once per request."""
+        srv = self.server
+        time.sleep(srv.delay)
+        with srv.lock:
+            failing, moving = srv.fail_times > 0, srv.fail_times <= 0 and srv.redirect_times > 0
+            srv.fail_times -= failing
+            srv.redirect_times -= moving
+        if (failing or moving) and self.command == "POST":
+            self.read_body()  # the connection is kept alive: the next request follows it
+        if failing:
+            extra = {"Retry-After": srv.retry_after} if srv.retry_after else {}
+            srv.requests.append(f"{self.command} answered {srv.fail_status}")
+            self.send_json(srv.fail_status, {"details": "failing on request"}, extra)
+        elif moving:
+            srv.requests.append(f"{self.command} sent on to {srv.redirect}")
+            self.send_bytes(307, b"", {"Location": srv.redirect + self.path})
+        return failing or moving
+
     def do_POST(self) -> None:
         """OAuth2 refresh-token grant (distribution's token spec, docs/spec/auth/oauth)."""
-        time.sleep(self.server.delay)
+        if self.misbehaved():
+            return
         length = int(self.headers.get("Content-Length") or 0)
         form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
         self.server.posts.append(form)
@@ -145,7 +172,8 @@ class _TokenHandler(FakeHandler):
         self.send_json(200, body)
 
     def do_GET(self) -> None:
-        time.sleep(self.server.delay)
+        if self.misbehaved():
+            return
         query = parse_qs(urlsplit(self.path).query)
         scopes = query.get("scope", [])
         self.server.requests.append(" ".join(scopes))

@@ -7,7 +7,8 @@ One place decides, for a request to any host:
   and port, :func:`lockpipe.urls.same_origin`): never to a CDN or storage host a
   redirect names, nor over http after https. A method other than GET and HEAD follows
   only 307 and 308, which keep the method and body (a 302 would turn an upload into a
-  GET);
+  GET); a body that is itself a credential (an OAuth2 refresh-token form) follows
+  them only to the same origin;
 - **what is worth another try**: :func:`retryable` (408, 429, any 5xx);
 - **how long to wait**: :func:`retry_after` reads the header (seconds or an HTTP
   date); :class:`Retries` turns it, or an exponential backoff with jitter, into a
@@ -139,11 +140,13 @@ def follow(
     data: Data = None,
     timeout: float | tuple[float, float],
     stream: bool = False,
+    secret_body: bool = False,
 ) -> Answer:
     """Send one request, following redirects; ``auth`` goes only on hops to ``origin``.
 
     ``params`` are sent on the first hop only (a ``Location`` is a whole URL). A
-    stream body that cannot be rewound is never sent twice: its redirect is returned.
+    stream body that cannot be rewound is never sent twice, nor a ``secret_body`` (a
+    credential) to another origin than ``origin``: that redirect is returned.
     A hop without an answer raises :class:`NoAnswer`, for the caller to name.
     """
     rewindable = data is None or isinstance(data, bytes) or data.seekable()
@@ -169,7 +172,10 @@ def follow(
         follows = method in ("GET", "HEAD") or resp.status_code in (307, 308)
         if not (resp.is_redirect and follows and rewindable and "location" in resp.headers):
             return Answer(response=resp, url=url, authorized=mine, looped=False)
-        url, params = urljoin(url, resp.headers["location"]), None
+        there = urljoin(url, resp.headers["location"])
+        if secret_body and data is not None and not same_origin(there, origin):
+            return Answer(response=resp, url=url, authorized=mine, looped=False)
+        url, params = there, None
         resp.close()
     assert resp is not None
     return Answer(response=resp, url=url, authorized=False, looped=True)

@@ -133,6 +133,7 @@ class Req:
     params: Mapping[str, str] | None = None  # on the first hop only
     data: Data = None
     stream: bool = False
+    secret_body: bool = False  # the body is a credential: it goes to req.url's origin alone
 
     @property
     def rewindable(self) -> bool:
@@ -202,7 +203,8 @@ class Transport:
         auth = host.credentials.header(req.scope) if host.credentials else None
         return follow(self.session, req.method, req.url, origin=host.origin, auth=auth,
                       headers=req.headers, params=req.params, data=req.data,
-                      timeout=self.policy.timeout, stream=req.stream)  # fmt: skip
+                      timeout=self.policy.timeout, stream=req.stream,
+                      secret_body=req.secret_body)  # fmt: skip
 
     def request(self, req: Req, *, what: str, ok: Collection[int] = (200,)) -> requests.Response:
         """The response to ``req`` once its status is in ``ok``, retried, renewed and

@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Collection, Mapping
-from urllib.parse import urlsplit
 
 import requests
 
@@ -28,11 +27,11 @@ from lockpipe.http.transport import Fixes, Policy, Req, Transport, literal
 from lockpipe.log import echo
 from lockpipe.registry.creds import Credential
 from lockpipe.registry.headers import Challenge, parse_challenge, ratelimit_remaining
+from lockpipe.registry.tokens import TokenServers, refused
 from lockpipe.urls import basic_auth, redact, same_origin
 
 RETRY_AFTER_CAP = 60.0  # a Retry-After asking for longer fails at once: no run sleeps for hours
 BACKOFF_BASE, BACKOFF_CAP = 0.5, 8.0
-TOKEN_LIFETIME = 60  # seconds, when the token server names none (the distribution spec's default)
 LOW_RATELIMIT = 10
 MIRROR_FIX = "use a mirror (registries.conf)"
 
@@ -61,6 +60,7 @@ class Registry:
         policy = Policy(retries=Retries(attempts=retries, base=BACKOFF_BASE, cap=BACKOFF_CAP,
                                         longest=RETRY_AFTER_CAP), timeout=timeout)  # fmt: skip
         self.transport = Transport(policy, self.fixes(), watch=self._note_ratelimit)
+        self.token_servers = TokenServers(endpoint_host, scheme, credential, policy)
         self.transport.login(self.url("", "/"), self, self._challenged)
 
     def __repr__(self) -> str:
@@ -155,7 +155,7 @@ class Registry:
         with self._lock:
             token, challenge = self._tokens.get(scope), self._challenge
         if challenge is not None and (token is None or token[1] <= time.monotonic() + margin):
-            fresh, lifetime = self._fetch_token(
+            fresh, lifetime = self.token_servers.fetch(
                 challenge, scope, f"token for {self.host}/{repository}"
             )
             with self._lock:
@@ -196,73 +196,13 @@ class Registry:
                 f"{what}: {self.host} asks for {challenge.scheme} auth, which lockpipe does "
                 "not speak (Bearer and Basic only); use a registry or mirror that does"
             )
-        token, lifetime = self._fetch_token(challenge, scope, what)
+        token, lifetime = self.token_servers.fetch(challenge, scope, what)
         with self._lock:
             self._challenge = challenge
             self._tokens[scope] = (token, time.monotonic() + max(lifetime - 5, 1))
 
-    def _fetch_token(self, challenge: Challenge, scope: str, what: str) -> tuple[str, float]:
-        realm = challenge.params["realm"]
-        params = {"service": challenge.params.get("service", ""), "scope": scope}
-        cred = self.credential
-        if cred and self.scheme == "https" and urlsplit(realm).scheme.lower() != "https":
-            raise RegistryError(
-                f"{what}: {self.host} names the token server {realm}, not https; lockpipe "
-                "sends no credentials unencrypted: fix the registry's auth realm to https"
-            )
-        try:
-            if cred and cred.identity_token:  # OAuth2 refresh token, as docker login stores
-                resp = self.transport.session.post(realm, timeout=self.timeout, data={
-                    **params, "grant_type": "refresh_token", "refresh_token": cred.secret,
-                    "client_id": "lockpipe"})  # fmt: skip
-            else:
-                auth = (cred.username, cred.secret) if cred else None
-                resp = self.transport.session.get(realm, params=params, auth=auth,
-                                                  timeout=self.timeout)  # fmt: skip
-        except requests.RequestException as exc:
-            raise RegistryError(
-                f"{what}: token server {urlsplit(realm).netloc or realm} unreachable "
-                f"({type(exc).__name__}); check the network, DNS or proxy (HTTPS_PROXY) "
-                "from this host"
-            ) from None
-        if resp.status_code in (401, 403):
-            raise self._refused(what, resp.status_code, realm=realm, scope=scope)
-        if resp.status_code != 200:
-            raise RegistryError(
-                f"{what}: the token server at {realm} answered {resp.status_code}; retry later, "
-                "or pin the base from another registry"
-            )
-        try:
-            body = resp.json()
-        except ValueError:
-            body = None
-        token = (body.get("token") or body.get("access_token")) if isinstance(body, dict) else None
-        if not isinstance(token, str) or not token:
-            raise RegistryError(
-                f"{what}: the token server at {realm} answered without a token (no 'token' or "
-                "'access_token' in its JSON); it is not a registry token server, or it is "
-                "misconfigured: check the registry's auth settings"
-            )
-        assert isinstance(body, dict)
-        expires = body.get("expires_in")
-        lifetime = float(expires) if isinstance(expires, (int, float)) and expires > 0 else None
-        return token, lifetime or TOKEN_LIFETIME
-
-    def _refused(
-        self, what: str, status: int, *, realm: str | None = None, scope: str | None = None
-    ) -> RegistryError:
-        by = f"the token server at {realm}" if realm else self.host
-        cred = self.credential
-        who = f"the credentials of {cred}" if cred else "anonymous access"
-        fix = (
-            "check the user and password (podman login / docker login, or REGISTRY_AUTH_FILE)"
-            if cred
-            else "the image must be public, or log in (podman login / docker login)"
-        )
-        return RegistryError(
-            f"{what}: {by} refused credentials ({status}): {who}"
-            f"{f' for {scope}' if scope else ''}; {fix}"
-        )
+    def _refused(self, what: str, status: int) -> RegistryError:
+        return refused(what, self.host, status, self.credential)
 
     def _note_ratelimit(self, answer: Answer, what: str) -> None:
         left = ratelimit_remaining(answer.response.headers.get("ratelimit-remaining"))

@@ -10,15 +10,19 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lockpipe.errors import RegistryError
 from lockpipe.registry.client import Registry, resolve, resolve_many
 from lockpipe.registry.creds import Credential, credentials
+from tests.lockfactory import doc, make_repo
 from tests.policy import unavailable
 from tests.registry_servers import (
     PASSWORD,
@@ -26,6 +30,7 @@ from tests.registry_servers import (
     USER,
     FaultProxy,
     RegistryProc,
+    Storage,
     TokenServer,
     htpasswd_auth,
     oci_layout,
@@ -38,6 +43,7 @@ pytestmark = pytest.mark.integration
 CREDS = f"{USER}:{PASSWORD}"
 GOOD = Credential(username=USER, secret=PASSWORD, source="test")
 WRONG_PASSWORD = "not-the-password-42"
+REPO = Path(__file__).resolve().parents[2]
 BAD = Credential(username=USER, secret=WRONG_PASSWORD, source="test")
 
 
@@ -354,3 +360,101 @@ def test_resolve_many_shares_expiring_tokens_across_threads(
     sent = len(proxy.seen)
     assert asked > FLEET, "no token was renewed mid-run"
     assert asked < sent, f"{asked} tokens for {sent} requests: the cache was not shared"
+
+
+# --- the token server through the CLI: retried, its credentials kept to its own host -------
+
+ZERO = "sha256:" + "0" * 64
+
+
+def _refresh_cli(
+    ref: str, tmp: Path, auth: dict[str, Any]
+) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``lockpipe refresh-digests --kind bases`` on a lock pinning ``ref`` (a zero digest),
+    the credentials of ``auth`` (an auth file's entry for its host); the lock's path."""
+    lock = make_repo(tmp / "checkout", doc(bases={"busybox": {"ref": ref, "digest": ZERO}}))
+    auth_file = tmp / "auth.json"
+    auth_file.write_text(json.dumps({"auths": {ref.split("/", 1)[0]: auth}}))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "REGISTRY_AUTH_FILE": str(auth_file),
+           "HOME": str(tmp / "home"), "XDG_CACHE_HOME": str(tmp / "cache"),
+           "LOCKPIPE_CACHE": str(tmp / "cache" / "lockpipe")}  # fmt: skip
+    for name in ("XDG_RUNTIME_DIR", "DOCKER_CONFIG", "XDG_CONFIG_HOME"):
+        env.pop(name, None)
+    result = subprocess.run(
+        [sys.executable, "-m", "lockpipe", "refresh-digests", "--lock", str(lock),
+         "--kind", "bases"],
+        cwd=REPO, text=True, capture_output=True, check=False, env=env,
+    )  # fmt: skip
+    assert "Traceback" not in result.stderr, result.stderr
+    return result, lock
+
+
+BASIC = {"auth": _auth(USER, PASSWORD)}
+IDENTITY = {"identitytoken": REFRESH_TOKEN}
+
+
+@pytest.mark.parametrize("auth", [BASIC, IDENTITY], ids=["basic", "refresh-token"])
+def test_a_token_server_failing_once_is_retried_after_what_it_asks(
+    token_registry: tuple[TokenServer, str], tmp_path: Path, auth: dict[str, Any]
+) -> None:
+    tokens, ref = token_registry
+    tokens.fail_status, tokens.fail_times, tokens.retry_after = 503, 1, "1"
+    before = len(tokens.requests)
+    started = time.monotonic()
+    try:
+        result, lock = _refresh_cli(ref, tmp_path, auth)
+    finally:
+        tokens.fail_times = 0
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started >= 1.0, "the Retry-After of 1 s was not waited"
+    method = "POST" if auth is IDENTITY else "GET"
+    asked = tokens.requests[before:]  # the run asks for its one scope more than once
+    assert asked[0] == f"{method} answered 503", asked
+    assert asked[1:] and set(asked[1:]) == {"repository:team/app:pull"}, asked
+    pinned = json.loads(lock.read_text())["bases"]["busybox"]["digest"]
+    assert pinned == skopeo_raw_digest(ref, creds=CREDS)
+
+
+def test_a_token_server_that_always_fails_is_one_error_after_bounded_tries(
+    token_registry: tuple[TokenServer, str], tmp_path: Path
+) -> None:
+    tokens, ref = token_registry
+    tokens.fail_status, tokens.fail_times, tokens.retry_after = 500, 10_000, "0"
+    before = len(tokens.requests)
+    try:
+        result, lock = _refresh_cli(ref, tmp_path, BASIC)
+    finally:
+        tokens.fail_times = 0
+    assert result.returncode == RegistryError.return_code, result.stderr
+    assert f"the token server at {tokens.realm} answered 500 after 5 tries" in result.stderr
+    assert "retry later, or pin the base from another registry" in result.stderr
+    assert tokens.requests[before:] == ["GET answered 500"] * 5
+    assert json.loads(lock.read_text())["bases"]["busybox"]["digest"] == ZERO
+    assert PASSWORD not in result.stderr
+
+
+@pytest.mark.parametrize("auth", [BASIC, IDENTITY], ids=["basic", "refresh-token"])
+def test_a_token_server_redirecting_elsewhere_gets_no_credentials_there(
+    token_registry: tuple[TokenServer, str], tmp_path: Path, auth: dict[str, Any]
+) -> None:
+    """The token server sends its request on to another host (127.0.0.2): neither the
+    password nor the refresh token (a POST's body) goes there."""
+    tokens, ref = token_registry
+    other = Storage(f"127.0.0.1:{tokens.server_address[1]}", authorization=None)
+    tokens.redirect, tokens.redirect_times = other.url, 1
+    try:
+        result, lock = _refresh_cli(ref, tmp_path, auth)
+    finally:
+        tokens.redirect_times = 0
+        other.stop()
+    assert result.returncode == RegistryError.return_code, result.stderr
+    assert all(authorization is None for _, _, authorization in other.seen), other.seen
+    assert f"the token server at {tokens.realm}" in result.stderr
+    assert other.url in result.stderr and "refused credentials" not in result.stderr
+    if auth is IDENTITY:
+        assert other.seen == [], "the refresh token (the POST's body) was sent to another host"
+        assert REFRESH_TOKEN not in result.stderr
+    else:
+        assert [method for method, _, _ in other.seen] == ["GET"]
+        assert PASSWORD not in result.stderr
+    assert json.loads(lock.read_text())["bases"]["busybox"]["digest"] == ZERO
