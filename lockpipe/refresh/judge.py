@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from lockpipe.refresh.proposal import Proposal, Verdict
 # shape (lockpipe/smoke/metrics.py; refresh may not import smoke, so the pattern is the
 # Prometheus counter name, and the names themselves are the tree's)
 GAINS = {r"spec_decode_[a-z_]+_total": "MTP/draft acceptance read from /metrics"}
-ParserFor = Callable[[str], "vllm_parser.ParserEnv | vllm_parser.Unavailable"]
+ParserFor = turboquant.ParserFor  # a version -> its parser environment, or why there is none
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -303,7 +303,7 @@ def judge(
         verdicts = list(p.verdicts)
         if p.kind == "bases":
             verdicts += judge_vllm(lock, p, parser_for=parser_for)
-            verdicts += turboquant.verdicts(lock, p)  # the seeds' TurboQuant shape (issue 17)
+            verdicts += turboquant.verdicts(lock, p, parser_for)  # the seeds' shape (issue 17)
         elif p.kind == "sources":
             got = (trees or {}).get(f"{p.key}@{p.version}")
             if got is None:

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 ProposalKind = Literal["bases", "sources", "pip"]
-Status = Literal["pass", "fail", "warn", "unknown", "gain"]
+# note: a fact the reviewer should read that neither breaks a target nor gains it anything
+Status = Literal["pass", "fail", "warn", "unknown", "gain", "note"]
 
 
 @dataclass(frozen=True, kw_only=True)

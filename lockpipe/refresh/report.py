@@ -90,7 +90,7 @@ def markdown(outcome: Outcome, lock: str) -> str:
     return "\n".join(out)
 
 
-_MARK = {"pass": "✅", "fail": "❌", "warn": "⚠️", "unknown": "❔", "gain": "🆕"}
+_MARK = {"pass": "✅", "fail": "❌", "warn": "⚠️", "unknown": "❔", "gain": "🆕", "note": "📝"}
 
 
 def proposal_md(p: Proposal, level: str = "####") -> list[str]:
