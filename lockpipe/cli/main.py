@@ -34,7 +34,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "lock": ("check:do_lock", "bring pip hashes and drift fingerprints up to date (after review)"),
     "refresh-digests": ("refresh:do_refresh", "re-resolve every pin upstream (bases, llama.cpp, "
                         "the Hub; newer pip releases reported) and write one reviewable change"),
-    "payloads": ("serve:do_payloads", "fetch and verify the payloads of the lock (or NAME…)"),
+    "payloads": ("fetch:do_payloads", "fetch and verify the payloads of the lock (or NAME…)"),
     "smoke": ("serve:do_smoke", "run each built image with its payloads and check it serves"),
     "preflight": ("preflight:do_preflight", "check each target's KV cache and memory against "
                   "its card, before anything starts"),

@@ -1,28 +1,27 @@
-"""The verbs that feed and run built images: ``payloads`` and ``smoke``.
+"""The ``smoke`` verb: run each built image with its payloads and check that it serves.
 
-Their options live in :mod:`lockpipe.cli.options`, so building the parser
-imports neither the payload nor the smoke package.
+Its options live in :mod:`lockpipe.cli.options`, so building the parser imports no smoke
+module; the payload options it shares with ``payloads`` are read by
+:mod:`lockpipe.cli.fetch`.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import replace
 from pathlib import Path
 
 from lockpipe.cli import jsonout
+from lockpipe.cli.fetch import json_begin, payload_options
 from lockpipe.cli.options import SMOKE_NAME, state_dir
 from lockpipe.engines import get_engine
 from lockpipe.engines.base import Engine
 from lockpipe.errors import CheckFailed, GpuAttachError, LockpipeError, SmokeError, UsageError
-from lockpipe.fs import STDOUT
 from lockpipe.imagebuild.records import read_record
 from lockpipe.lock.model import Lock, load_lock
-from lockpipe.log import echo, result, results, set_results_to_stderr
+from lockpipe.log import echo, results
 from lockpipe.payloads.run import Options, run_payloads
-from lockpipe.payloads.store import default_store, payload_path
-from lockpipe.publish.ocimirror import oci_mirror
+from lockpipe.payloads.store import payload_path
 from lockpipe.publish.pull import PulledImage
 from lockpipe.smoke.config import SmokeSpec, load_smoke
 from lockpipe.smoke.external import external_image
@@ -39,46 +38,8 @@ from lockpipe.smoke.report import (
 from lockpipe.smoke.runner import SmokeOptions, current_record, smoke_target
 
 
-def _payload_options(args: argparse.Namespace) -> Options:
-    env = dict(os.environ)
-    store = args.store or default_store(env)
-    output = "quiet" if args.quiet else "jsonl" if args.jsonl else "rich"
-    # Resolved once: the smoke runner maps store paths into the container relative to it.
-    store = store.expanduser().resolve()
-    mirror, blob_mirror = oci_mirror(args.mirror)  # --mirror oci://…, or registries.conf's
-    return Options(store=store, mirror=mirror, connections=args.connections,
-                   verify=args.verify, output=output, env=env, blob_mirror=blob_mirror)  # fmt: skip
-
-
-def do_payloads(args: argparse.Namespace) -> int:
-    if args.targets[:1] == ["publish"]:  # lockpipe payloads publish --to REGISTRY/PREFIX
-        from lockpipe.cli.artifacts import do_payloads_publish
-
-        return do_payloads_publish(args)
-    if args.to:
-        raise UsageError("--to is for `lockpipe payloads publish --to REGISTRY/PREFIX`")
-    _json_begin(args)
-    done = run_payloads(load_lock(args.lock), args.targets, _payload_options(args))
-    for r in done:  # the result, on stdout; the progress went to stderr
-        result(f"{r.name}: {r.status}, {r.fetched:,} bytes fetched: {r.path}")
-    jsonout.emit(args.json, "payloads", {"payloads": jsonout.as_json(done)})
-    return 0
-
-
-def _json_begin(args: argparse.Namespace) -> None:
-    """--json (``-``: stdout) is checked first; --jsonl's progress lines would share stdout.
-    With --jsonl stdout is JSON lines only: the result lines (each already a ``done`` event
-    there) go to stderr, as the tables do under ``--json -``."""
-    if args.jsonl and args.json == STDOUT:
-        raise UsageError("--jsonl writes progress to stdout, so --json - cannot: give --json "
-                         "a FILE, or drop --jsonl")  # fmt: skip
-    if args.jsonl:
-        set_results_to_stderr(True)
-    jsonout.begin(args.json)
-
-
 def do_smoke(args: argparse.Namespace) -> int:
-    _json_begin(args)
+    json_begin(args)
     loaded = load_lock(args.lock)
     engine = get_engine(args.engine)
     state = state_dir(args, loaded)
@@ -101,7 +62,7 @@ def do_smoke(args: argparse.Namespace) -> int:
                              "build one first, e.g. nox -s build-llama-cpu")  # fmt: skip
     expect = args.expect or loaded.path.parent / SMOKE_NAME
     specs = load_smoke(expect)
-    options = _payload_options(args)
+    options = payload_options(args)
     out = (args.out or state / "smoke").expanduser()
     read_records(out / "smoke.json")  # this run's results merge into it: check it first
     smoke = SmokeOptions(

@@ -39,6 +39,8 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
             10: "<Q", 11: "<q", 12: "<d"}  # fmt: skip
 _STRING, _ARRAY = 8, 9
+_U64 = struct.Struct("<Q")
+WINDOW = 1 << 20  # read-ahead of skip_strings
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +114,25 @@ class _Reader:
             raise self.fail(f"implausible string length {n}")
         return self.take(n).decode("utf-8", errors="replace")
 
+    def skip_strings(self, n: int, key: str) -> None:
+        """Jump over ``n`` strings (a vocabulary) without decoding them: walk a read-ahead
+        window with ``unpack_from``, then hand back what was read past the last one."""
+        window, at = b"", 0
+        for _ in range(n):
+            if len(window) - at < 8:
+                window, at = window[at:] + self.fh.read(WINDOW), 0
+                if len(window) < 8:
+                    raise self.fail(f"the header ends early (in the array {key!r})")
+            (size,) = _U64.unpack_from(window, at)
+            if size > MAX_STRING:
+                raise self.fail(f"implausible string length {size} in the array {key!r}")
+            at += 8 + size
+            self.pos += 8 + size
+            if at > len(window):  # the string runs past the window: seek over its rest
+                self.fh.seek(at - len(window), 1)
+                window, at = b"", 0
+        self.fh.seek(at - len(window), 1)
+
     def value(self, vtype: int, key: str, arrays: dict[str, tuple[int, int]]) -> Any:
         if vtype in _SCALARS:
             return self.scalar(_SCALARS[vtype])
@@ -124,6 +145,9 @@ class _Reader:
             arrays[key] = (itype, n)
             if itype in _SCALARS:  # fixed size: jump over it
                 self.skip(n * struct.calcsize(_SCALARS[itype]))
+                return None
+            if itype == _STRING:
+                self.skip_strings(n, key)
                 return None
         items = [self.value(itype, key, arrays) for _ in range(n)]
         return items if n <= KEEP_ARRAY else None

@@ -81,6 +81,37 @@ def test_garbage_is_a_format_error_not_a_traceback(tmp_path: Path) -> None:
         g.read_header(f)
 
 
+def test_a_long_string_array_is_skipped_exactly(tmp_path: Path) -> None:
+    """A vocabulary is jumped over, not decoded: what follows it (metadata, the tensor table,
+    the data offset) is read as gguf-py's own reader reads it, across the read-ahead window
+    (a string longer than the window, strings straddling it), and a vocabulary cut short is
+    a FormatError naming the array."""
+    from gguf import GGUFReader
+
+    path = tmp_path / "v.gguf"
+    w = GGUFWriter(str(path), "llama")
+    vocab = [f"tok{i}" * (i % 7) for i in range(g.WINDOW // 8)] + ["x" * (g.WINDOW + 5), "y"]
+    w.add_array("tokenizer.ggml.tokens", vocab)
+    w.add_uint32("after.vocab", 7)
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((4, 32), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    header = g.read_header(path)
+    real = GGUFReader(path)
+    assert header.arrays["tokenizer.ggml.tokens"] == (8, len(vocab))
+    assert header.metadata["after.vocab"] == 7
+    assert [(t.name, t.offset) for t in header.tensors] == [
+        (t.name, t.data_offset - real.data_offset) for t in real.tensors
+    ]
+    assert header.data_start == real.data_offset
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(path.read_bytes()[: g.WINDOW // 2])
+    with pytest.raises(FormatError, match="tokenizer.ggml.tokens"):
+        g.read_header(cut)
+
+
 def write_st(path: Path, tensors: dict[str, tuple[str, list[int], int, int]], data: int) -> Path:
     head = {
         n: {"dtype": d, "shape": sh, "data_offsets": [b, e]} for n, (d, sh, b, e) in tensors.items()
