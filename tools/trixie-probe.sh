@@ -5,6 +5,7 @@
 #
 #   sudo tools/trixie-probe.sh all        # every step below, then cleanup
 #   sudo tools/trixie-probe.sh STEP ...   # quadlet chroot deploy-test docker buildx docker-tests artifact cleanup
+#   sudo tools/trixie-probe.sh sid artifact-mount   # podman >= 5.7 from sid (not in `all`)
 #
 # quadlet       trixie's podman .deb (sha256 checked against trixie's Packages index),
 #               extracted (not installed); its quadlet -dryrun on the golden units and on
@@ -24,6 +25,15 @@
 # docker-tests  the docker integration tests (-k docker) against dockerd 26.1.5.
 # artifact      tests/integration/test_oci_payloads.py's `podman artifact pull` (podman 5.4+)
 #               with Debian 13's podman (a wrapper into the chroot), CI=true.
+# sid           trixie has podman 5.4.2, below 5.7's .artifact units: an mmdebstrap'ed sid root
+#               ($S) with sid's podman and runc, the host's loopback-registry drop-in copied in.
+# artifact-mount  `deploy --artifacts` against that podman, the Gemma 3 270M payload from the
+#               tests' cache -> a store (loopback HTTP mirror) -> `payloads publish` -> the
+#               loopback registry; its .artifact and .container units through sid's quadlet
+#               -dryrun (system and user); the generated `podman artifact pull` run as it is,
+#               then `podman run` with the generated --mount and image: the GGUF's size and
+#               sha256 at the path the serve command names. Also a two-file artifact mounted
+#               at a folder. Runs in a mount namespace of its own: nothing stays mounted.
 # cleanup       stop the daemons this script started (by pid file), unmount, drop the bridge.
 #
 # Needs root, mmdebstrap, curl, xz, unshare, the loopback registry (127.0.0.1:5000) and the
@@ -38,6 +48,8 @@ R=/tmp/trixie-root                          # the trixie rootfs
 M=/tmp/trixie-mnt                           # R bound onto itself: BuildKit needs / to be a mount
 D=/tmp/d26                                  # dockerd 26 / containerd state, same path in and out
 BASE_REPO=lockpipe-test/busybox:1           # pushed by the integration tests' fixture
+S=/tmp/sid-root                             # the sid rootfs (podman >= 5.7)
+GEMMA=${LOCKPIPE_TEST_CACHE:-$HOME/.cache/lockpipe-tests}/gemma-3-270m-q4_k_m.gguf  # tests/fixtures_gemma.py
 mkdir -p "$W/bin"
 
 say() { printf '\n### %s\n' "$*"; }
@@ -237,6 +249,107 @@ step_artifact() {
     -k podman_artifact tests/integration/test_oci_payloads.py 2>&1 | grep -E '^(PASSED|FAILED|ERROR|SKIPPED)|passed|failed') || true
 }
 
+step_sid() {
+  say "sid: a sid root with podman >= 5.7 at $S"
+  # This mirror's sid Release was past its Valid-Until (measured 2026-12-02: by 26 days).
+  [ -x "$S/usr/bin/podman" ] || mmdebstrap --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' \
+    --include=podman,runc,systemd,ca-certificates sid "$S" "$MIRROR"
+  cp /etc/containers/registries.conf.d/*.conf "$S/etc/containers/registries.conf.d/"  # 127.0.0.1:5000 is http
+  in_sid sh -c 'cat /etc/debian_version; podman --version; echo "quadlet $(/usr/libexec/podman/quadlet -version)";
+    runc --version | head -1; dpkg-query -W podman runc conmon netavark golang-github-containers-common'
+}
+
+# in_sid CMD: CMD in the sid root, in a mount namespace of its own: the root bound onto itself
+# (runc pivots from a mount), /proc /sys /dev, a fresh /run, and $W at its own path.
+in_sid() {
+  unshare -m sh -c 'mount --make-rprivate / && mount --rbind "$0" "$0" && mount -t proc proc "$0/proc" &&
+    mount --rbind /sys "$0/sys" && mount --rbind /dev "$0/dev" && mount -t tmpfs tmpfs "$0/run" &&
+    mkdir -p "$0$1" && mount --bind "$1" "$0$1" && cd / && shift &&
+    exec chroot "$0" env PODMAN_IGNORE_CGROUPSV1_WARNING=1 "$@"' "$S" "$W" "$@"
+}
+
+step_artifact_mount() {
+  [ -x "$S/usr/bin/podman" ] || { echo "artifact-mount: run the sid step first" >&2; exit 1; }
+  [ -s "$GEMMA" ] || { echo "artifact-mount: no $GEMMA: run tests/integration/test_oci_payloads.py once (its fixture caches it)" >&2; exit 1; }
+  local a=$W/artifact-mount lock=$REPO/locks/demo/digests.json prefix=127.0.0.1:5000/trixie-probe/models v pid
+  v=$(in_sid podman --version); say "artifact-mount: deploy --artifacts for $v (sid)"
+  rm -rf "$a"; mkdir -p "$a/bb/bin" "$a/hub"
+  # The demo lock's Gemma payload, served at the Hub's resolve path by a loopback HTTP mirror.
+  (cd "$REPO" && "$PY" - "$lock" "$a/hub" "$GEMMA") <<'PY'
+import json, sys
+from pathlib import Path
+from urllib.parse import urlsplit
+from lockpipe.demo import plan
+doc = json.loads(Path(sys.argv[1]).read_text())
+(name,) = doc["targets"][plan.TARGET]["payloads"]
+u = urlsplit(plan.payload_url(doc, name))  # the mirror keeps it at HOST/PATH
+path = Path(sys.argv[2], u.netloc + u.path)
+path.parent.mkdir(parents=True)
+path.symlink_to(sys.argv[3])
+PY
+  "$PY" -m http.server 0 --bind 127.0.0.1 --directory "$a/hub" > "$a/http.log" 2>&1 & pid=$!
+  for _ in $(seq 50); do grep -q 'Serving HTTP' "$a/http.log" && break; sleep 0.1; done
+  local port; port=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$a/http.log" | head -1)
+  (cd "$REPO" && "$PY" -m lockpipe payloads --lock "$lock" --store "$a/store" --mirror "http://127.0.0.1:$port" --quiet &&
+    "$PY" -m lockpipe payloads publish --lock "$lock" --store "$a/store" --to "$prefix") 2>&1 || { kill "$pid"; exit 1; }
+  kill "$pid"
+  # A busybox image (this host's static busybox) for the container, by digest.
+  cp /bin/busybox "$a/bb/bin/"; for c in sh ls stat sha256sum; do ln -s busybox "$a/bb/bin/$c"; done
+  tar -C "$a/bb" -cf "$a/bb.tar" .
+  in_sid sh -c "podman import -q '$a/bb.tar' localhost/trixie-probe/busybox:1 >/dev/null &&
+    podman push -q --digestfile '$a/bb.digest' localhost/trixie-probe/busybox:1 127.0.0.1:5000/trixie-probe/busybox:1"
+  (cd "$REPO" && "$PY" -m lockpipe deploy llama-cpu --lock "$lock" --state "$a/state" --store "$a/store" \
+    --artifacts "$prefix" --podman-version "${v##* }" --no-inspect --no-verify --force \
+    --image "127.0.0.1:5000/trixie-probe/busybox@$(cat "$a/bb.digest")" --out "$a/units") 2>&1 | grep -v '^WARNING (--force)'
+  grep -H -e '^Artifact=' -e '^Mount=' -e '^Exec=' "$a"/units/*
+
+  say "artifact-mount: $v's quadlet -dryrun on them"
+  local mode
+  for mode in system user; do
+    in_sid env QUADLET_UNIT_DIRS="$a/units" /usr/libexec/podman/quadlet -dryrun $([ $mode = user ] && echo -user) \
+      > "$a/dryrun-$mode.txt" 2> "$a/dryrun-$mode.err" && echo "$mode: rc=0" || echo "$mode: rc=$?"
+    echo "$mode: $(grep -- '^---' "$a/dryrun-$mode.txt" | tr '\n' ' ')other stderr: $(grep -vc 'Loading source unit file' "$a/dryrun-$mode.err" || true) lines"
+  done
+  grep -e '^ExecStart=.*artifact pull' -e '^Requires=' "$a/dryrun-system.txt"
+
+  say "artifact-mount: the generated pull, then podman run with the generated --mount and image"
+  # ExecStart's argv (shlex), the run's --mount and image, and the lock's path and pin of the GGUF.
+  (cd "$REPO" && "$PY" - "$a/dryrun-system.txt" "$lock") > "$a/argv" <<'PY'
+import json, re, shlex, sys
+from pathlib import Path
+units = dict(re.findall(r"^---(\S+)---\n(.*?)(?=^---|\Z)", Path(sys.argv[1]).read_text(), re.M | re.S))
+def exec_start(text):
+    return shlex.split(next(l for l in text.splitlines() if l.startswith("ExecStart="))[10:])
+pull = next(exec_start(t) for n, t in units.items() if n.endswith("-artifact.service"))
+service = units["llama-cpu.service"]
+run = exec_start(service)
+image = re.search(r"^Image=(.*)$", service, re.M).group(1)
+assert image in run, (image, run)
+(p,) = json.loads(Path(sys.argv[2]).read_text())["payloads"].values()
+print(shlex.join(pull), run[run.index("--mount") + 1], image, run[run.index("-m") + 1],
+      p["size"], p["sha256"], sep="\n")
+PY
+  local pull mnt img gguf size sha
+  { read -r pull; read -r mnt; read -r img; read -r gguf; read -r size; read -r sha; } < "$a/argv"
+  echo "pull:  $pull"; echo "mount: $mnt"; echo "image: $img"; echo "path:  $gguf (lock: $size bytes, sha256 $sha)"
+  # crun refuses this host's hybrid cgroups ("drop all controllers from cgroupv2"): runc runs it.
+  in_sid sh -c "podman artifact rm -a >/dev/null 2>&1; $pull >/dev/null && podman artifact ls &&
+    podman --runtime runc run --rm --network=none --entrypoint /bin/sh --mount '$mnt' '$img' \
+      -c 'ls -l \"\$(dirname $gguf)\"; stat -c \"%s bytes\" $gguf; sha256sum $gguf'" > "$a/run.txt" 2>&1 \
+    && echo "run: rc=0" || echo "run: rc=$?"
+  cat "$a/run.txt"
+  grep -q "^$size bytes$" "$a/run.txt" && grep -q "^$sha  $gguf$" "$a/run.txt" &&
+    echo "RESULT: $gguf in the container is the lock's pin ($size bytes, sha256 $sha)" ||
+    { echo "RESULT: the mounted file is not the pinned one" >&2; exit 1; }
+
+  say "artifact-mount: a two-file artifact (podman artifact add) mounted at a folder"
+  printf '{}\n' > "$a/config.json"; printf 'tok\n' > "$a/tokenizer.json"
+  in_sid sh -c "podman artifact add localhost/trixie-probe/two:1 '$a/config.json' '$a/tokenizer.json' >/dev/null &&
+    podman --runtime runc run --rm --network=none --mount type=artifact,source=localhost/trixie-probe/two:1,destination=/artifacts/two \
+      '$img' sh -c 'ls /artifacts/two; sha256sum /artifacts/two/*'; podman artifact rm localhost/trixie-probe/two:1 >/dev/null"
+  sha256sum "$a/config.json" "$a/tokenizer.json" | sed "s#$a/#(host) #"
+}
+
 step_deploy_test() {
   say "deploy-test: tests/integration/test_deploy_install.py inside trixie (CI=true)"
   chroot "$R" env -i PATH=/opt/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root CI=true PYTHONDONTWRITEBYTECODE=1 \
@@ -407,16 +520,16 @@ step_cleanup() {
   ! ip link show d26br0 >/dev/null 2>&1 || ip link del d26br0
   # Overlay mounts of containers that never ran would still pin $D; none should be left.
   if findmnt -rn -o TARGET | grep -q -e "^$D" -e "^$R" -e "^$M"; then echo "still mounted:"; findmnt -rn -o TARGET | grep -e "^$D" -e "^$R" -e "^$M"; fi
-  echo "left for inspection: $W $R $D (rm -rf them when done)"
+  echo "left for inspection: $W $R $S $D (rm -rf them when done)"
 }
 
-[ $# -gt 0 ] || { sed -n '2,29p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,40p' "$0"; exit 2; }
 [ "$1" != all ] || set -- quadlet chroot deploy-test docker buildx docker-tests artifact cleanup
 for s in "$@"; do
   case $s in
     quadlet) step_quadlet ;; chroot) step_chroot ;; deploy-test) step_deploy_test ;;
     docker) step_docker ;; buildx) step_buildx ;; docker-tests) step_docker_tests ;; artifact) step_artifact ;;
-    cleanup) step_cleanup ;;
-    *) echo "unknown step $s; steps: quadlet chroot deploy-test docker buildx docker-tests artifact cleanup all" >&2; exit 2 ;;
+    sid) step_sid ;; artifact-mount) step_artifact_mount ;; cleanup) step_cleanup ;;
+    *) echo "unknown step $s; steps: quadlet chroot deploy-test docker buildx docker-tests artifact sid artifact-mount cleanup all" >&2; exit 2 ;;
   esac
 done

@@ -55,7 +55,7 @@ def with_artifacts(
     if reason is not None:
         echo(f"note: {name}: {reason}")
         return inputs, ()
-    mounts = art.plan_mounts(target, refs)
+    mounts = art.plan_mounts(target, lock, refs)
     echo(f"{name}: payloads mounted from their artifacts (podman's .artifact units are "
          "experimental in 5.7)", style="yellow")  # fmt: skip
     command = art.artifact_command(target, lock, mounts)

@@ -2,9 +2,11 @@
 
 Pure. podman 5.7 added ``.artifact`` quadlet units (``[Artifact]`` with ``Artifact=REF``,
 which ``podman artifact pull``s it), marked experimental in podman-systemd.unit(5); a
-``.container`` mounts one with ``Mount=type=artifact,source=NAME.artifact,destination=DIR``
-(podman's ``--mount type=artifact``: each layer is a file in DIR named by its
-``org.opencontainers.image.title``, which ``payloads publish`` sets to the file's path).
+``.container`` mounts one with ``Mount=type=artifact,source=NAME.artifact,destination=PATH``
+(podman's ``--mount type=artifact``, where PATH is not in the image: one blob is mounted as
+the file PATH, several as files in the folder PATH named by their
+``org.opencontainers.image.title``, which ``payloads publish`` sets to the file's path;
+measured with podman 5.8.6, tools/trixie-probe.sh artifact-mount).
 Older podman keeps the store bind mount. Either way the deploy checks that what the unit
 mounts holds every file of every payload the serve command names.
 """
@@ -29,13 +31,18 @@ class ArtifactMount:
     payload: str
     reference: str  # REGISTRY/PREFIX/NAME@sha256:… (pinned: a tag could move)
     unit: str  # the .artifact file's stem: TARGET-PAYLOAD
+    sole: str | None = None  # the file of a one-file payload: its artifact has one blob
 
     @property
     def destination(self) -> str:
+        """The folder the payload's files are in, inside the container."""
         return f"{MOUNT_ROOT}/{self.payload}"
 
     def entry(self) -> Entry:
-        value = f"type=artifact,source={self.unit}.artifact,destination={self.destination}"
+        # podman mounts a one-blob artifact as a file at the destination (a folder only when
+        # the image has one there), so the destination names the file itself
+        target = f"{self.destination}/{self.sole}" if self.sole else self.destination
+        value = f"type=artifact,source={self.unit}.artifact,destination={target}"
         return ("Mount", verbatim(value, f"payloads.{self.payload}"))
 
     def pull_entry(self) -> Entry:
@@ -68,12 +75,19 @@ def why_not(podman: keys.Version, lock: Lock, target: Target) -> str | None:
     return None
 
 
-def plan_mounts(target: Target, references: Mapping[str, str]) -> tuple[ArtifactMount, ...]:
+def plan_mounts(
+    target: Target, lock: Lock, references: Mapping[str, str]
+) -> tuple[ArtifactMount, ...]:
     """One mount per payload of ``target``; ``references``: payload -> pinned reference."""
+
+    def sole(p: Payload) -> str | None:
+        return p.files[0].path if len(p.files) == 1 else None
+
     return tuple(
-        ArtifactMount(payload=p, reference=references[p], unit=f"{target.name}-{p}")
+        ArtifactMount(payload=p, reference=references[p], unit=f"{target.name}-{p}",
+                      sole=sole(lock.payloads[p]))
         for p in target.payloads
-    )
+    )  # fmt: skip
 
 
 def artifact_command(
