@@ -4,7 +4,9 @@ A git-pinned file is found by its path in the artifact's manifest (``rev-<commit
 FAKE registry (a real HTTP server on 127.0.0.1) answers that manifest with a wrong
 shape; the run must say what is wrong with it, naming the manifest, and fetch the file
 from the FAKE Hub, rather than take a broken manifest for one that lacks the file
-(issue 18 review).
+(issue 18 review). ``lockpipe deploy --artifacts`` reads the same manifest: a broken one
+exits 18 naming it, one whose layer has no file path lacks the file (exit 19, publish
+again); neither writes a unit.
 """
 
 from __future__ import annotations
@@ -20,12 +22,15 @@ from typing import Any
 import pytest
 import requests
 
+from lockpipe.errors import DeployError, RegistryError
 from lockpipe.registry import modelpack as mp
 from tests.httpfake import FakeHandler, FakeServer
 from tests.integration.fake_hub import FakeHub, entry_from_tree
 from tests.integration.payload_servers import REV, make_lock
+from tests.lockfactory import doc, make_repo
 
 pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
 CONFIG = b'{"architectures": ["Gemma4ForCausalLM"], "model_type": "gemma4"}\n'
 HEADER = b'{"w":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}}'
 WEIGHTS = struct.pack("<Q", len(HEADER)) + HEADER + b"\0" * 4  # one tensor, safetensors
@@ -108,3 +113,60 @@ def test_a_manifest_of_another_shape_is_named_and_the_hub_serves_the_file(
     assert "Traceback" not in done.stderr
     assert not [s for s in registry.seen if "abab" in s or ".." in s]  # none of it was asked
     assert any(p.endswith("/resolve/" + REV + "/config.json") for p in hub.requests)
+
+
+# --- deploy --artifacts: the same manifests, read where a unit would mount them -------------
+
+SHA = "ab" * 32
+
+
+def _deploy_lock(tmp: Path) -> Path:
+    """A lock whose target ``app`` serves the one-file payload ``gemma`` (rev ``REV``)."""
+    document = doc()
+    document["payloads"] = {"gemma": {
+        "repository": "google/gemma-3-270m", "revision": REV, "role": "model",
+        "format": "gguf", "filename": "g.gguf", "size": 10, "sha256": SHA,
+    }}  # fmt: skip
+    app = document["targets"]["app"]
+    app["payloads"] = ["gemma"]
+    app["serve"]["command"] = ["llama-server", "-m", "{payload:gemma}"]
+    return make_repo(tmp / "checkout", document)
+
+
+@pytest.mark.parametrize(
+    ("manifest", "code", "words"),
+    [
+        (b"<html>the registry's login page</html>", RegistryError.return_code,
+         "the manifest is not a JSON object; the registry is broken"),
+        (b"[]", RegistryError.return_code, "the manifest is not a JSON object"),
+        (b'{"layers": {"g.gguf": 1}}', RegistryError.return_code,
+         "layers is an object, not a list"),
+        (json.dumps({"layers": [{"mediaType": mp.WEIGHT_RAW, "digest": "sha256:" + SHA,
+                                 "size": 10}]}).encode(),
+         DeployError.return_code, "payloads.gemma: "),  # no filepath: not taken for g.gguf
+    ],
+    ids=["not-json", "a-list", "layers-an-object", "no-filepath"],
+)  # fmt: skip
+def test_deploy_artifacts_names_a_malformed_manifest_and_writes_no_unit(
+    servers: tuple[_Registry, FakeHub], tmp_path: Path, manifest: bytes, code: int, words: str
+) -> None:
+    registry, _ = servers
+    registry.manifest = manifest
+    lock, state = _deploy_lock(tmp_path), tmp_path / "state"
+    done = subprocess.run(
+        [sys.executable, "-m", "lockpipe", "deploy", "app", "--lock", str(lock), "--state",
+         str(state), "--image", f"127.0.0.1:5000/lockpipe-test/app@sha256:{'cd' * 32}",
+         "--force", "--no-inspect", "--no-verify", "--podman-version", "5.7",
+         "--artifacts", f"{registry.host}/models"],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == code, done.stderr
+    assert words in done.stderr
+    if code == RegistryError.return_code:
+        assert f"{registry.host}/models/gemma:rev-{REV}: {words}" in done.stderr
+    else:
+        assert "publish them again: lockpipe payloads publish --to" in done.stderr
+    assert any(f"/manifests/rev-{REV}" in s for s in registry.seen)
+    assert not (state / "deploy").exists()  # neither the .container nor an .artifact unit
