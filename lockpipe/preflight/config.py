@@ -29,6 +29,8 @@ from lockpipe.spelling import hint, unknown_keys
 
 DEFAULT_NAME = "preflight.json"  # next to the lock: locks/preflight.json
 # Named assumptions, used only where no measurement says better (see docs/preflight.md).
+# Named assumptions (docs/preflight.md): no code gives them before a server runs on the card;
+# a calibration in preflight.json (what smoke measured) replaces them
 DEFAULT_VLLM_RESERVE_MIB = 3072  # vLLM non-KV: activation peak, CUDA graphs, CUDA context
 DEFAULT_LLAMA_COMPUTE_MIB = 1024  # llama.cpp compute buffers and CUDA context
 

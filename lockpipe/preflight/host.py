@@ -31,6 +31,8 @@ class Card:
         return f"{self.compute_cap[0]}.{self.compute_cap[1]}"
 
 
+# For --gpu NAME on a host without that card (nvidia-smi answers for the host's own GPU):
+# memory.total as nvidia-smi reports it on each, which no code here can ask
 CARDS: dict[str, Card] = {
     c.name: c
     for c in (
@@ -43,7 +45,8 @@ CARDS: dict[str, Card] = {
         Card(name="l40s", memory_mib=46068, compute_cap=(8, 9)),
     )
 }
-# (major, minor, update) -> minimum Linux x86_64 driver (Table 3, "Toolkit Driver Version")
+# (major, minor, update) -> minimum Linux x86_64 driver (Table 3, "Toolkit Driver Version"):
+# NVIDIA's release notes, a document, not code that could run here
 CUDA_DRIVER: dict[tuple[int, int, int], str] = {
     (11, 8, 0): "520.61.05", (12, 0, 0): "525.60.13", (12, 1, 0): "530.30.02",
     (12, 2, 0): "535.54.03", (12, 3, 0): "545.23.06", (12, 4, 0): "550.54.14",

@@ -27,16 +27,19 @@ from dataclasses import dataclass
 
 from lockpipe.preflight.shape import Layer, ModelShape
 
+# Typed from the pinned tree, not read at run time: preflight judges before any tree is
+# fetched, and these are C++ a CPU here cannot run; tests/unit/test_preflight_llama_tree.py
+# holds the ones marked (tree-checked) to the b10069 sdist.
 # type -> (values per block, bytes per block), as ggml_row_size sizes them
 KV_TYPES: dict[str, tuple[int, int]] = {
     "f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18),
     "q4_1": (32, 20), "iq4_nl": (32, 18), "q5_0": (32, 22), "q5_1": (32, 24),
 }  # fmt: skip
-FA_DEFAULT = frozenset({"f16", "q4_0", "q8_0", "bf16"})  # CMakeLists.txt: the 4 vec instances
-FA_ALL_QUANTS = frozenset({"f16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "bf16"})
+FA_DEFAULT = frozenset({"f16", "q4_0", "q8_0", "bf16"})  # fattn.cu's #else cases (tree-checked)
+FA_ALL_QUANTS = frozenset({"f16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "bf16"})  # (tree-checked)
 QUANTIZED = frozenset(k for k, (block, _) in KV_TYPES.items() if block > 1)
 PAD = 256  # llama-context.cpp and llama-kv-cache-iswa.cpp pad cell counts to 256
-DEFAULT_UBATCH = 512  # common/common.h n_ubatch
+DEFAULT_UBATCH = 512  # common/common.h n_ubatch (tree-checked)
 
 
 def row_bytes(kv_type: str, values: int) -> int:

@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 from lockpipe.errors import FormatError, UsageError
 from lockpipe.preflight.llama import KV_TYPES
 
-AUTO_SLOTS = 4  # server.cpp: n_parallel auto -> 4, kv_unified true
+# Typed from the pinned tree (preflight runs before it is fetched; C++, not runnable here)
+AUTO_SLOTS = 4  # server.cpp: n_parallel auto -> 4, kv_unified true (tree-checked)
 _VALUED = {"-c": "ctx", "--ctx-size": "ctx", "-np": "parallel", "--parallel": "parallel",
            "-ctk": "type_k", "--cache-type-k": "type_k", "-ctv": "type_v",
            "--cache-type-v": "type_v", "-fa": "flash", "--flash-attn": "flash",

@@ -50,12 +50,14 @@ from dataclasses import dataclass
 from lockpipe.preflight import llama, recurrent
 from lockpipe.preflight.shape import Layer, ModelShape
 
+# Typed from the pinned tree: preflight runs before it is fetched, and this is CUDA C++
+# (test_preflight_llama_tree.py holds the tree-checked ones to the b10069 sdist)
 F16 = 2  # ggml_type_size(GGML_TYPE_F16)
 F32 = 4
-FATTN_KQ_STRIDE = 256  # ggml/src/ggml-cuda/fattn-common.cuh:9
+FATTN_KQ_STRIDE = 256  # ggml/src/ggml-cuda/fattn-common.cuh:9 (tree-checked)
 TURING = (7, 5)  # GGML_CUDA_CC_TURING 750 (ggml/src/ggml-cuda/common.cuh:53)
 ADA = (8, 9)  # GGML_CUDA_CC_ADA_LOVELACE 890 (common.cuh:55)
-ASSISTANT_ARCH = "gemma4-assistant"  # LLM_ARCH_GEMMA4_ASSISTANT (src/llama-arch.cpp:59)
+ASSISTANT_ARCH = "gemma4-assistant"  # src/llama-arch.cpp:59 (tree-checked)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -38,6 +38,9 @@ from typing import Any
 from lockpipe.errors import FormatError, LockError
 from lockpipe.jsonshape import Reader
 
+# Typed from the pinned tree, not read at run time: preflight judges before any tree is
+# fetched, and these are C++ a CPU here cannot run; tests/unit/test_preflight_llama_tree.py
+# holds the ones marked (tree-checked) to the b10069 sdist.
 GDN_ARCHS = frozenset({"qwen35", "qwen35moe", "qwen3next"})  # Gated DeltaNet hybrids
 MTP_ARCHS = frozenset({"qwen35", "qwen35moe"})  # read nextn_predict_layers, MTP context
 ROLLBACK_ARCHS = frozenset({"qwen35", "qwen35moe"})  # llm_arch_supports_rs_rollback
@@ -49,10 +52,10 @@ UNMODELLED = frozenset({
     "kimi-linear",
 })  # fmt: skip
 STATE_BYTES = 4  # GGML_TYPE_F32 for both r and s
-DEFAULT_INTERVAL = 4  # qwen35.cpp: full_attn_interval = 4
-DEFAULT_DRAFT_N_MAX = 3  # common/common.h:327
+DEFAULT_INTERVAL = 4  # qwen35.cpp: full_attn_interval = 4 (tree-checked)
+DEFAULT_DRAFT_N_MAX = 3  # common/common.h:327 (tree-checked)
 ROLLBACK_TYPES = frozenset({"draft-mtp", "draft-eagle3", "draft-dflash"})
-# common/speculative.cpp:31-42, the names --spec-type accepts
+# common/speculative.cpp:31-42, the names --spec-type accepts (tree-checked)
 SPEC_TYPES = frozenset({
     "none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "ngram-simple",
     "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache",

@@ -29,7 +29,8 @@ from lockpipe.preflight import recurrent
 
 # Architecture -> (period, default window) where the GGUF names no pattern
 # (src/models/<arch>.cpp in b10069: gemma2.cpp, gemma3.cpp, gemma3n.cpp, cohere2.cpp,
-# openai-moe.cpp). gemma3 slides only when it names a window > 0.
+# openai-moe.cpp). gemma3 slides only when it names a window > 0. Typed: preflight reads
+# a model's shape before any llama.cpp tree is fetched, and these defaults are C++.
 SWA_PERIOD: dict[str, tuple[int, int | None]] = {
     "gemma2": (2, 4096), "gemma3": (6, None), "gemma3n": (5, None), "cohere2": (4, None),
     "gpt-oss": (2, None),

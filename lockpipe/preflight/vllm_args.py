@@ -151,7 +151,9 @@ def _nest(into: dict[str, Any], keys: Sequence[str], value: Any) -> None:
 
 
 def default_batched_tokens(card_name: str, memory_mib: int) -> int:
-    """``EngineArgs._get_default_usage_values`` for the OpenAI server on this card."""
+    """``EngineArgs._get_default_usage_values`` for the OpenAI server on this card: the
+    extract's path, for when vLLM's parser environment is not built (where it is, vLLM's own
+    ``EngineArgs.get_batch_defaults`` on the faked card gives the number)."""
     if memory_mib * (1 << 20) >= 160 * GIB:
         return 16384
     if memory_mib * (1 << 20) >= 70 * GIB and "a100" not in card_name.lower():

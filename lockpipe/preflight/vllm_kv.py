@@ -35,6 +35,9 @@ from dataclasses import dataclass, replace
 
 from lockpipe.preflight.shape import Layer, ModelShape
 
+# The pool's arithmetic also runs where vLLM's parser environment is not built (the
+# extract's path); where it is, vLLM's unify_kv_cache_spec_page_size checks the pages
+# these give (the page-size check; turboquant_* pages are the backend's, not checked)
 FP32 = 4
 MODEL_DTYPE_BYTES = 2  # bf16 weights/activations: what "auto" caches in
 DTYPE_BYTES = {"auto": MODEL_DTYPE_BYTES, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1,

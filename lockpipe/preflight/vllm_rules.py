@@ -203,6 +203,8 @@ def rule_checks(
                 "and ignored (envs.py validate_environ)",
             )
         )
+    # Typed from triton_attn.py's message: a kernel's runtime assert on the GPU, not a
+    # function that runs on a CPU (vLLM's selector, run here, passes fp8 on sm 8.6)
     if args.kv_dtype.startswith("fp8") and cap < (8, 9):
         out.append(
             Check(
