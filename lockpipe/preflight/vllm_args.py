@@ -69,6 +69,8 @@ class VllmArgs:
         return None
 
 
+# The extract's reading, for a host without vLLM's parser environment; where it is built,
+# vLLM's own parser reads the command and its values win (vllm_parser.as_vllm_args)
 _FLAGS = {"--max-model-len": "max_model_len", "--max-num-seqs": "max_num_seqs",
           "--gpu-memory-utilization": "utilization", "--kv-cache-dtype": "kv_dtype",
           "--attention-backend": "backend", "--block-size": "block_size",
