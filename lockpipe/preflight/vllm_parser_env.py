@@ -53,6 +53,7 @@ from lockpipe.preflight.vllm_parser import (
     parse,
 )
 
+SET = re.compile(r"vllm-parser-(\d[^-]*)(-py\d+\.\d+)?\.in")  # a constraints set's .in
 TRIAL = ("vllm", "serve", "trial-model", "--max-model-len", "1024")
 
 
@@ -102,6 +103,21 @@ def constraints_for(root: Path, version: str, python: tuple[int, int] | None = N
         return sets[have]
     suffix = f"-py{have}" if sets else ""
     return root / "constraints" / f"vllm-parser-{version}{suffix}.txt"
+
+
+def with_sets(root: Path, python: tuple[int, int] | None = None) -> list[str]:
+    """The vLLM versions whose parser environment ``python`` (default: this one) can build:
+    a constraints set resolved for it and lockpipe's rules (``data/vllm-VERSION.json``).
+    Every version a refresh proposal can be judged by its own code (``--all``)."""
+    have = "{}.{}".format(*(python or _running()))
+    named = (SET.fullmatch(f.name) for f in (root / "constraints").glob("vllm-parser-*.in"))
+    found = {m[1] for m in named if m}
+    ok = [
+        v
+        for v in found
+        if have in constraint_sets(root, v) and vllm_release.rules_path(v).is_file()
+    ]
+    return sorted(ok, key=lambda v: [int(x) if x.isdigit() else -1 for x in v.split(".")])
 
 
 def check_python(root: Path, version: str, running: tuple[int, int]) -> None:
@@ -261,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - nox -s vll
     p.add_argument("--cache", type=Path,
                    default=Path(os.environ.get("LOCKPIPE_CACHE") or cache_home(os.environ)
                                 / "lockpipe"))  # fmt: skip
+    p.add_argument("--all", action="store_true",
+                   help="every version with a constraints set for this Python and lockpipe's "
+                   "rules (what a refresh proposal can be judged with)")  # fmt: skip
     p.add_argument("versions", nargs="*", metavar="VERSION",
                    help="vLLM versions to build (default: those the lock pins); each needs "
                    "constraints/vllm-parser-VERSION[-pyX.Y].txt for this Python and "
@@ -268,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - nox -s vll
     args = p.parse_args(argv)
     lock = load_lock(args.lock)
     try:
-        for version in args.versions or versions(lock):
+        chosen = args.versions or (with_sets(lock.root) if args.all else versions(lock))
+        for version in chosen:
             build(lock.root, args.cache, version)
     except LockpipeError as exc:
         echo(f"vllm-parser: {exc}", style="red")

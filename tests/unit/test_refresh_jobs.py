@@ -431,8 +431,9 @@ def test_the_first_seen_record_outlives_each_actions_runner() -> None:
     """--min-age on Actions: the refresh job restores the newest first-seen record from the
     Actions cache before it runs, passes that file, and saves it under a key of its own."""
     steps = yaml.safe_load(FLOW.read_text())["jobs"]["refresh"]["steps"]
-    at = {i: s for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/cache@")}
-    assert len(at) == 1, "one actions/cache step in the refresh job"
+    at = {i: s for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/cache@")
+          and "first-seen" in s["with"]["path"]}  # fmt: skip
+    assert len(at) == 1, "one actions/cache step of the first-seen record in the refresh job"
     ((where, cache),) = at.items()
     assert re.fullmatch(r"actions/cache@[0-9a-f]{40}", cache["uses"])
     run = next(i for i, s in enumerate(steps) if s.get("name") == "refresh")
@@ -444,3 +445,41 @@ def test_the_first_seen_record_outlives_each_actions_runner() -> None:
     assert cache["with"]["path"] == "${{ runner.temp }}/first-seen"
     prefix = cache["with"]["restore-keys"]
     assert cache["with"]["key"].startswith(prefix) and "github.run_id" in cache["with"]["key"]
+
+
+def test_the_refresh_builds_vllm_s_parser_so_its_verdicts_come_from_code() -> None:
+    """Before the refresh: a Python that has vLLM parser constraints sets (none exists for
+    ubuntu-24.04's 3.12), nox on it, the environments restored from the Actions cache under
+    a key of their inputs, then `nox -s vllm-parser -- --all` builds what is missing, where
+    the refresh's --cache default (~/.cache/lockpipe) looks for them."""
+    from lockpipe.preflight import vllm_parser_env
+
+    flow = yaml.safe_load(FLOW.read_text())
+    steps = flow["jobs"]["refresh"]["steps"]
+
+    def at(uses: str = "", name: str = "", path: str = "") -> int:
+        (i,) = [i for i, s in enumerate(steps) if s.get("uses", "").startswith(uses)
+                and s.get("name", "").startswith(name)
+                and path in s.get("with", {}).get("path", "")]  # fmt: skip
+        return i
+
+    assert flow["jobs"]["refresh"]["runs-on"] == "ubuntu-24.04"
+    assert vllm_parser_env.with_sets(REPO, (3, 12)) == [], "3.12 has a set now: drop setup-python"
+    py, nox = at(uses="actions/setup-python@"), at(name="install nox")
+    cache, build = at(uses="actions/cache@", path="vllm-parser"), at(name="vLLM's parser")
+    assert py < nox < cache < build < at(name="refresh")
+    assert re.fullmatch(r"actions/setup-python@[0-9a-f]{40}", steps[py]["uses"])
+    major, minor = map(int, str(steps[py]["with"]["python-version"]).split("."))
+    assert vllm_parser_env.with_sets(REPO, (major, minor)) == ["0.29.0", "0.33.0"]
+    outputs = f"steps.{steps[py]['id']}.outputs"
+    assert steps[nox]["env"]["PYTHON"] == "${{ " + outputs + ".python-path }}"
+    assert steps[nox]["run"].startswith('"$PYTHON" -m venv "$RUNNER_TEMP/nox-venv"')
+    assert steps[cache]["uses"] == "actions/cache@0057852bfaa89a56745cba8c7296529d2fc39830"
+    assert steps[cache]["with"]["path"] == "~/.cache/lockpipe/vllm-parser"
+    key = steps[cache]["with"]["key"]
+    assert f"{outputs}.python-version" in key
+    inputs = "'constraints/vllm-parser-*.txt', 'lockpipe/preflight/data/vllm-*.json'"
+    assert f"hashFiles({inputs})" in key
+    assert steps[build]["run"].strip() == "nox -s vllm-parser -- --all"
+    command = " ".join(steps[at(name="refresh")]["run"].split())
+    assert "--cache" not in command and "--propose" in command

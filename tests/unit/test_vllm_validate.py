@@ -109,3 +109,11 @@ def test_the_parser_environment_takes_the_constraints_set_of_the_running_python(
     # a version with no set at all: the name its first set would have, no Python refused
     assert vllm_parser_env.constraints_for(REPO, "9.9.9").name == "vllm-parser-9.9.9.txt"
     vllm_parser_env.check_python(REPO, "9.9.9", (3, 12))
+
+
+def test_every_version_with_a_set_for_a_python_is_what_the_scheduled_refresh_builds() -> None:
+    """nox -s vllm-parser -- --all (.github/workflows/refresh.yml): the versions whose
+    parser environment this Python can build, each with lockpipe's rules for it."""
+    for python in ((3, 11), (3, 13)):
+        assert vllm_parser_env.with_sets(REPO, python) == ["0.29.0", "0.33.0"]
+    assert vllm_parser_env.with_sets(REPO, (3, 12)) == []  # no set is resolved for 3.12
