@@ -26,6 +26,7 @@ from lockpipe.imagebuild.provenance import (
     STATEMENT_TYPE,
     dumps,
 )
+from lockpipe.lock.refs import DIGEST_RE
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
@@ -166,8 +167,14 @@ def _statement(pinned: str, digest: str) -> dict[str, Any] | str:
     layers = json.loads(art).get("layers")
     if not isinstance(layers, list) or not layers or not isinstance(layers[0], dict):
         return "it carries no statement layer"
-    blob_digest = str(layers[0].get("digest"))
-    resp = reg.request("GET", ep.repository, f"blobs/{blob_digest}")
+    blob_digest = layers[0].get("digest")
+    if not isinstance(blob_digest, str) or not DIGEST_RE.fullmatch(blob_digest):
+        shown = repr(blob_digest)[:90]  # a path such as sha256:../.. never reaches a URL
+        return f"its statement layer has the digest {shown}, not sha256:<64 hex>"
+    try:
+        resp = reg.request("GET", ep.repository, f"blobs/{blob_digest}")
+    except RegistryError as exc:  # another's referrer, its blob gone: set aside, not fatal
+        return f"its statement blob {blob_digest} is unreadable ({exc})"
     pf.check_digest(f"{pinned} referrer {digest}'s blob {blob_digest}", resp.content,
                     blob_digest)  # fmt: skip
     try:

@@ -324,3 +324,94 @@ def _referrers(pinned: str) -> list[str]:
     reg, ep = registry_for(pinned)
     found = referrers(reg, ep.repository, pinned.rpartition("@")[2], artifact_type=MEDIA_TYPE)
     return [str(d["digest"]) for d in found]
+
+
+# --- a referrer whose statement cannot be read is passed over, not fatal ---------------------
+
+
+def test_a_referrer_whose_statement_blob_is_gone_is_passed_over(
+    built: Built, private: Private, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Another in-toto referrer beside lockpipe's (a signer's), whose statement blob the
+    registry no longer has: verify uses lockpipe's statement, as it does for any other
+    referrer it sets aside, instead of failing on the other one's 404 at every run."""
+    pinned = _publish(built, private)
+    ((_, statement),) = find_provenance(pinned).statements
+    other = copy.deepcopy(statement)
+    other["predicate"]["buildDefinition"]["buildType"] = "https://example.com/a-signer/v1"
+    theirs = attach_provenance(pinned, other)
+    reg, ep = registry_for(pinned)
+    layer = json.loads(get_manifest(reg, ep.repository, theirs)[0])["layers"][0]["digest"]
+    reg.request("DELETE", ep.repository, f"blobs/{layer}", ok=(202,))
+    capsys.readouterr()
+    assert built.cli("verify", "app", "--image", pinned) == 0, capsys.readouterr().err
+    assert "Traceback" not in capsys.readouterr().err
+
+
+class StatementReferrer(FakeServer):
+    """FAKE registry of one image manifest and one in-toto referrer of it, whose statement
+    layer is ``layer``: a descriptor no registry that checks what it stores would keep.
+    ``seen``: every path asked."""
+
+    def __init__(self, layer: dict[str, Any]) -> None:
+        config = {"mediaType": OCI_CONFIG, "digest": "sha256:" + "c" * 64, "size": 2}
+        self.manifest = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                                    "config": config, "layers": []}).encode()  # fmt: skip
+        self.digest = "sha256:" + hashlib.sha256(self.manifest).hexdigest()
+        subject = {"mediaType": OCI_MANIFEST, "digest": self.digest, "size": len(self.manifest)}
+        self.referrer = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
+                                    "artifactType": MEDIA_TYPE, "config": config,
+                                    "layers": [layer], "subject": subject}).encode()  # fmt: skip
+        self.referrer_digest = "sha256:" + hashlib.sha256(self.referrer).hexdigest()
+        self.seen: list[str] = []
+        super().__init__(_StatementHandler)
+
+
+class _StatementHandler(FakeHandler):
+    server: StatementReferrer
+
+    def do_GET(self) -> None:
+        srv = self.server
+        srv.seen.append(self.path)
+        bodies = {srv.digest: srv.manifest, srv.referrer_digest: srv.referrer}
+        name = self.path.rpartition("/manifests/")[2]
+        if name in bodies:
+            headers = {"Content-Type": OCI_MANIFEST, "Docker-Content-Digest": name}
+            self.send_bytes(200, bodies[name], headers)
+        elif self.path.startswith(f"/v2/t/app/referrers/{srv.digest}"):
+            listed = {"mediaType": OCI_MANIFEST, "digest": srv.referrer_digest,
+                      "size": len(srv.referrer), "artifactType": MEDIA_TYPE}  # fmt: skip
+            self.send_json(200, {"schemaVersion": 2, "mediaType": OCI_INDEX,
+                                 "manifests": [listed]}, {"Content-Type": OCI_INDEX})  # fmt: skip
+        else:
+            self.send_json(404, {"errors": [{"code": "NOT_FOUND"}]})
+
+    do_HEAD = do_GET
+
+
+@pytest.mark.parametrize(
+    ("layer", "reason"),
+    [
+        ({"mediaType": MEDIA_TYPE, "size": 2}, "its statement layer has the digest None"),
+        ({"mediaType": MEDIA_TYPE, "size": 2, "digest": "sha256:../../../t/app/manifests/1"},
+         "its statement layer has the digest 'sha256:../../../t/app/manifests/1'"),
+        ({"mediaType": MEDIA_TYPE, "size": 2, "digest": "sha256:" + "e" * 64},
+         f"its statement blob sha256:{'e' * 64} is unreadable"),
+    ],
+    ids=["no-digest", "a-path", "gone"],
+)  # fmt: skip
+def test_a_referrer_whose_statement_layer_cannot_be_read_is_named(
+    built: Built, capsys: pytest.CaptureFixture[str], layer: dict[str, Any], reason: str
+) -> None:
+    registry = StatementReferrer(layer)
+    try:
+        pinned = f"{registry.host}/t/app@{registry.digest}"
+        assert built.cli("verify", "app", "--image", pinned) == RegistryError.return_code
+    finally:
+        registry.stop()
+    err = capsys.readouterr().err
+    assert f"{pinned}: no lockpipe provenance referrer" in err, err
+    assert f"referrer {registry.referrer_digest}: {reason}" in err, err
+    assert "Traceback" not in err
+    asked = [p for p in registry.seen if "/blobs/" in p]
+    assert all(p.endswith("e" * 64) for p in asked), asked  # nothing but a sha256 was asked
