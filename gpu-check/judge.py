@@ -6,7 +6,8 @@ that logs it), turned into a regular expression, so a log line is matched by wha
 prints, not by a copy typed here. Standard library only: the GPU host has python3 + numpy.
 
     python3 judge.py build TIME_LEFT FULL_SECONDS    # which FA kernel set to build first
-    python3 judge.py verdict TREE OUT CUDA CTK CTV SPEC_TYPES FA_ALL_QUANTS WHY PHASES
+    python3 judge.py verdict TREE OUT CUDA CTK CTV SPEC_TYPES FA_ALL_QUANTS WHY PHASES NEGATIVE
+    python3 judge.py negative TREE LOG   # exit 0 when the log puts Flash Attention elsewhere
 """
 
 from __future__ import annotations
@@ -116,6 +117,11 @@ class Expect:
     spec_types: tuple[str, ...]  # as --spec-type lists them
 
 
+def fa_moved(log: str, r: Rules) -> str | None:
+    """The first line that puts flash attention on another device than its layer's."""
+    return next((m.group(0) for m in r.all("mismatch", log) if m.group(4) == r.fa_name), None)
+
+
 def judge(log: str, timings: dict[str, int], r: Rules, e: Expect) -> list[str]:
     """What is wrong with the run, one line each (none: it measured what it claims)."""
     problems = []
@@ -128,6 +134,7 @@ def judge(log: str, timings: dict[str, int], r: Rules, e: Expect) -> list[str]:
             problems.append(f"{r.fa_name} assigned to device {m.group(5)} while layer "
                             f"{m.group(2)} is on {m.group(3)} (missing kernels for "
                             f"{e.ctk}/{e.ctv} in this build; {r.where['mismatch']})")  # fmt: skip
+            break
     if any(m.group(2) == r.fa_name for m in r.all("disabled", log)):
         problems.append(f"-fa auto resolved {r.fa_name} to disabled ({r.where['disabled']})")
     elif not any(m.group(2) == r.fa_name for m in r.all("enabled", log)):
@@ -164,7 +171,7 @@ def judge(log: str, timings: dict[str, int], r: Rules, e: Expect) -> list[str]:
 def _verdict(argv: list[str]) -> int:
     tree, out = Path(argv[0]), Path(argv[1])
     e = Expect(argv[2] == "ON", argv[3], argv[4], tuple(argv[5].split(",")))
-    fa_all, why, phases = argv[6], argv[7], argv[8]
+    fa_all, why, phases, negative = argv[6], argv[7], argv[8], argv[9]
     r = rules(tree)
     t = json.loads((out / "completion.json").read_text())["timings"]
     print("timings:", json.dumps(t))
@@ -173,10 +180,12 @@ def _verdict(argv: list[str]) -> int:
     print("/metrics:", ", ".join(names))
     log = (out / "server.log").read_text(errors="replace")
     problems = judge(log, t, r, e)
+    if negative.startswith("FAILED"):
+        problems.append(f"the negative check: {negative}")
     stats = {m.group(1): m.group(0) for m in r.all("statistics", log)}
     measured = {"fa_all_quants": fa_all, "why": why, "kv": f"{e.ctk}/{e.ctv}",
-                "mixed_pair": e.ctk != e.ctv, "spec_types": list(e.spec_types),
-                "draft_stats": stats, "rules": r.where,
+                "mixed_pair": e.ctk != e.ctv, "negative_check": negative,
+                "spec_types": list(e.spec_types), "draft_stats": stats, "rules": r.where,
                 "draft_path": "draft-mtp over a qwen35 MTP block (llama-cuda-mtp's path) "
                 "with ngram-mod beside it (the --spec-type llama-cuda and llama-cuda-slots "
                 "give); their --model-draft gemma4-assistant is not exercised"}  # fmt: skip
@@ -191,6 +200,19 @@ def _verdict(argv: list[str]) -> int:
     return 0
 
 
+def _negative(tree: Path, log: Path) -> int:
+    """A build without the mixed pair's kernels served it: -fa auto must have moved flash
+    attention off the card, and the rule must see it (the rule's own ground truth)."""
+    r = rules(tree)
+    line = fa_moved(log.read_text(errors="replace"), r)
+    if line is None:
+        print(f"no line of {log} matches {r.where['mismatch']}'s {r.fa_name} mismatch, "
+              "though this build lacks the pair's kernels")  # fmt: skip
+        return 1
+    print(f"seen, as the build lacks the pair's kernels: {line.strip()}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     try:
         if argv[:1] == ["build"] and len(argv) == 3:
@@ -198,8 +220,10 @@ def main(argv: list[str]) -> int:
             full = int(argv[2]) if argv[2] else None
             print("\t".join(choose_build(left, full)))
             return 0
-        if argv[:1] == ["verdict"] and len(argv) == 10:
+        if argv[:1] == ["verdict"] and len(argv) == 11:
             return _verdict(argv[1:])
+        if argv[:1] == ["negative"] and len(argv) == 3:
+            return _negative(Path(argv[1]), Path(argv[2]))
     except (TreeError, OSError, ValueError, KeyError) as exc:
         print(f"gpu-check: {exc}", file=sys.stderr)
         return 2

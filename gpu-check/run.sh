@@ -140,5 +140,24 @@ fetch "http://127.0.0.1:$PORT/completion" \
 fetch "http://127.0.0.1:$PORT/metrics" > "$out/metrics-after.txt"
 phase completion
 sleep 1  # the log is written by its own thread
+kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+negative="not run: this build has the mixed pair's kernels, and serves it"
+if [ "$FA_ALL_QUANTS" = OFF ] && [ "$GGML_CUDA" = ON ]; then
+  # The default kernel set lacks q8_0/q5_1: -fa auto must move Flash Attention off the card
+  # (then the quantized V cache stops the server), and judge.py's rule must see it.
+  nport=$((PORT + 1))
+  "$server" -m "$model" -ngl 999 -fa auto -ctk q8_0 -ctv q5_1 -c 4096 --parallel 1 \
+    --host 127.0.0.1 --port "$nport" -lv 4 > "$work/negative.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 60); do
+    kill -0 "$pid" 2>/dev/null || break
+    fetch "http://127.0.0.1:$nport/health" >/dev/null 2>&1 && break
+    sleep 1
+  done
+  kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+  negative=$(python3 "$here/judge.py" negative "$src" "$work/negative.log") || negative="FAILED: $negative"
+  echo "gpu-check: negative check (FA_ALL_QUANTS=OFF serving q8_0/q5_1): $negative"
+  phase negative
+fi
 grep -a -E "CUDA0|Flash Attention|offloaded|llama_kv_cache: size|MTP draft context|statistics|draft acceptance" "$out/server.log" | head -20 || true
-python3 "$here/judge.py" verdict "$src" "$out" "$GGML_CUDA" "$ctk" "$ctv" "$SPEC_TYPES" "$FA_ALL_QUANTS" "$fa_why" "$phases"
+python3 "$here/judge.py" verdict "$src" "$out" "$GGML_CUDA" "$ctk" "$ctv" "$SPEC_TYPES" "$FA_ALL_QUANTS" "$fa_why" "$phases" "$negative"

@@ -24,6 +24,7 @@ from tests import pinned_llama
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_CHECK = REPO / "gpu-check"
+FATTN = "ggml/src/ggml-cuda/fattn.cu"
 
 
 def load_judge() -> ModuleType:
@@ -43,7 +44,8 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The files of the pinned tree the rules read, from the sdist run.sh checks."""
     sdist = pinned_llama.sdist()
     out = tmp_path_factory.mktemp("tree")
-    wanted = {f"{pinned_llama.ROOT}/{rel}" for rel, _ in judge.FORMATS.values()}
+    rels = {rel for rel, _ in judge.FORMATS.values()} | {FATTN}
+    wanted = {f"{pinned_llama.ROOT}/{rel}" for rel in rels}
     with tarfile.open(sdist) as tar:
         for member in tar.getmembers():
             if member.name in wanted:
@@ -196,3 +198,50 @@ def test_a_line_the_pinned_cpu_build_logged_is_read(rules: Any) -> None:
             "K (q8_0): 1.06 MiB, V (q8_0): 1.06 MiB")  # fmt: skip
     (m,) = rules.all("kv_size", line)
     assert (m.group(3), m.group(7), m.group(9)) == ("4096", "q8_0", "q8_0")
+
+
+def test_the_mixed_pair_has_no_kernel_without_fa_all_quants(tree: Path) -> None:
+    """What the negative check and the mixed pair rest on: without GGML_CUDA_FA_ALL_QUANTS
+    the CUDA backend picks no flash-attention kernel for a K type other than V's."""
+    text = (tree / FATTN).read_text()
+    assert re.search(r"#ifndef GGML_CUDA_FA_ALL_QUANTS\s+if \(K->type != V->type\) \{\s+"
+                     r"return BEST_FATTN_KERNEL_NONE;", text)  # fmt: skip
+    run = (GPU_CHECK / "run.sh").read_text()
+    assert "ctk=q8_0; ctv=q5_1" in run and "-ctk q8_0 -ctv q5_1" in run
+
+
+def test_the_negative_check_needs_the_rule_to_see_flash_attention_moved(
+    tree: Path, tmp_path: Path
+) -> None:
+    log = tmp_path / "negative.log"
+    moved = render(tree, "mismatch", "resolve_fused_ops", 1, "CUDA0", "Flash Attention", "CPU")
+    log.write_text(fake_gpu_log(tree, enabled=moved))  # a FAKE GPU LOG
+    argv = [sys.executable, str(GPU_CHECK / "judge.py"), "negative", str(tree), str(log)]
+    seen = subprocess.run(argv, capture_output=True, text=True)
+    assert seen.returncode == 0 and "assigned to device CPU" in seen.stdout
+    log.write_text(fake_gpu_log(tree))
+    assert subprocess.run(argv, capture_output=True, text=True).returncode == 1
+
+
+def test_the_verdict_says_which_build_and_pair_it_measured(tree: Path, tmp_path: Path) -> None:
+    """run.sh's last call, on a FAKE GPU LOG and a made-up answer: result.json names the
+    build, why it was chosen, the pair, the negative check and the tree's rules."""
+    (tmp_path / "server.log").write_text(fake_gpu_log(tree))
+    (tmp_path / "completion.json").write_text(json.dumps({"timings": TIMINGS}))
+    (tmp_path / "metrics-after.txt").write_text("llamacpp:prompt_tokens_total 14\n")
+    why = "TIME_LEFT=900s fits the full build (300s measured here)"
+    argv = [sys.executable, str(GPU_CHECK / "judge.py"), "verdict", str(tree), str(tmp_path),
+            "ON", "q8_0", "q5_1", "draft-mtp,ngram-mod", "ON", why, "build=300 serve=4",
+            "not run: this build has the mixed pair's kernels, and serves it"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 0 and "gpu-check: PASS" in done.stdout, done.stderr
+    result = json.loads((tmp_path / "result.json").read_text())
+    m = result["measured"]
+    assert (m["fa_all_quants"], m["why"], m["kv"], m["mixed_pair"]) == (
+        "ON",
+        why,
+        "q8_0/q5_1",
+        True,
+    )
+    assert result["phase_seconds"] == {"build": 300, "serve": 4} and result["problems"] == []
+    assert set(m["draft_stats"]) == {"draft-mtp", "ngram-mod"}
