@@ -157,6 +157,8 @@ def _statement(pinned: str, digest: str) -> dict[str, Any] | str:
     from lockpipe.registry.client import registry_for
     from lockpipe.registry.push import get_manifest
 
+    if not DIGEST_RE.fullmatch(digest):  # by digest alone: what get_manifest checks the bytes of
+        return f"the referrers index names it {digest[:90]!r}, not sha256:<64 hex>"
     reg, ep = registry_for(pinned)
     try:
         art, _ = get_manifest(reg, ep.repository, digest)  # digest-checked

@@ -353,7 +353,7 @@ class StatementReferrer(FakeServer):
     layer is ``layer``: a descriptor no registry that checks what it stores would keep.
     ``seen``: every path asked."""
 
-    def __init__(self, layer: dict[str, Any]) -> None:
+    def __init__(self, layer: dict[str, Any], listed: str | None = None) -> None:
         config = {"mediaType": OCI_CONFIG, "digest": "sha256:" + "c" * 64, "size": 2}
         self.manifest = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST,
                                     "config": config, "layers": []}).encode()  # fmt: skip
@@ -363,6 +363,7 @@ class StatementReferrer(FakeServer):
                                     "artifactType": MEDIA_TYPE, "config": config,
                                     "layers": [layer], "subject": subject}).encode()  # fmt: skip
         self.referrer_digest = "sha256:" + hashlib.sha256(self.referrer).hexdigest()
+        self.listed = listed or self.referrer_digest  # the digest the referrers index names
         self.seen: list[str] = []
         super().__init__(_StatementHandler)
 
@@ -379,7 +380,7 @@ class _StatementHandler(FakeHandler):
             headers = {"Content-Type": OCI_MANIFEST, "Docker-Content-Digest": name}
             self.send_bytes(200, bodies[name], headers)
         elif self.path.startswith(f"/v2/t/app/referrers/{srv.digest}"):
-            listed = {"mediaType": OCI_MANIFEST, "digest": srv.referrer_digest,
+            listed = {"mediaType": OCI_MANIFEST, "digest": srv.listed,
                       "size": len(srv.referrer), "artifactType": MEDIA_TYPE}  # fmt: skip
             self.send_json(200, {"schemaVersion": 2, "mediaType": OCI_INDEX,
                                  "manifests": [listed]}, {"Content-Type": OCI_INDEX})  # fmt: skip
@@ -404,6 +405,26 @@ def test_a_referrer_whose_statement_layer_cannot_be_read_is_named(
     built: Built, capsys: pytest.CaptureFixture[str], layer: dict[str, Any], reason: str
 ) -> None:
     registry = StatementReferrer(layer)
+    _verify_names_the_referrer(built, capsys, registry, registry.referrer_digest, reason)
+
+
+def test_a_referrer_listed_by_a_path_is_not_asked_for(
+    built: Built, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The referrers index names the referrer by a path, not a digest: it is not fetched
+    (a manifest asked by another name would come without its digest checked)."""
+    good = {"mediaType": MEDIA_TYPE, "size": 2, "digest": "sha256:" + "e" * 64}
+    listed = "sha256:../../../t/app/manifests/1"
+    registry = StatementReferrer(good, listed=listed)
+    reason = f"the referrers index names it {listed!r}, not sha256:<64 hex>"
+    _verify_names_the_referrer(built, capsys, registry, listed, reason)
+    assert not [p for p in registry.seen if ".." in p], registry.seen
+
+
+def _verify_names_the_referrer(
+    built: Built, capsys: pytest.CaptureFixture[str], registry: StatementReferrer, named: str,
+    reason: str,
+) -> None:  # fmt: skip
     try:
         pinned = f"{registry.host}/t/app@{registry.digest}"
         assert built.cli("verify", "app", "--image", pinned) == RegistryError.return_code
@@ -411,7 +432,7 @@ def test_a_referrer_whose_statement_layer_cannot_be_read_is_named(
         registry.stop()
     err = capsys.readouterr().err
     assert f"{pinned}: no lockpipe provenance referrer" in err, err
-    assert f"referrer {registry.referrer_digest}: {reason}" in err, err
+    assert f"referrer {named}: {reason}" in err, err
     assert "Traceback" not in err
     asked = [p for p in registry.seen if "/blobs/" in p]
     assert all(p.endswith("e" * 64) for p in asked), asked  # nothing but a sha256 was asked
