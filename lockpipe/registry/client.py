@@ -174,8 +174,9 @@ def _resolve_at(
     doc = pf.parse_json(ref, body)
     chosen: dict[str, str] = {}
     if pf.is_index(doc, ctype):
-        available = tuple(name for name, _ in pf.entries(doc))
-        chosen = pf.select(ref, pf.entries(doc), platforms)
+        listed = pf.entries(ref, doc)
+        available = tuple(name for name, _ in listed)
+        chosen = pf.select(ref, listed, platforms)
         first = chosen[platforms[0]]
         child, _, _ = _get_manifest(reg, repository, ref, first, first, cache)
         manifest = pf.parse_json(ref, child)

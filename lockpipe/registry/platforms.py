@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lockpipe.errors import IntegrityError, RegistryError
+from lockpipe.jsonshape import Reader
+from lockpipe.lock.refs import DIGEST_RE
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -75,16 +77,22 @@ def platform_name(platform: Mapping[str, Any]) -> str:
     return f"{name}/{platform['variant']}" if platform.get("variant") else name
 
 
-def entries(index: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(platform, digest) for each runnable manifest an index lists, in its order."""
+def entries(what: str, index: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(platform, digest) for each runnable manifest an index lists, in its order.
+
+    An index of another shape (no list of manifests, an entry or its platform that is
+    not an object, a digest that is not ``sha256:<64 hex>``) is a RegistryError naming
+    ``what`` and the key: no entry of a broken index is passed over or pinned."""
+    read = Reader(where=what, root="the index", error=RegistryError, fix="the registry is broken")
     out = []
-    for item in index.get("manifests") or []:
-        if not isinstance(item, dict) or not isinstance(item.get("digest"), str):
-            continue
-        name = platform_name(item.get("platform") or {})
-        if name.startswith(UNKNOWN):
-            continue
-        out.append((name, item["digest"]))
+    for i in range(len(read.get(index, ("manifests",), list))):
+        read.get(index, ("manifests", i), dict)
+        name = platform_name(read.get(index, ("manifests", i, "platform"), dict, {}))
+        digest = read.get(index, ("manifests", i, "digest"), str)
+        if not DIGEST_RE.fullmatch(digest):
+            raise read.fail(f"manifests[{i}].digest is {digest[:90]!r}, not sha256:<64 hex>")
+        if not name.startswith(UNKNOWN):
+            out.append((name, digest))
     return out
 
 

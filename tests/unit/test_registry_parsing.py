@@ -38,24 +38,24 @@ def test_ratelimit_remaining() -> None:
     assert ratelimit_remaining("bogus") is None and ratelimit_remaining(None) is None
 
 
+A, B, C, D = ("sha256:" + letter * 64 for letter in "abcd")
 INDEX = {
     "mediaType": pf.OCI_INDEX,
     "manifests": [
-        {"digest": "sha256:a", "platform": {"os": "linux", "architecture": "amd64"}},
-        {"digest": "sha256:b", "platform": {"os": "linux", "architecture": "arm64",
-                                            "variant": "v8"}},
-        {"digest": "sha256:c", "platform": {"os": "unknown", "architecture": "unknown"}},
-        {"digest": "sha256:d", "platform": {"os": "linux", "architecture": "arm", "variant": "v7"}},
+        {"digest": A, "platform": {"os": "linux", "architecture": "amd64"}},
+        {"digest": B, "platform": {"os": "linux", "architecture": "arm64", "variant": "v8"}},
+        {"digest": C, "platform": {"os": "unknown", "architecture": "unknown"}},
+        {"digest": D, "platform": {"os": "linux", "architecture": "arm", "variant": "v7"}},
     ],
-}  # fmt: skip
+}
 
 
 def test_platform_selection() -> None:
-    entries = pf.entries(INDEX)
+    entries = pf.entries("r", INDEX)
     assert [n for n, _ in entries] == ["linux/amd64", "linux/arm64/v8", "linux/arm/v7"]
     got = pf.select("r", entries, ["linux/amd64", "linux/arm64", "linux/arm/v7"])
-    assert got == {"linux/amd64": "sha256:a", "linux/arm64": "sha256:b", "linux/arm/v7": "sha256:d"}
-    assert pf.select("r", entries, ["linux/arm64/v8"]) == {"linux/arm64/v8": "sha256:b"}
+    assert got == {"linux/amd64": A, "linux/arm64": B, "linux/arm/v7": D}
+    assert pf.select("r", entries, ["linux/arm64/v8"]) == {"linux/arm64/v8": B}
     with pytest.raises(pf.PlatformMissing) as info:
         pf.select("r", entries, ["linux/arm/v6"])  # a v6 host cannot run v7
     assert "no linux/arm/v6 image in its index" in str(info.value)

@@ -1,0 +1,146 @@
+"""``lockpipe refresh-digests`` against a registry whose image index has another shape.
+
+A FAKE registry (a real HTTP server on 127.0.0.1; no real registry stores an index it
+cannot parse) serves one multi-arch tag: an index, its linux/amd64 image manifest and
+that image's config, each under its true digest. The index is then broken one way at a
+time; each must be one RegistryError (exit 18) naming the reference and the key, with
+the lock left byte for byte as it was, never a traceback or a digest that is not one
+written into the lock (issue 18 review).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lockpipe.errors import RegistryError
+from lockpipe.lock.model import load_lock
+from tests.httpfake import FakeHandler, FakeServer
+from tests.lockfactory import doc, make_repo
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+ZERO = "sha256:" + "0" * 64
+
+
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class FakeRegistry(FakeServer):
+    """FAKE registry of ``lockpipe-test/multi:1``: ``index`` (a document, broken by each
+    test), and the amd64 image it lists first, by digest."""
+
+    def __init__(self) -> None:
+        self.config = json.dumps({"os": "linux", "architecture": "amd64"}).encode()
+        self.image = json.dumps({"schemaVersion": 2, "mediaType": OCI_MANIFEST, "layers": [],
+                                 "config": {"mediaType": OCI_CONFIG, "size": len(self.config),
+                                            "digest": _digest(self.config)}}).encode()  # fmt: skip
+        amd64 = {"mediaType": OCI_MANIFEST, "digest": _digest(self.image), "size": len(self.image),
+                 "platform": {"os": "linux", "architecture": "amd64"}}  # fmt: skip
+        arm64 = {**amd64, "platform": {"os": "linux", "architecture": "arm64"}}
+        self.index: Any = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [amd64, arm64]}
+        super().__init__(_Handler)
+
+    def body(self) -> bytes:
+        return json.dumps(self.index).encode()
+
+
+class _Handler(FakeHandler):
+    server: FakeRegistry
+
+    def do_GET(self) -> None:
+        srv = self.server
+        name = self.path.rpartition("/")[2]
+        if self.path == "/v2/":
+            self.send_json(200, {})
+        elif self.path == "/v2/lockpipe-test/multi/manifests/1" or name == _digest(srv.body()):
+            body = srv.body()
+            self.send_bytes(200, body, {"Content-Type": OCI_INDEX,
+                                        "Docker-Content-Digest": _digest(body)})  # fmt: skip
+        elif name == _digest(srv.image):
+            self.send_bytes(200, srv.image, {"Content-Type": OCI_MANIFEST,
+                                             "Docker-Content-Digest": name})  # fmt: skip
+        elif name == _digest(srv.config):
+            self.send_bytes(200, srv.config, {"Content-Type": OCI_CONFIG})
+        else:
+            self.send_json(404, {"errors": [{"code": "NOT_FOUND"}]})
+
+    do_HEAD = do_GET
+
+
+@pytest.fixture
+def registry() -> Iterator[FakeRegistry]:
+    server = FakeRegistry()
+    yield server
+    server.stop()
+
+
+def _entries(change: Callable[[list[Any]], None]) -> Callable[[Any], None]:
+    def apply(index: Any) -> None:
+        change(index["manifests"])
+
+    return apply
+
+
+def _set(key: str, value: Any) -> Callable[[Any], None]:
+    def apply(index: Any) -> None:
+        index[key] = value
+
+    return apply
+
+
+def _arm64(key: str, value: Any) -> Callable[[list[Any]], None]:
+    def apply(entries: list[Any]) -> None:
+        entries[1][key] = value
+
+    return apply
+
+
+@pytest.mark.parametrize(
+    ("breaks", "words"),
+    [
+        (_set("manifests", 5), "manifests is an integer, not a list"),
+        (_entries(lambda e: e.append("linux/s390x")), "manifests[2] is a string, not an object"),
+        (_entries(_arm64("platform", "linux/arm64")),
+         "manifests[1].platform is a string, not an object"),
+        (_entries(_arm64("digest", "sha256:not-a-digest")),
+         "manifests[1].digest is 'sha256:not-a-digest', not sha256:<64 hex>"),
+        (_entries(_arm64("digest", 7)), "manifests[1].digest is an integer, not a string"),
+    ],
+    ids=["manifests-a-number", "an-entry-a-string", "platform-a-string", "digest-not-one",
+         "digest-a-number"],
+)  # fmt: skip
+def test_an_index_of_another_shape_is_one_line_and_the_lock_is_untouched(
+    registry: FakeRegistry, tmp_path: Path, breaks: Callable[[Any], None], words: str
+) -> None:
+    ref = f"{registry.host}/lockpipe-test/multi:1"
+    platforms = {"linux/amd64": ZERO, "linux/arm64": ZERO}
+    base = {"ref": ref, "digest": ZERO, "platform": "linux/amd64", "platforms": platforms}
+    lock = make_repo(tmp_path / "checkout", doc(bases={"busybox": base}))
+    refresh = [sys.executable, "-m", "lockpipe", "refresh-digests", "--lock", str(lock),
+               "--kind", "bases"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path / "home"),
+           "LOCKPIPE_CACHE": str(tmp_path / "cache")}  # fmt: skip
+    good = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
+    assert good.returncode == 0, good.stderr  # the index as it should be: both pinned
+    pinned = load_lock(lock).bases["busybox"]
+    assert set(pinned.platforms.values()) == {json.loads(registry.body())["manifests"][0]["digest"]}
+    breaks(registry.index)
+    before = lock.read_bytes()
+    done = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == RegistryError.return_code, done.stderr
+    assert f"{ref}: {words}; the registry is broken" in done.stderr, done.stderr
+    assert lock.read_bytes() == before
