@@ -29,6 +29,7 @@ from lockpipe.lock.model import Lock, load_lock
 from lockpipe.lock.refs import parse_ref
 from lockpipe.log import show
 from lockpipe.payloads.store import default_store
+from lockpipe.urls import redact
 
 Status = Literal["ok", "warn", "fail"]
 CONNECT_SECONDS = 3.0
@@ -106,7 +107,14 @@ def network(lock: Lock | None, hub: str, mirror: str | None) -> Iterator[Finding
     if mirror:
         places.append(("the mirror", mirror, 443))
     for what, where, default in places:
-        host, port = _host_port(where, default)
+        try:
+            host, port = _host_port(where, default)
+        except ValueError as exc:  # "Port out of range", "Invalid IPv6 URL"
+            option = "--mirror (LOCKPIPE_MIRROR)" if what == "the mirror" else "HF_ENDPOINT"
+            yield Finding(area="network", name=what, status="warn",
+                          detail=f"{redact(where)} is not a URL ({exc})",
+                          fix=f"fix {option}: scheme://host[:port]/…")  # fmt: skip
+            continue
         why = reachable(host, port)
         fix = ("pass --mirror URL (LOCKPIPE_MIRROR) or a registries.conf mirror; "
                "`nox -s demo` needs only Debian's archive and PyPI") if why else ""  # fmt: skip

@@ -67,3 +67,24 @@ def test_doctor_reports_every_area_as_json_and_exits_0(
     assert {"lock", "engines", "network", "gpu", "quadlet", "store"} <= areas
     assert all(f["fix"] for f in doc["findings"] if f["status"] != "ok")
     assert "lockpipe doctor" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("option", "url"),
+    [("--mirror", "http://u:s3cret-tok@mirror.example:99999/"),
+     ("--mirror", "http://u:s3cret-tok@[::1/")],
+    ids=["port-out-of-range", "unclosed-bracket"],
+)  # fmt: skip
+def test_a_mirror_url_that_is_not_one_is_a_finding_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], option: str, url: str
+) -> None:
+    monkeypatch.setattr(doctor, "reachable", lambda host, port: None)  # FAKE: all answer
+    monkeypatch.setattr(doctor, "engines", lambda: iter([]))
+    code = main(["doctor", "--lock", str(REPO / "locks/digests.json"), option, url,
+                 "--json", "-"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    (mirror,) = [f for f in json.loads(captured.out)["findings"] if f["name"] == "the mirror"]
+    assert mirror["status"] == "warn" and "is not a URL" in mirror["detail"], mirror
+    assert "--mirror" in mirror["fix"]
+    assert "s3cret-tok" not in captured.out + captured.err
