@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import requests
+
 from lockpipe.errors import RegistryError
 from lockpipe.lock.refs import DIGEST_RE, parse_ref
 from lockpipe.log import echo
@@ -155,7 +157,7 @@ def _resolve_at(
     reference = image.digest or image.tag or "latest"
     accept = {"Accept": pf.ACCEPT}
     head = reg.request("HEAD", repository, f"manifests/{reference}", headers=accept)
-    digest = head.headers.get("Docker-Content-Digest")
+    digest = _digest_header(head)
     ctype = head.headers.get("Content-Type")
     if image.digest and digest and digest != image.digest:
         raise RegistryError(f"{ref}: {reg.host} answered for {digest}, not the digest asked; "
@@ -215,7 +217,7 @@ def _get_manifest(
         return cached, None, expect
     resp = reg.request("GET", repository, f"manifests/{reference}", headers={"Accept": pf.ACCEPT})
     body = resp.content
-    claimed = expect or resp.headers.get("Docker-Content-Digest")
+    claimed = expect or _digest_header(resp)
     if claimed is None and DIGEST_RE.match(reference):
         claimed = reference
     if claimed is not None:
@@ -223,3 +225,10 @@ def _get_manifest(
         if cache:
             cache.put(claimed, body)
     return body, resp.headers.get("Content-Type"), claimed or pf.sha256_digest(body)
+
+
+def _digest_header(resp: requests.Response) -> str | None:
+    """The ``Docker-Content-Digest`` a registry sent, if it is a sha256 digest: another
+    value (a proxy's) is as none, and the bytes' own sha256 decides, never a URL path."""
+    value = resp.headers.get("Docker-Content-Digest")
+    return value if value and DIGEST_RE.fullmatch(value) else None

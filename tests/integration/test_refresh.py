@@ -257,7 +257,9 @@ def proxy(registry: str) -> Iterator[FaultProxy]:
     server.server_close()
 
 
-@pytest.mark.parametrize("fault", ["429-then-ok", "5xx-forever", "no-digest-header", "corrupt"])
+@pytest.mark.parametrize(
+    "fault", ["429-then-ok", "5xx-forever", "no-digest-header", "bogus-digest-header", "corrupt"]
+)
 def test_registry_faults_through_the_cli(
     fault: str, proxy: FaultProxy, busybox_base: tuple[str, str], tmp_path: Path
 ) -> None:
@@ -271,13 +273,15 @@ def test_registry_faults_through_the_cli(
         proxy.fail_status, proxy.fail_times, proxy.retry_after = 503, 10_000, "0"
     elif fault == "no-digest-header":
         proxy.drop_digest = True
+    elif fault == "bogus-digest-header":  # not a digest: the bytes' own sha256 decides
+        proxy.extra = {"Docker-Content-Digest": "sha256:../../not-a-digest"}
     else:
         proxy.corrupt = True
     md = tmp_path / "r.md"
     cache = str(tmp_path / "cache")  # no manifest from an earlier run short-cuts the proxy
     result = refresh(lock, "--kind", "bases", "--report-md", str(md), LOCKPIPE_CACHE=cache)
     assert "Traceback" not in result.stderr
-    if fault in ("429-then-ok", "no-digest-header"):
+    if fault in ("429-then-ok", "no-digest-header", "bogus-digest-header"):
         assert result.returncode == 0, result.stderr
         assert json.loads(lock.read_text())["bases"]["busybox"]["digest"] == digest
         assert md.is_file()
