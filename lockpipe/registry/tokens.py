@@ -19,7 +19,7 @@ from lockpipe.http import MAX_REDIRECTS
 from lockpipe.http.transport import Fixes, Header, Policy, Req, Transport
 from lockpipe.registry.creds import Credential
 from lockpipe.registry.headers import Challenge
-from lockpipe.urls import basic_auth, same_origin
+from lockpipe.urls import basic_auth, redact, same_origin
 
 TOKEN_LIFETIME = 60  # seconds, when the token server names none (the distribution spec's default)
 REDIRECTS = (301, 302, 303, 307, 308)  # a refresh-token POST follows none to another origin
@@ -109,7 +109,7 @@ class TokenServers:
         where = urlsplit(there)
         return RegistryError(
             f"{what}: the token server at {realm} sends the request on to "
-            f"{where.scheme}://{where.netloc}{how}; lockpipe sends the "
+            f"{redact(f'{where.scheme}://{where.netloc}')}{how}; lockpipe sends the "
             "credentials for the token server to its own host alone, never to another host "
             "or over http: fix the registry's auth realm to name the server that issues its "
             "tokens"
