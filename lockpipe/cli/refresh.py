@@ -26,7 +26,7 @@ from lockpipe.payloads.sources import hub_offline
 from lockpipe.refresh import report
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.bases import default_registry
-from lockpipe.refresh.model import Kind, Outcome
+from lockpipe.refresh.model import Kind, Outcome, Warn
 from lockpipe.refresh.plan import World, apply, no_drift, resolve, resolve_each, select
 
 if TYPE_CHECKING:
@@ -105,10 +105,12 @@ def _propose(
     chosen: Mapping[Kind, Sequence[str]],
     w: World,
     outcome: Outcome,
-) -> tuple[Outcome, Path | None, dict[str, dict[str, str]]]:
-    """The outcome with its proposals, the first-seen record's path and its new content."""
+) -> tuple[Outcome, Path | None, dict[str, dict[str, str]], tuple[LockpipeError, ...]]:
+    """The outcome with its proposals, the first-seen record's path and its new content,
+    and (``--dry-run``) the entries whose upstream could not be asked for newer versions:
+    each one more line of the report, as an unresolved entry is."""
     if not args.propose:
-        return outcome, None, {}
+        return outcome, None, {}, ()
     from lockpipe.cli.options import state_dir
     from lockpipe.cli.propose_options import FIRST_SEEN
     from lockpipe.refresh import firstseen, offer, propose
@@ -126,8 +128,17 @@ def _propose(
         min_age=min_age,
         fetch=_tree_fetch(args, w),
         parser_for=_parser_for(args, loaded),
+        each=args.dry_run,
     )
-    return replace(outcome, proposals=got.proposals), record_path, got.record
+    warns = tuple(
+        Warn(kind=kind, name=name, rule="unfetchable",
+             message=f"not proposed: {str(exc).splitlines()[0]}")
+        for kind, name, exc in got.failed
+    )  # fmt: skip
+    outcome = replace(outcome, proposals=got.proposals, warnings=outcome.warnings + warns)
+    unasked = tuple(type(exc)(f"{kind}.{name}: not proposed: {str(exc).splitlines()[0]}")
+                    for kind, name, exc in got.failed)  # fmt: skip
+    return outcome, record_path, got.record, unasked
 
 
 def _tree_fetch(args: argparse.Namespace, w: World) -> offer_fetch | None:
@@ -182,7 +193,8 @@ def do_refresh(args: argparse.Namespace) -> int:
         outcome, failed = resolve_each(loaded, chosen, w)
     else:
         outcome = resolve(loaded, chosen, w)
-    outcome, record_path, record = _propose(args, loaded, chosen, w, outcome)
+    outcome, record_path, record, unasked = _propose(args, loaded, chosen, w, outcome)
+    failed += unasked
     doc = apply(loaded, outcome)
     for line in report.lines(outcome):
         result(line)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from lockpipe.errors import LockpipeError
+from lockpipe.errors import FetchError, LockpipeError, RegistryError
 from lockpipe.lock.model import Lock
 from lockpipe.log import echo
 from lockpipe.refresh import firstseen, judge, llama_tree, propose
@@ -25,6 +25,8 @@ from lockpipe.refresh.proposal import Proposal
 class Offer:
     proposals: tuple[Proposal, ...]
     record: dict[str, dict[str, str]]  # the first-seen record with this run's stamps
+    # --dry-run (each=True): the entries whose upstream could not be asked, and why
+    failed: tuple[tuple[Kind, str, FetchError | RegistryError], ...] = ()
 
 
 TreeFetch = Callable[[str, str | None], Path]  # (url, sha256 or None) -> local archive
@@ -72,11 +74,17 @@ def offer(
     min_age: timedelta,
     fetch: TreeFetch | None,
     parser_for: judge.ParserFor | None,
+    each: bool = False,
 ) -> Offer:
     """Every proposal for the ``chosen`` entries (per kind), held or judged; nothing is
-    written."""
-    found = propose.propose(lock, chosen, up)
+    written. ``each`` (``--dry-run``): an entry whose upstream fails is left out and named
+    in ``failed``, as :func:`lockpipe.refresh.plan.resolve_each` does, instead of the end."""
+    failed: list[tuple[Kind, str, FetchError | RegistryError]] = []
+    if each:
+        found, failed = propose.propose_each(lock, chosen, up)
+    else:
+        found = propose.propose(lock, chosen, up)
     held, seen = propose.hold(found, record, now, min_age)
     trees = trees_for(lock, held, fetch) if fetch else {}
     judged = judge.judge(lock, held, trees=trees, parser_for=parser_for)
-    return Offer(proposals=tuple(judged), record=seen)
+    return Offer(proposals=tuple(judged), record=seen, failed=tuple(failed))

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from packaging.version import InvalidVersion, Version
 
-from lockpipe.errors import FetchError
+from lockpipe.errors import FetchError, RegistryError
 from lockpipe.jsonshape import Reader
 from lockpipe.lock import requirements as rq
 from lockpipe.lock.model import Base, Lock, Source, Target
@@ -273,3 +273,24 @@ def propose(lock: Lock, chosen: Mapping[Kind, Sequence[str]], up: Upstreams) -> 
         *source_proposals(lock, chosen.get("sources", ()), up),
         *pip_proposals(lock, chosen.get("pip", ()), up),
     ]
+
+
+KINDS: tuple[Kind, ...] = ("bases", "sources", "pip")  # the order proposals are listed in
+
+
+def propose_each(
+    lock: Lock, chosen: Mapping[Kind, Sequence[str]], up: Upstreams
+) -> tuple[list[Proposal], list[tuple[Kind, str, FetchError | RegistryError]]]:
+    """``--dry-run``: each entry proposed on its own, as :func:`lockpipe.refresh.plan.
+    resolve_each` resolves them, so an upstream that cannot be reached (its ``tags/list``,
+    GitHub, the index) costs that entry's proposals, not the report; its failure comes back
+    with the entry, for the report's line and the exit code."""
+    found: list[Proposal] = []
+    failed: list[tuple[Kind, str, FetchError | RegistryError]] = []
+    for kind in KINDS:
+        for name in sorted(chosen.get(kind, ())):
+            try:
+                found += propose(lock, {kind: [name]}, up)
+            except (FetchError, RegistryError) as exc:
+                failed.append((kind, name, exc))
+    return found, failed

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from lockpipe.lock.fingerprint import relock
+from lockpipe.lock.model import dump_lock, load_lock
 from tests.upgrade_fixtures import SIX, checkout, lockpipe, vllm_tags
 
 pytestmark = pytest.mark.integration
@@ -100,3 +102,42 @@ def test_a_tag_whose_vllm_pypi_lacks_breaks_the_audio_extra(registry: str, tmp_p
     assert "vllm 0.29.1 is not on the index" in pip["detail"]
     assert "requirements-audio.txt (vllm[audio]) cannot be derived for it" in pip["detail"]
     assert pip["fix"] == "wait for vllm 0.29.1 on PyPI, or stay on v0.29.0-cu129"
+
+
+def test_dry_run_reports_the_proposals_when_another_base_cannot_be_asked(
+    registry: str, tmp_path: Path
+) -> None:
+    """--dry-run: a base whose registry does not answer (a closed port) is one line of the
+    report, "not proposed: …", and the other base's proposals are still listed and judged;
+    once the report is out the run exits 18, naming that base. A run that is not a dry run
+    stays everything-or-nothing."""
+    repo, digests = vllm_tags(registry, tmp_path / "tags")
+    lock = checkout(tmp_path / "checkout", repo, digests["v0.29.0-cu129"])
+    doc = json.loads(lock.read_text())
+    name = next(n for n, b in doc["bases"].items() if n != "vllm-openai")
+    pinned = doc["bases"][name]["ref"].rsplit(":", 1)[1]
+    doc["bases"][name]["ref"] = f"127.0.0.1:9/dead/base:{pinned}"
+    lock.write_text(dump_lock(doc))
+    lock.write_text(dump_lock(relock(load_lock(lock))))
+    before = lock.read_bytes()
+    md, js = tmp_path / "report.md", tmp_path / "report.json"
+    args = ["refresh-digests", "--lock", str(lock), "--only", "vllm-openai", name,
+            "--propose", "--first-seen", str(tmp_path / "first-seen.json"),
+            "--cache", str(tmp_path / "cache")]  # fmt: skip
+    result = lockpipe(*args, "--dry-run", "--report-md", str(md), "--report-json", str(js),
+                      LOCKPIPE_NOW=LATER)  # fmt: skip
+    assert result.returncode == 18, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"bases.{name}: not proposed: GET 127.0.0.1:9/dead/base tags/list" in result.stderr
+    assert "could not be resolved" in result.stderr
+    report = json.loads(js.read_text())
+    assert [p["version"] for p in report["proposals"]] == ["0.30.0", "0.33.0"]
+    lines = [w for w in report["warnings"] if w["name"] == name]
+    assert any(w["rule"] == "unfetchable" and w["message"].startswith("not proposed:")
+               for w in lines), lines  # fmt: skip
+    assert "not proposed:" in md.read_text()
+    assert lock.read_bytes() == before
+    # not a dry run: the first failure ends it, and nothing is written
+    whole = lockpipe(*args, LOCKPIPE_NOW=LATER)
+    assert whole.returncode == 18 and "Traceback" not in whole.stderr
+    assert lock.read_bytes() == before
