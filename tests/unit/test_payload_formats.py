@@ -108,7 +108,7 @@ def test_a_long_string_array_is_skipped_exactly(tmp_path: Path) -> None:
     assert header.data_start == real.data_offset
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(path.read_bytes()[: g.WINDOW // 2])
-    with pytest.raises(FormatError, match="tokenizer.ggml.tokens"):
+    with pytest.raises(FormatError, match=r"tokenizer\.ggml\.tokens"):
         g.read_header(cut)
 
 
