@@ -1,6 +1,6 @@
 """Payloads from an OCI registry, side by side: lockpipe's --mirror oci:// vs oras and skopeo.
 
-    python benchmarks/bench_oci.py [--size-mib 1024] [--cap 50m] [--connections 16]
+    python benchmarks/bench_oci.py [--size-mib 1024] [--cap 50m] [--connections 16] [--runs 3]
 
 A real ``docker-registry`` (distribution 2.8) on 127.0.0.1 with its own storage
 holds two payloads that ``lockpipe payloads publish`` pushed as ModelPack
@@ -17,7 +17,8 @@ benchmark caps its HTTP server) and uncapped (the registry itself), by:
 
 The HTTP figure for the uncapped goal is lockpipe's own HTTP path in the same run:
 the generated file from loopback nginx, uncapped. ``sync`` runs before each timed
-command. Prints a Markdown table (docs/payloads.md keeps one).
+command. Each tool runs each case --runs times (3), each into an empty folder, and the
+table gives the median. Prints a Markdown table (docs/payloads.md keeps one).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -56,11 +58,26 @@ ORAS = (
 )
 
 
+def median(runs: int, cmd: list[str], env: dict[str, str] | None, out: Path, sha: str) -> float:
+    """The median of ``runs`` timed runs of ``cmd``, each into an empty ``out``, the same for
+    every tool; the file it wrote (any name under ``out``) must have the sha256 ``sha``,
+    checked once, untimed."""
+    took = []
+    for _ in range(runs):
+        shutil.rmtree(out, ignore_errors=True)
+        took.append(timed(cmd, env))
+    files = [f for f in out.rglob("*") if f.is_file() and f.stat().st_size > 4096]
+    assert any(sha256_file(f) == sha for f in files), f"{cmd[0]}: no file with sha256 {sha}"
+    shutil.rmtree(out)
+    return statistics.median(took)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--cap", default="50m", help="nginx limit_rate per connection")
     ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--runs", type=int, default=3, help="runs per tool and case; the median")
     args = ap.parse_args()
     rows: list[tuple[str, str, str, float, int]] = []  # file, case, tool, seconds, bytes
     with tempfile.TemporaryDirectory(prefix="bench-oci-") as tmp_s:
@@ -107,66 +124,25 @@ def main() -> int:
                     ref = f"{host}/models/{name}:rev-{REV}"
                     dest = tmp / f"store-{case}-{name}"
                     env = {**os.environ, "HF_ENDPOINT": NO_HUB, "HOME": str(tmp)}
-                    cmd = [
-                        *lockpipe_payloads(lock.path, dest, args.connections),
-                        name,
-                        "--mirror",
-                        f"oci://{host}/models",
-                    ]
-                    rows.append(
-                        (
-                            name,
-                            case,
-                            f"lockpipe -c{args.connections} (sha256 incl.)",
-                            timed(cmd, env),
-                            size,
-                        )
-                    )
-                    assert sha256_file(next(dest.rglob(f"blobs/{sha}"))) == sha
-                    shutil.rmtree(dest)
+                    mirror = ["--mirror", f"oci://{host}/models"]
+                    cmd = [*lockpipe_payloads(lock.path, dest, args.connections), name, *mirror]
+                    tool = f"lockpipe -c{args.connections} (sha256 incl.)"
+                    rows.append((name, case, tool, median(args.runs, cmd, env, dest, sha), size))
                     out = tmp / f"oras-{case}-{name}"
-                    rows.append(
-                        (
-                            name,
-                            case,
-                            "oras pull + sha256",
-                            timed([sys.executable, "-c", ORAS, host, ref, str(out), sha]),
-                            size,
-                        )
-                    )
-                    shutil.rmtree(out)
+                    oras = [sys.executable, "-c", ORAS, host, ref, str(out), sha]
+                    took = median(args.runs, oras, None, out, sha)
+                    rows.append((name, case, "oras pull + sha256", took, size))
                     out = tmp / f"skopeo-{case}-{name}"
-                    rows.append(
-                        (
-                            name,
-                            case,
-                            "skopeo copy (digest checked)",
-                            timed(
-                                [
-                                    "skopeo",
-                                    "copy",
-                                    "--src-tls-verify=false",
-                                    f"docker://{ref}",
-                                    f"dir:{out}",
-                                ]
-                            ),
-                            size,
-                        )
-                    )
-                    assert sha256_file(out / sha) == sha
-                    shutil.rmtree(out)
+                    skopeo = ["skopeo", "copy", "--src-tls-verify=false", f"docker://{ref}",
+                              f"dir:{out}"]  # fmt: skip
+                    took = median(args.runs, skopeo, None, out, sha)
+                    rows.append((name, case, "skopeo copy (digest checked)", took, size))
             dest = tmp / "store-http"
             env = {**os.environ, "HF_ENDPOINT": http.url, "HOME": str(tmp)}
             cmd = [*lockpipe_payloads(lock.path, dest, args.connections), "big"]
-            rows.append(
-                (
-                    "big",
-                    "uncapped",
-                    f"lockpipe -c{args.connections} over HTTP (nginx)",
-                    timed(cmd, env),
-                    big.stat().st_size,
-                )
-            )
+            tool = f"lockpipe -c{args.connections} over HTTP (nginx)"
+            rows.append(("big", "uncapped", tool, median(args.runs, cmd, env, dest, big_sha),
+                         big.stat().st_size))  # fmt: skip
         finally:
             http.stop()
             capped.stop()
