@@ -136,7 +136,8 @@ def _propose(
         for kind, name, exc in got.failed
     )  # fmt: skip
     outcome = replace(outcome, proposals=got.proposals, warnings=outcome.warnings + warns)
-    unasked = tuple(type(exc)(f"{kind}.{name}: not proposed: {str(exc).splitlines()[0]}")
+    unasked = tuple(type(exc)(f"{kind}.{name}: not proposed: "
+                              f"{str(exc).splitlines()[0].removeprefix(f'{kind}.{name}: ')}")
                     for kind, name, exc in got.failed)  # fmt: skip
     return outcome, record_path, got.record, unasked
 
@@ -204,7 +205,10 @@ def do_refresh(args: argparse.Namespace) -> int:
         if args.report_json:
             _write_report(args.report_json, report.as_json(outcome, str(args.lock)),
                           "--report-json")  # fmt: skip
-        if record_path is not None and not failed:  # a failed run stamps nothing
+        # a failed run stamps nothing; a --dry-run whose unreachable entries are lines of its
+        # report stamps what it saw of the others (else one upstream this host never reaches
+        # would hold every version forever)
+        if record_path is not None and (not failed or args.dry_run):
             from lockpipe.refresh import firstseen
 
             firstseen.save(record_path, record)

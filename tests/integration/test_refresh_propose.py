@@ -136,6 +136,11 @@ def test_dry_run_reports_the_proposals_when_another_base_cannot_be_asked(
     assert any(w["rule"] == "unfetchable" and w["message"].startswith("not proposed:")
                for w in lines), lines  # fmt: skip
     assert "not proposed:" in md.read_text()
+    # what it did see is recorded, so --min-age can release it on a host that never reaches
+    # the dead base's registry
+    record = json.loads((tmp_path / "first-seen.json").read_text())
+    assert set(record["first_seen"]["bases.vllm-openai"]) == {"0.30.0", "0.33.0"}
+    assert f"bases.{name}" not in record["first_seen"]
     assert lock.read_bytes() == before
     # not a dry run: the first failure ends it, and nothing is written
     whole = lockpipe(*args, LOCKPIPE_NOW=LATER)
