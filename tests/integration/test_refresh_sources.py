@@ -242,7 +242,7 @@ def test_a_tags_answer_of_another_shape_is_one_line_naming_it(
     result = refresh(lock, github, nginx, "--propose", "--dry-run")
     assert result.returncode == FetchError.return_code, result.stderr
     assert "Traceback" not in result.stderr
-    assert f"sources.llama.cpp: {github.url}/repos/ggml-org/llama.cpp/tags: {words}" in (
-        result.stderr
-    )
+    # --dry-run: the entry's line of the report, then the exit naming it
+    said = f"sources.llama.cpp: not proposed: {github.url}/repos/ggml-org/llama.cpp/tags: {words}"
+    assert said in result.stderr
     assert lock.read_bytes() == before

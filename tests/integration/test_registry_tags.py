@@ -5,6 +5,7 @@ as the parametrization says."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -46,4 +47,8 @@ def test_a_tags_list_of_another_shape_is_one_line_naming_the_registry(
     assert f"{through}: {proxy.host}'s tags/list: {words}" in result.stderr
     assert any("/tags/list" in path for _, path, _ in proxy.seen)
     assert lock.read_bytes() == before
-    assert not report.exists()  # no report of proposals read from a broken answer
+    # --dry-run: the report says the base was not proposed, and why, not "no upgrades"
+    doc = json.loads(report.read_text())
+    assert doc["proposals"] == []
+    [line] = [w["message"] for w in doc["warnings"] if w["name"] == "busybox"]
+    assert line.startswith(f"not proposed: {through}: {proxy.host}'s tags/list: {words}")
