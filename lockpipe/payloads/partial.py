@@ -82,7 +82,8 @@ class Partial:
         try:
             doc = json.loads(self.journal.read_text(encoding="utf-8"))
             ok = (
-                doc.get("sha256") == self.sha256
+                isinstance(doc, dict)  # another shape: not a journal of this file
+                and doc.get("sha256") == self.sha256
                 and (self.size is None or doc.get("size") == self.size)
                 and self.path.is_file()
                 and doc["done"]  # a journal of nothing: nothing to resume

@@ -161,3 +161,25 @@ def test_ctrl_c_flushes_the_journal_and_the_next_run_resumes(nginx: Nginx, tmp_p
     start = next(json.loads(line) for line in out.splitlines() if '"start"' in line)
     assert again.returncode == 0 and start["resumed"] == done > 0
     assert payload_path(store, lock.payloads["i"]).read_bytes() == data
+
+
+@pytest.mark.parametrize("journal_text", ["[]", '"done"', '{"sha256": 5, "done": {"0": 1}}'])
+def test_a_journal_of_another_shape_is_discarded_and_the_file_fetched_whole(
+    nginx: Nginx, tmp_path: Path, journal_text: str
+) -> None:
+    """A journal lockpipe did not write this way (another version's, a tool's) is not a
+    traceback: the run starts the file over, as for a journal that does not match."""
+    data = os.urandom(MiB)
+    publish(nginx.www, data, "odd-journal.bin")
+    lock = make_lock(tmp_path, {"j": entry(data, "odd-journal.bin")})
+    store = tmp_path / "store"
+    blobs = store / "models--org--model" / "blobs"
+    blobs.mkdir(parents=True)
+    sha = lock.payloads["j"].sha256
+    (blobs / f"{sha}.lockpipe-journal").write_text(journal_text)
+    (blobs / f"{sha}.lockpipe-partial").write_bytes(b"\0" * 16)
+    out, err = _cli(lock.path, store, nginx.url).communicate(timeout=60)
+    assert "Traceback" not in err, err
+    start = next(json.loads(line) for line in out.splitlines() if '"start"' in line)
+    assert start["resumed"] == 0, start
+    assert payload_path(store, lock.payloads["j"]).read_bytes() == data
