@@ -231,12 +231,7 @@ def test_a_referrers_index_of_the_wrong_shape_is_one_line(
     built: Built, capsys: pytest.CaptureFixture[str]
 ) -> None:
     registry = OddReferrers()
-    try:
-        pinned = f"{registry.host}/t/app@{registry.digest}"
-        assert built.cli("verify", "app", "--image", pinned) == RegistryError.return_code
-    finally:
-        registry.stop()
-    err = capsys.readouterr().err
+    _, err = _verify_refused(built, capsys, registry)
     where = f"{registry.host}/t/app referrers/{registry.digest}"
     assert f"{where}: manifests is an integer, not a list" in err, err
     assert "Traceback" not in err
@@ -421,16 +416,23 @@ def test_a_referrer_listed_by_a_path_is_not_asked_for(
     assert not [p for p in registry.seen if ".." in p], registry.seen
 
 
-def _verify_names_the_referrer(
-    built: Built, capsys: pytest.CaptureFixture[str], registry: StatementReferrer, named: str,
-    reason: str,
-) -> None:  # fmt: skip
+def _verify_refused(
+    built: Built, capsys: pytest.CaptureFixture[str], registry: OddReferrers | StatementReferrer
+) -> tuple[str, str]:
+    """verify of the app pinned on ``registry`` (stopped after) exits 18: (the pin, stderr)."""
     try:
         pinned = f"{registry.host}/t/app@{registry.digest}"
         assert built.cli("verify", "app", "--image", pinned) == RegistryError.return_code
     finally:
         registry.stop()
-    err = capsys.readouterr().err
+    return pinned, capsys.readouterr().err
+
+
+def _verify_names_the_referrer(
+    built: Built, capsys: pytest.CaptureFixture[str], registry: StatementReferrer, named: str,
+    reason: str,
+) -> None:  # fmt: skip
+    pinned, err = _verify_refused(built, capsys, registry)
     assert f"{pinned}: no lockpipe provenance referrer" in err, err
     assert f"referrer {named}: {reason}" in err, err
     assert "Traceback" not in err
