@@ -281,17 +281,9 @@ def validation_request(
 
 
 def _vllm(
-    lock: Lock,
-    target: Target,
-    plan: TargetPlan,
-    card: host.Card,
-    shape: ModelShape,
-    weights: int | None,
-    over: Overrides,
-    by_vllm: vllm_parser.Parsed | None = None,
+    name: str, t: plan_vllm.VllmTarget, by_vllm: vllm_parser.Parsed | None
 ) -> tuple[list[Check], list[Figure], dict[str, Any]]:
-    said = vllm_parser.check(by_vllm, target.name) if by_vllm else None
-    t = _vllm_target(lock, target, plan, card, shape, weights, over, by_vllm)
+    said = vllm_parser.check(by_vllm, name) if by_vllm else None
     checks, figures, numbers = plan_vllm.evaluate(t)
     read = vllm_parser.figure(by_vllm, t.args)
     numbers["serve_command"] = f"{read.value} ({read.note})"
@@ -328,7 +320,8 @@ def evaluate(
     elif gpu is None:
         raise UsageError(f"targets.{target.name}: a vLLM target needs a card (--gpu CARD)")
     else:
-        checks, figures, numbers = _vllm(lock, target, plan, gpu, shape, weights, over, by_vllm)
+        t = _vllm_target(lock, target, plan, gpu, shape, weights, over, by_vllm)
+        checks, figures, numbers = _vllm(target.name, t, by_vllm)
     if gpu is not None:
         checks = host_checks(lock, cfg, target, gpu) + checks
     if shape is not None and shape.disagrees:
