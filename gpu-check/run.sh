@@ -62,7 +62,7 @@ except Exception:
   fi
 }
 
-archive="$here/cache/$SDIST_FILE"
+archive="${CACHE:-$here/cache}/$SDIST_FILE"  # CACHE: where fetch-sdist.sh put it, if not gpu-check/cache
 [ -f "$archive" ] || die "$archive missing: run gpu-check/fetch-sdist.sh on a host with network, then carry gpu-check/cache"
 echo "$SDIST_SHA256  $archive" | sha256sum -c - >/dev/null || die "$archive is not the pinned sdist (sha256 $SDIST_SHA256, sdist.env); fetch it again"
 src="$work/src/$SDIST_ROOT"
