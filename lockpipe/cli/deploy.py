@@ -8,11 +8,9 @@ same with the host's /bin/sh, so that nothing of lockpipe's runs when it starts.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from lockpipe import cmd
 from lockpipe.cli.options import state_dir
@@ -38,6 +36,8 @@ from lockpipe.deploy.render import DeployInputs, render_quadlet
 from lockpipe.deploy.store import check_payloads, unit_store
 from lockpipe.deploy.unit import parse_unit
 from lockpipe.deploy.verify import find_generator, generator_dryrun, plain_service, systemd_verify
+from lockpipe.engines.base import env_dict
+from lockpipe.engines.buildah import tool_json
 from lockpipe.errors import DeployError, EngineError, UsageError
 from lockpipe.fs import write_atomic
 from lockpipe.lock.model import Lock, checkout_root, load_lock
@@ -60,11 +60,12 @@ def podman_version(override: str | None) -> keys.Version:
     return keys.parse_version(cmd.call(["podman", "--version"], quiet=True, stdout_only=True))
 
 
-def image_config(image: str) -> dict[str, Any]:
-    """The image's config (Entrypoint, Env) from this user's podman storage."""
+def image_config(image: str) -> tuple[tuple[str, ...] | None, str | None]:
+    """The image's Entrypoint (None when it has none) and LD_LIBRARY_PATH, from this user's
+    podman storage; output of another shape is an EngineError naming the command."""
+    argv = ["podman", "image", "inspect", "--format", "{{json .Config}}", image]
     try:
-        out = cmd.call(["podman", "image", "inspect", "--format", "{{json .Config}}", image],
-                       quiet=True, stdout_only=True)  # fmt: skip
+        out = cmd.call(argv, quiet=True, stdout_only=True)
     except EngineError:
         raise DeployError(
             f"image {image} is not in this user's podman storage (podman image inspect "
@@ -72,18 +73,22 @@ def image_config(image: str) -> dict[str, Any]:
             "~/.local/share/containers, root ones /var/lib/containers), or pass "
             "--no-inspect to render without it"
         ) from None
-    config: dict[str, Any] = json.loads(out) or {}
-    return config
+    read, doc = tool_json(out, " ".join(argv))
+    if doc is None:  # an image without a config
+        return None, None
+    config = read.get(doc, (), dict)
+
+    def strings(key: str) -> list[str]:  # a list of strings, or none
+        count = len(read.get(config, (key,), list, []))
+        return [read.get(config, (key, i), str) for i in range(count)]
+
+    entrypoint = tuple(strings("Entrypoint")) or None
+    return entrypoint, env_dict(strings("Env")).get("LD_LIBRARY_PATH")
 
 
 def _facts(args: argparse.Namespace, image: str) -> HostFacts:
     version = podman_version(args.podman_version)
-    entrypoint, ld_path = None, None
-    if not args.no_inspect:
-        config = image_config(image)
-        entrypoint = tuple(config.get("Entrypoint") or ()) or None
-        env = dict(e.split("=", 1) for e in config.get("Env") or () if "=" in e)
-        ld_path = env.get("LD_LIBRARY_PATH")
+    entrypoint, ld_path = image_config(image) if not args.no_inspect else (None, None)
     host = discover_host() if args.gpu_mode == "manual" else None
     return HostFacts(podman=version, image_entrypoint=entrypoint, image_ld_path=ld_path,
                      gpu_host=host)  # fmt: skip

@@ -45,7 +45,7 @@ class BuildahEngine:
 
     def version(self) -> str:
         out = cmd.call(["buildah", "version", "--json"], quiet=True, stdout_only=True)
-        read, doc = _json(out, "buildah version --json")
+        read, doc = tool_json(out, "buildah version --json")
         return read.get(doc, ("version",), str)
 
     def reproducibility(self) -> Reproducibility:
@@ -96,12 +96,12 @@ class BuildahEngine:
 
     def layers(self, ref: str) -> list[str]:
         out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True, stdout_only=True)
-        read, doc = _json(out, f"buildah inspect --type image {ref}")
+        read, doc = tool_json(out, f"buildah inspect --type image {ref}")
         return [read.get(d, (), str) for d in read.get(doc, ("OCIv1", "rootfs", "diff_ids"), list)]
 
     def image_env(self, ref: str) -> dict[str, str]:
         out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True, stdout_only=True)
-        read, doc = _json(out, f"buildah inspect --type image {ref}")
+        read, doc = tool_json(out, f"buildah inspect --type image {ref}")
         return env_dict(read.get(doc, ("OCIv1", "config"), dict).get("Env"))
 
     def tag(self, ref: str, new: str) -> None:
@@ -130,7 +130,7 @@ class BuildahEngine:
         out = cmd.call(
             ["podman", "inspect", "--type", "container", container], quiet=True, stdout_only=True
         )
-        read, doc = _json(out, f"podman inspect --type container {container}")
+        read, doc = tool_json(out, f"podman inspect --type container {container}")
         running = read.get(doc, (0, "State", "Running"), bool)
         code = None if running else read.get(doc, (0, "State", "ExitCode"), int)
         return ContainerState(running, code, normalize_id(read.get(doc, (0, "Image"), str)))
@@ -183,7 +183,7 @@ class WorkingContainers:
         return gone + [f"removed buildah working container {n} ({c[:12]})" for c, n in left.items()]
 
 
-def _json(out: str, what: str) -> tuple[Reader, Any]:
+def tool_json(out: str, what: str) -> tuple[Reader, Any]:
     """``out`` of the command ``what`` as JSON, with a Reader whose errors name the command:
     a tool whose output changed shape is an EngineError, never a KeyError's traceback."""
     fix = "is this a buildah/podman version lockpipe supports? see lockpipe doctor"
