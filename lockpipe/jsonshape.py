@@ -77,6 +77,8 @@ class Reader:
             doc = json.loads(data)
         except ValueError:
             raise self.fail(f"{self.root} is not JSON") from None
+        except RecursionError:  # json's decoder recurses per level: ``[[[[…`` ends it
+            raise self.fail(f"{self.root} is nested too deeply to read") from None
         return self.get(doc, (), dict)
 
     def get(self, doc: object, path: Sequence[Key], want: type[T], default: T | None = None) -> T:

@@ -54,14 +54,21 @@ class _Handler(FakeHandler):
                     f"llamacpp:tokens_predicted_seconds_total {tokens / 50}\n")  # fmt: skip
             self.send_bytes(200, text.encode(), {"Content-Type": "text/plain; version=0.0.4"})
         else:
-            self.send_json(200, self.server.answers[self.path])
+            self.answer(self.server.answers[self.path])
+
+    def answer(self, answer: Any) -> None:
+        """``answer`` as JSON, or as it is when it is bytes (what no JSON encoder writes)."""
+        if isinstance(answer, bytes):
+            self.send_bytes(200, answer, {"Content-Type": "application/json"})
+        else:
+            self.send_json(200, answer)
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         with self.server.lock:
             self.server.tokens += 4
         if not body.get("stream"):
-            self.send_json(200, self.server.answers[self.path])
+            self.answer(self.server.answers[self.path])
             return
         events = [self.server.answers[STREAM], {"choices": [], "usage": {"completion_tokens": 4}}]
         sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
