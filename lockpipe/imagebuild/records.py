@@ -9,11 +9,17 @@ each other's images, and ``git clean -X`` forgets them with the checkout.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from lockpipe.errors import LockpipeError
 from lockpipe.fs import write_atomic
+from lockpipe.jsonshape import Reader
 from lockpipe.log import echo
+
+IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")  # what every engine's build returns
+_TYPES = {"str": str, "bool": bool, "int": int, "float": float}  # BuildRecord's annotations
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,12 +46,26 @@ def read_record(state: Path, engine: str, target: str) -> BuildRecord | None:
     """The record, or None if absent or unreadable (then the build simply reruns)."""
     path = record_path(state, engine, target)
     try:
-        return BuildRecord(**json.loads(path.read_text(encoding="utf-8")))
+        return _checked(path)
     except FileNotFoundError:
         return None
+    except LockpipeError as exc:  # JSON, but not a record: it names the file and the key
+        echo(f"warning: ignoring unreadable build record {exc}", style="yellow")
     except (OSError, ValueError, TypeError) as exc:
         echo(f"warning: ignoring unreadable build record {path} ({exc})", style="yellow")
-        return None
+    return None
+
+
+def _checked(path: Path) -> BuildRecord:
+    """The record ``path`` holds, each field of its type (read back, the file is input:
+    an ``image_id`` of null or a tag would reach deploy's ``Image=``)."""
+    read = Reader(where=str(path), root="the record", error=LockpipeError)
+    doc = read.parse(path.read_text(encoding="utf-8"))
+    for f in fields(BuildRecord):
+        read.get(doc, (f.name,), _TYPES[str(f.type)])
+    if not IMAGE_ID.match(doc["image_id"]):
+        raise read.fail(f"image_id is {doc['image_id']!r}, not sha256:<64 hex>")
+    return BuildRecord(**doc)
 
 
 def write_record(state: Path, record: BuildRecord) -> Path:

@@ -1,5 +1,6 @@
-"""``lockpipe deploy`` reads the image's config from ``podman image inspect``: another shape
-of that output is one error naming the command, never a traceback (issue 18).
+"""What ``lockpipe deploy`` reads before it renders: the build record lockpipe wrote, and
+the image's config from ``podman image inspect``. Another shape of either is one error
+naming the file or the command, never a traceback (issue 18).
 
 One FAKE: a ``podman`` on PATH whose ``image inspect`` prints what a test gives, since a
 podman printing another shape cannot be made otherwise on this host. Everything else is
@@ -9,6 +10,7 @@ passed over with ``--force``.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from lockpipe.errors import EngineError
-from lockpipe.imagebuild.records import BuildRecord, write_record
+from lockpipe.errors import DeployError, EngineError
+from lockpipe.imagebuild.records import BuildRecord, record_path, write_record
 from lockpipe.lock.model import load_lock
 from tests.lockfactory import doc, make_repo
 
@@ -25,15 +27,19 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _deploy(tmp_path: Path, inspect_output: str) -> subprocess.CompletedProcess[str]:
+def _deploy(
+    tmp_path: Path, inspect_output: str, record: dict[str, object] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``lockpipe deploy app`` with a build record (its fields replaced by ``record``)."""
     lock = make_repo(tmp_path, doc())
     state = tmp_path / "state"
-    write_record(state, BuildRecord(
+    path = write_record(state, BuildRecord(
         target="app", tag="localhost/lockpipe-test/app:1", image_id="sha256:" + "5" * 64,
         engine="podman", key="k", engine_version="5.4", reproducible=True,
         reproducible_how="fake", fingerprint=load_lock(lock).fingerprints["app"],
         source_date_epoch=0, built_at="now", seconds=0.0,
     ))  # fmt: skip
+    path.write_text(json.dumps({**json.loads(path.read_text()), **(record or {})}))
     fake = tmp_path / "fake-bin"
     fake.mkdir()
     (tmp_path / "inspect.out").write_text(inspect_output)
@@ -78,4 +84,29 @@ def test_inspect_output_of_another_shape_is_one_error(
     (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
     assert "podman image inspect" in line and words in line, line
     assert "lockpipe doctor" in line, line
+    assert not (tmp_path / "units" / "app.container").exists()
+
+
+@pytest.mark.parametrize(
+    ("record", "words"),
+    [
+        ({"image_id": None}, "image_id is null, not a string"),
+        ({"image_id": "latest"}, "image_id is 'latest', not sha256:<64 hex>"),
+        ({"fingerprint": 5}, "fingerprint is an integer, not a string"),
+        ({"reproducible": "yes"}, "reproducible is a string, not true/false"),
+        ({"source_date_epoch": 1.5}, "source_date_epoch is a number, not an integer"),
+    ],
+)
+def test_a_build_record_of_another_shape_is_set_aside(
+    record: dict[str, object], words: str, tmp_path: Path
+) -> None:
+    """The record is lockpipe's own file, but read back it is input: one of another shape
+    (edited, or written by another version) is ignored with a warning naming it, as a
+    record that is not JSON already was, and deploy has no image to pin."""
+    out = _deploy(tmp_path, '{"Entrypoint": null}', record)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == DeployError.return_code, out.stderr
+    path = record_path(tmp_path / "state", "podman", "app")
+    assert f"warning: ignoring unreadable build record {path}: {words}\n" in out.stderr
+    assert "no build record" in out.stderr
     assert not (tmp_path / "units" / "app.container").exists()
