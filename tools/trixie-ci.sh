@@ -9,7 +9,8 @@
 #   sudo TRIXIE_CI_ARGS="--tests tests/integration" tools/trixie-ci.sh   # .ci/run's arguments
 #   sudo tools/trixie-ci.sh provision    # clone + provision only (host network)
 #   sudo tools/trixie-ci.sh run          # the isolated run of the existing clone only
-#   sudo tools/trixie-ci.sh pypi-tests   # the tests that need the real PyPI (host network)
+#   sudo tools/trixie-ci.sh pypi-tests   # the tests that need the real PyPI (host network):
+#                                        # test_pip_derive.py, or TRIXIE_PYPI_TESTS="PATH..."
 #
 # clone      git clone of this checkout's committed HEAD into $R/ci/lockpipe (a fresh one each time).
 # provision  host network, inside the chroot: .ci/run's package list (.ci/packages, read
@@ -210,7 +211,7 @@ pypi_inside() {
   mount --rbind /dev "$R/dev"
   cp /etc/resolv.conf "$R/etc/resolv.conf"
   # requests trusts certifi's CAs, not the system's: this host's TLS proxy needs the latter.
-  in_root CI=true REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt sh -c "cd $CLONE && .nox/tests/bin/pytest -p no:cacheprovider -q -rA tests/integration/test_pip_derive.py"
+  in_root CI=true REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt sh -c "cd $CLONE && .nox/tests/bin/pytest -p no:cacheprovider -q -rA ${TRIXIE_PYPI_TESTS:-tests/integration/test_pip_derive.py}"
 }
 
 # One function, read whole before it runs: bash reads a script as it goes, so an edit
