@@ -7,12 +7,16 @@ as one LABEL line in the staged Dockerfile (see context.stage).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol, get_args
 
 from lockpipe.errors import GpuAttachError
+from lockpipe.jsonshape import Reader
+
+IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")  # an image ID, as every engine gives it
 
 EngineName = Literal["buildah", "podman", "docker"]
 GpuMode = Literal["docker-gpus", "cdi", "manual"]
@@ -136,3 +140,12 @@ def no_device_requests(spec: RunSpec, engine: str) -> None:
 
 def normalize_id(image_id: str) -> str:
     return image_id if image_id.startswith("sha256:") else f"sha256:{image_id}"
+
+
+def checked_id(image_id: str, read: Reader) -> str:
+    """``image_id`` as ``sha256:<64 hex>``, what a build returns and its record pins; else
+    ``read``'s error (the engine's answer): a tag or a path must never pass for an ID."""
+    full = normalize_id(image_id)
+    if not IMAGE_ID.match(full):
+        raise read.fail(f"the image ID is {image_id!r}, not sha256:<64 hex>")
+    return full

@@ -22,8 +22,16 @@ class Progress:
     finished: set[bytes] = field(default_factory=set)
 
     def lines(self, aux: str) -> list[str]:
+        """The lines of one trace message; one that cannot be decoded is a line saying so
+        (it only shows progress: the build goes on, and its end is read elsewhere)."""
+        try:
+            return self._lines(base64.b64decode(aux))
+        except (ValueError, IndexError):  # not base64; a varint cut short
+            return ["(a BuildKit progress message lockpipe cannot decode; the build goes on)"]
+
+    def _lines(self, message: bytes) -> list[str]:
         out = []
-        for number, value in _fields(base64.b64decode(aux)):
+        for number, value in _fields(message):
             if number == 1 and isinstance(value, bytes):
                 out += self._vertex(dict(_fields(value)))
             elif number == 3 and isinstance(value, bytes):

@@ -26,7 +26,7 @@ from lockpipe.engines.base import (
     Log,
     Reproducibility,
     RunSpec,
-    normalize_id,
+    checked_id,
 )
 from lockpipe.engines.buildkit import Progress
 from lockpipe.engines.context import context_tar
@@ -160,17 +160,18 @@ class DockerEngine(SdkEngine):
                 url("/build"), params=params, data=body,
                 headers={"Content-Type": "application/x-tar"}, stream=True, timeout=None,
             )  # fmt: skip
+            read = self.build_reader(req.tag)
             for item in self.build_items(req.tag, resp):
                 if item.get("id") == "moby.image.id":
-                    image = item["aux"]["ID"]
+                    image = read.get(item, ("aux", "ID"), str)
                 elif item.get("id") == "moby.buildkit.trace":
-                    for line in progress.lines(item.get("aux", "")):
+                    for line in progress.lines(read.get(item, ("aux",), str, "")):
                         log(line)
                 elif "stream" in item:
-                    log(item["stream"].rstrip("\n"))
+                    log(read.get(item, ("stream",), str).rstrip("\n"))
         if image is None:
             raise BuildError(f"docker build of {req.tag} ended without an image ID")
-        return normalize_id(image)
+        return checked_id(image, read)
 
     def _refuse_containerd_store(self) -> None:
         """dockerd's containerd image store cannot read a build context posted as a tar

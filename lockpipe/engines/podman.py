@@ -183,9 +183,9 @@ class PodmanEngine(SdkEngine):
                 "/build", params=params, data=body,
                 headers={"Content-Type": "application/x-tar"}, stream=True,
             )  # fmt: skip
-            image = None
+            image, read = None, self.build_reader(req.tag)
             for item in self.build_items(req.tag, resp):
-                text = item.get("stream", "")
+                text = read.get(item, ("stream",), str, "")
                 log(text.rstrip("\n"))
                 stripped = text.strip()
                 if len(stripped) == 64 and all(c in "0123456789abcdef" for c in stripped):

@@ -179,19 +179,27 @@ class SdkEngine:
     def build_items(self, tag: str, resp: Any) -> Iterator[dict[str, Any]]:
         """The JSON items of a streamed /build answer for ``tag``, keep-alives skipped.
 
-        A refused request, or an item that reports an error, raises BuildError. The
-        answer is read in a thread (stop.BuildStream), so that Ctrl-C leaves it open
-        for the running build's BuildStop to read the daemon's end from.
+        A refused request, or an item that reports an error, raises BuildError; a line
+        that is not a JSON object, or an error that is not a string, an EngineError (the
+        daemon's build may go on: stop.stopped_by stops it). The answer is read in a
+        thread (stop.BuildStream), so that Ctrl-C leaves it open for the running build's
+        BuildStop to read the daemon's end from.
         """
         if resp.status_code != 200:
             raise BuildError(f"{self.name} build of {tag}: {resp.status_code} {resp.text[:500]}")
-        stream = BuildStream(resp)
+        read = self.build_reader(tag)
+        stream = BuildStream(resp, read)
         if self.stopping is not None:
             self.stopping.stream = stream
         for item in stream.items():
             if "error" in item:
-                raise BuildError(f"{self.name} build of {tag} failed: {item['error'].strip()}")
+                error = read.get(item, ("error",), str).strip()
+                raise BuildError(f"{self.name} build of {tag} failed: {error}")
             yield item
+
+    def build_reader(self, tag: str) -> Reader:
+        """The Reader of a /build answer's lines for ``tag``: another shape is an EngineError."""
+        return self._reader(f"build of {tag}", root="a line of its answer")
 
     @sdk_call("inspect image")
     def image_id(self, ref: str) -> str | None:
@@ -242,7 +250,7 @@ class SdkEngine:
         code = None if running else read.get(c.attrs, ("State", "ExitCode"), int)
         return ContainerState(running, code, normalize_id(read.get(c.attrs, ("Image",), str)))
 
-    def _reader(self, what: str) -> Reader:
+    def _reader(self, what: str, root: str = "its answer") -> Reader:
         """A Reader of the daemon's JSON for ``what``: another shape is an EngineError."""
         fix = f"is this a {self.name} version lockpipe supports? see lockpipe doctor"
-        return Reader(where=f"{self.name} {what}", root="its answer", error=EngineError, fix=fix)
+        return Reader(where=f"{self.name} {what}", root=root, error=EngineError, fix=fix)

@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from lockpipe.engines.base import BuildRequest, Log
 from lockpipe.errors import BuildError, interrupted
+from lockpipe.jsonshape import Reader
 from lockpipe.log import echo
 
 STOP_WAIT = 30.0  # seconds an interrupted build's daemon gets to end it and clean up
@@ -41,10 +41,11 @@ _END = object()  # the reader thread's last item
 
 
 class BuildStream:
-    """A streamed /build answer, its JSON items read in a thread of their own."""
+    """A streamed /build answer, its JSON items read in a thread of their own by ``read``
+    (a line that is not a JSON object raises its error where the items are taken)."""
 
-    def __init__(self, resp: Any) -> None:
-        self.resp = resp
+    def __init__(self, resp: Any, read: Reader) -> None:
+        self.resp, self.read = resp, read
         self.failed = False  # the daemon reported an error: its build ended, cleaned up
         self._items: queue.Queue[object] = queue.Queue()
         threading.Thread(target=self._read, name="build-stream", daemon=True).start()
@@ -53,7 +54,7 @@ class BuildStream:
         try:
             for raw in self.resp.iter_lines():
                 if raw.strip():  # not a keep-alive
-                    self._items.put(json.loads(raw))
+                    self._items.put(self.read.parse(raw))
         except BaseException as exc:  # handed over to the reading thread
             self._items.put(exc)
         self._items.put(_END)
@@ -63,8 +64,7 @@ class BuildStream:
         while (item := self._items.get()) is not _END:
             if isinstance(item, BaseException):
                 raise item
-            assert isinstance(item, dict)
-            yield item
+            yield cast(dict[str, Any], item)
 
     def wait(self, seconds: float, poll: Callable[[], None]) -> bool:
         """Read on until the daemon ends the answer or ``seconds`` pass; whether it ended.

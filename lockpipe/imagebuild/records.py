@@ -9,16 +9,15 @@ each other's images, and ``git clean -X`` forgets them with the checkout.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from lockpipe.engines.base import IMAGE_ID
 from lockpipe.errors import LockpipeError
 from lockpipe.fs import write_atomic
 from lockpipe.jsonshape import Reader
 from lockpipe.log import echo
 
-IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")  # what every engine's build returns
 _TYPES = {"str": str, "bool": bool, "int": int, "float": float}  # BuildRecord's annotations
 
 

@@ -24,6 +24,7 @@ from lockpipe.engines.podman import PodmanStop, marks_builds
 from lockpipe.engines.stop import BuildStop, BuildStream, stopped_by
 from lockpipe.errors import INTERRUPTED, EngineError, Interrupted, interrupted
 from lockpipe.imagebuild.run import build_folder
+from lockpipe.jsonshape import Reader
 
 RESUME = "run again to resume (downloads keep what was written)"
 
@@ -152,9 +153,12 @@ class FakeAnswer:
         self.lines.put(None)
 
 
+LINES = Reader(where="FAKE daemon build", root="a line", error=EngineError)
+
+
 def test_a_stream_is_read_on_until_the_daemon_reports_the_end() -> None:
     answer = FakeAnswer()
-    stream = BuildStream(answer)
+    stream = BuildStream(answer, LINES)
     answer.lines.put(b'{"stream": "STEP 1/2"}')
     answer.lines.put(b"")  # keep-alive
     items = stream.items()
@@ -169,7 +173,7 @@ def test_a_stream_is_read_on_until_the_daemon_reports_the_end() -> None:
 
 def test_a_stream_that_does_not_end_is_given_up_after_the_wait() -> None:
     answer = FakeAnswer()
-    stream = BuildStream(answer)
+    stream = BuildStream(answer, LINES)
     assert not stream.wait(0.3, lambda: None) and not stream.failed
     stream.close()
 
@@ -196,7 +200,7 @@ class FakeEngine:
     def build(self, req: BuildRequest, log: object) -> str:
         assert self.stopping is not None
         answer = FakeAnswer()
-        self.stopping.stream = BuildStream(answer)
+        self.stopping.stream = BuildStream(answer, LINES)
         answer.lines.put(b'{"error": "cancelled"}')
         raise KeyboardInterrupt
 

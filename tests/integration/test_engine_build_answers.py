@@ -1,0 +1,114 @@
+"""``lockpipe build --engine docker`` against a daemon whose /build answer has another shape:
+one error naming the build and what is wrong, never a traceback (issue 18).
+
+The daemon is a FAKE dockerd: a real HTTP server on 127.0.0.1 (``DOCKER_HOST=tcp://…``)
+answering what the docker SDK asks before a build (/version, /info, the image lookup)
+and streaming the test's lines as the /build answer. A line of another shape cannot be
+had from a real dockerd; everything else is a user's ``python -m lockpipe build``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lockpipe.errors import EngineError
+from tests.httpfake import FakeHandler, FakeServer
+from tests.lockfactory import doc, make_repo
+
+pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
+TAG = "localhost/lockpipe-test/app:1"
+IMAGE = "sha256:" + "a" * 64
+BUILT = {"id": "moby.image.id", "aux": {"ID": IMAGE}}
+
+
+class FakeDockerd(FakeServer):
+    """FAKE dockerd: the answers a build needs, /build streaming ``lines``."""
+
+    def __init__(self) -> None:
+        super().__init__(_Handler)
+        self.lines: list[bytes] = []
+
+
+class _Handler(FakeHandler):
+    server: FakeDockerd
+
+    def do_GET(self) -> None:
+        path = self.path.partition("?")[0]
+        if path.endswith("/version"):
+            self.send_json(200, {"Version": "20.10.24", "ApiVersion": "1.41"})
+        elif path.endswith("/info"):
+            self.send_json(200, {"DriverStatus": [["Backing Filesystem", "extfs"]]})
+        else:  # an image lookup: none built here
+            self.send_json(404, {"message": f"FAKE dockerd: no such image: {path}"})
+
+    def do_POST(self) -> None:
+        self.read_body()
+        if self.path.partition("?")[0].endswith("/build"):
+            body = b"".join(line + b"\r\n" for line in self.server.lines)
+            self.send_bytes(200, body, {"Content-Type": "application/json"})
+        else:  # /build/cancel, after a failure
+            self.send_json(200, {})
+
+
+@pytest.fixture(scope="module")
+def dockerd() -> Iterator[FakeDockerd]:
+    server = FakeDockerd()
+    yield server
+    server.stop()
+
+
+def _build(
+    tmp_path: Path, dockerd: FakeDockerd, *items: object
+) -> subprocess.CompletedProcess[str]:
+    dockerd.lines = [i if isinstance(i, bytes) else json.dumps(i).encode() for i in items]
+    lock = make_repo(tmp_path, doc())
+    return subprocess.run(
+        [sys.executable, "-m", "lockpipe", "build", "app", "--engine", "docker", "--lock",
+         str(lock), "--state", str(tmp_path / "state")],
+        env={**os.environ, "DOCKER_HOST": f"tcp://{dockerd.host}"},
+        capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_a_right_answer_builds(tmp_path: Path, dockerd: FakeDockerd) -> None:
+    cut = base64.b64encode(b"\x80").decode()  # a BuildKit trace whose varint is cut short
+    out = _build(tmp_path, dockerd, {"stream": "Step 1/2\n"},
+                 {"id": "moby.buildkit.trace", "aux": cut}, BUILT)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "Step 1/2" in out.stderr
+    assert "BuildKit progress message lockpipe cannot decode" in out.stderr
+    record = json.loads((tmp_path / "state/records/docker/app.json").read_text())
+    assert record["image_id"] == IMAGE
+
+
+@pytest.mark.parametrize(
+    ("items", "words"),
+    [
+        ((b"not json",), "a line of its answer is not JSON"),
+        ((["Step 1/2"],), "a line of its answer is a list, not an object"),
+        (({"error": 5},), "error is an integer, not a string"),
+        (({"stream": 5},), "stream is an integer, not a string"),
+        (({"id": "moby.image.id", "aux": "x"},), "aux is a string, not an object"),
+        (({"id": "moby.buildkit.trace", "aux": 5}, BUILT), "aux is an integer, not a string"),
+        (({"id": "moby.image.id", "aux": {"ID": "latest"}},),
+         "the image ID is 'latest', not sha256:<64 hex>"),
+    ],
+)  # fmt: skip
+def test_an_answer_of_another_shape_is_one_error(
+    items: tuple[object, ...], words: str, tmp_path: Path, dockerd: FakeDockerd
+) -> None:
+    out = _build(tmp_path, dockerd, *items)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == EngineError.return_code, out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
+    assert f"docker build of {TAG}" in line and words in line, line
+    assert not (tmp_path / "state/records/docker/app.json").exists()
