@@ -26,7 +26,7 @@ from typing import Any
 from lockpipe.errors import FetchError
 from lockpipe.http import MAX_REDIRECTS, Answer, Retries
 from lockpipe.http.transport import Fixes, Header, Policy, Req, Transport, literal
-from lockpipe.urls import redact
+from lockpipe.urls import basic_auth, redact, split_userinfo
 
 TIMEOUT = (10.0, 60.0)
 MAX_PAGES = 50  # a tree listing of 50 pages is not a model repository
@@ -57,8 +57,23 @@ class Api:
     offline: str | None = None  # the variable that forbids any request (HF_HUB_OFFLINE)
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
+    @cached_property
+    def _endpoint(self) -> tuple[str, tuple[str, str] | None]:
+        """``base`` without the login it may carry (``http://USER:TOKEN@index/``, a private
+        index), and that login: sent as Basic auth to the base's origin alone, never shown."""
+        try:
+            bare, login = split_userinfo(self.base.rstrip("/"))
+        except ValueError:  # not a URL: its request says so
+            return self.base.rstrip("/"), None
+        return bare, login
+
+    @property
+    def shown(self) -> str:
+        """``base`` as messages, reports and the lock may name it: without its login."""
+        return self._endpoint[0]
+
     def url(self, path: str) -> str:
-        return f"{self.base.rstrip('/')}/{path.lstrip('/')}"
+        return f"{self.shown}/{path.lstrip('/')}"
 
     def get(self, path: str, what: str, params: dict[str, str] | None = None) -> Any:
         """The decoded JSON at ``path``; FetchError naming ``what`` and the fix otherwise."""
@@ -74,7 +89,7 @@ class Api:
                 return out
             doc, link = self._get(url, what, params)
             if not isinstance(doc, list):
-                raise FetchError(f"{what}: {url} answered {type(doc).__name__}, not a list")
+                raise FetchError(f"{what}: {redact(url)} answered {type(doc).__name__}, not a list")
             out += doc
             nxt = _NEXT.search(link)
             url, params = (nxt[1] if nxt else None), None
@@ -86,13 +101,15 @@ class Api:
         transport = Transport(Policy(retries=RETRIES, timeout=TIMEOUT), self.fixes(),
                               watch=self._limited)  # fmt: skip
         transport.sleep = self.sleep
-        transport.login(self.base, Header(f"Bearer {self.token}") if self.token else None)
+        login = self._endpoint[1]
+        auth = f"Bearer {self.token}" if self.token else basic_auth(*login) if login else None
+        transport.login(self.shown, Header(auth) if auth else None)
         return transport
 
     def fixes(self) -> Fixes:
         """What this API's failures say, for its transport."""
         refused = "{name} refused {url} ({status}); " + literal(self.refused)
-        base = literal(self.base)
+        base = literal(self.shown)
         return Fixes(
             error_class=FetchError,
             name=self.name,
@@ -107,7 +124,7 @@ class Api:
 
     def _get(self, url: str, what: str, params: dict[str, str] | None) -> tuple[Any, str]:
         if self.offline:
-            raise FetchError(f"{what}: {self.offline} is set, so {self.name} at {self.base} "
+            raise FetchError(f"{what}: {self.offline} is set, so {self.name} at {self.shown} "
                              f"is not asked (no network at all); unset {self.offline} to "
                              "refresh these pins")  # fmt: skip
         req = Req(method="GET", url=url, params=params, headers={"Accept": "application/json"})
@@ -115,7 +132,7 @@ class Api:
         try:
             return resp.json(), resp.headers.get("Link", "")
         except ValueError:
-            raise FetchError(f"{what}: {url} answered 200 without JSON; is {self.base} "
+            raise FetchError(f"{what}: {redact(url)} answered 200 without JSON; is {self.shown} "
                              f"{self.name}?") from None  # fmt: skip
 
     def _limited(self, answer: Answer, what: str) -> None:

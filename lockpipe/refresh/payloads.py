@@ -117,7 +117,7 @@ def refresh_payload(p: Payload, hub: Api) -> tuple[Change | None, list[Warn]]:
         updates["files"] = new_files
     else:
         updates.update(new_files[p.single.path])
-    page = hub.base.rstrip("/")
+    page = hub.shown
     notes = () if p.revision != sha else ("same revision: values the lock lacked are pinned",)
     change = Change(kind="payloads", name=p.name, what=f"{p.repository}@{branch}",
                     moved=tuple(moved), updates=updates, tag=branch, dates=tuple(dates),

@@ -153,7 +153,7 @@ def base_proposals(lock: Lock, names: Sequence[str], up: Upstreams) -> list[Prop
                             target=d.target,
                             check="pip",
                             status="fail",
-                            detail=f"{pkg} {v.version} is not on the index ({up.pypi.base}): "
+                            detail=f"{pkg} {v.version} is not on the index ({up.pypi.shown}): "
                             f"{d.file} ({pkg}[{d.derivation.extra}]) cannot be derived for it",
                             fix=f"wait for {pkg} {v.version} on PyPI, or stay on {ref.tag}",
                         )

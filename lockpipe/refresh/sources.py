@@ -132,7 +132,7 @@ def refresh_source(source: Source, gh: Api, archives: Archives) -> tuple[Change 
     change = Change(kind="sources", name=source.name, what=f"{repo}@{source.follow or ref}",
                     moved=moved, updates=new, tag=ref if tagged else None, dates=tuple(dates),
                     links=tuple(links), notes=tuple(notes),
-                    source=f"GitHub API ({gh.base}): {ref} -> commit {commit}; archive {url} "
+                    source=f"GitHub API ({gh.shown}): {ref} -> commit {commit}; archive {url} "
                     f"fetched and hashed (sha256 and tree_sha256)")  # fmt: skip
     return change, warns
 
