@@ -22,6 +22,7 @@ from lockpipe.deploy.unit import (
     sections,
     verbatim,
 )
+from lockpipe.errors import DeployError
 from lockpipe.smoke.gpu import GpuAttach
 from lockpipe.smoke.runner import STORE_IN_CONTAINER
 
@@ -102,6 +103,20 @@ def _host(bind: str) -> str:
     return f"[{bind}]" if ":" in bind else bind
 
 
+def _store_volume(store: Path) -> str:
+    """Volume= of the payload store. podman's --volume, which quadlet makes of it, ends the
+    host path at the first ':' (the smoke run's --mount takes one), so a store whose path
+    has one is refused here: podman would refuse the unit at every start."""
+    if ":" in str(store):
+        raise DeployError(
+            f"the payload store {store} has a ':' in its path, which the unit's Volume= "
+            "(podman --volume) reads as the end of the host path, so podman would refuse the "
+            "unit at every start; move the store to a folder whose path has none, and pass "
+            "that as --store"
+        )
+    return verbatim(f"{store}:{STORE_IN_CONTAINER}:ro", "--store")
+
+
 def _env_line(name: str, value: str) -> str:
     return quote_arg(f"{name}={value}")
 
@@ -120,7 +135,7 @@ def container_entries(i: DeployInputs) -> list[Entry]:
         out.append(("Exec", quote_args(args)))
     out.append(("PublishPort", verbatim(f"{_host(i.bind)}:{i.port}:{i.port}", "--bind")))
     if i.store is not None:
-        out.append(("Volume", verbatim(f"{i.store}:{STORE_IN_CONTAINER}:ro", "--store")))
+        out.append(("Volume", _store_volume(i.store)))
     out += list(i.mounts)
     if i.gpu is not None:
         out += [("AddDevice", verbatim(d, "a GPU device")) for d in i.gpu.devices]

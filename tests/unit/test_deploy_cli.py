@@ -210,6 +210,24 @@ def test_the_unit_mounts_the_store_the_smoke_run_used(
     assert f"store: {store}, the one the smoke run mounted" in capsys.readouterr().err
 
 
+def test_a_store_whose_path_holds_a_colon_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The smoke run mounts the store with --mount, which takes a ':' in a path; the unit's
+    Volume= is podman's --volume, which splits on it: podman 4.3 refuses
+    ``-v /tmp/h18/st:v2:/store:ro`` ("incorrect volume format", measured), so such a unit
+    would fail at every start."""
+    store = fetched(tmp_path / "models:v2")
+    built(tmp_path / "state")
+    smoke_json(tmp_path, {"reports": [result(store=store)]})
+    assert deploy(tmp_path) == DeployError.return_code
+    err = capsys.readouterr().err
+    (line,) = [x for x in err.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: the payload store {store} has a ':' in its path"), line
+    assert line.endswith("move the store to a folder whose path has none, and pass that as --store")
+    assert not (tmp_path / "out" / f"{TARGET}.container").exists()
+
+
 def test_install_refuses_a_store_without_the_payloads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
