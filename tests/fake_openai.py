@@ -30,6 +30,15 @@ GOOD: dict[str, Any] = {
 }  # fmt: skip
 
 
+# llama-server's counters, growing with the tokens served; answers["/metrics"] replaces it
+METRICS = (
+    "llamacpp:prompt_tokens_total {tokens}\n"
+    "llamacpp:prompt_seconds_total {prompt_seconds}\n"
+    "llamacpp:tokens_predicted_total {tokens}\n"
+    "llamacpp:tokens_predicted_seconds_total {gen_seconds}\n"
+)
+
+
 class OpenAIFake(FakeServer):
     """FAKE llama-server: /health, /v1/models, /v1/completions (also streamed),
     /v1/chat/completions and /metrics, each answer from ``answers``."""
@@ -48,10 +57,9 @@ class _Handler(FakeHandler):
         elif self.path == "/metrics":
             with self.server.lock:
                 tokens = self.server.tokens
-            text = (f"llamacpp:prompt_tokens_total {tokens}\n"
-                    f"llamacpp:prompt_seconds_total {tokens / 100}\n"
-                    f"llamacpp:tokens_predicted_total {tokens}\n"
-                    f"llamacpp:tokens_predicted_seconds_total {tokens / 50}\n")  # fmt: skip
+            text = self.server.answers.get("/metrics", METRICS).format(
+                tokens=tokens, prompt_seconds=tokens / 100, gen_seconds=tokens / 50
+            )
             self.send_bytes(200, text.encode(), {"Content-Type": "text/plain; version=0.0.4"})
         else:
             self.answer(self.server.answers[self.path])

@@ -102,6 +102,9 @@ def delta(before: Samples, after: Samples) -> Samples:
     for key, value in after.items():
         if not key[0].endswith(_COUNTER_SUFFIXES):
             continue
+        if not math.isfinite(value):  # kept as it is, for total() to name (inf - inf is nan)
+            out[key] = value
+            continue
         d = value - before.get(key, 0.0)
         if d < 0:
             raise MetricsError(
@@ -113,8 +116,17 @@ def delta(before: Samples, after: Samples) -> Samples:
 
 
 def total(samples: Samples, name: str) -> float | None:
-    """The sum of ``name`` over all its label sets, or None when it is absent."""
+    """The sum of ``name`` over all its label sets, or None when it is absent.
+
+    MetricsError when one is not a finite number: NaN is below no floor, so a rate made
+    from it would pass any baseline (a series lockpipe does not read may be anything)."""
     values = [v for (n, _), v in samples.items() if n == name]
+    bad = next((v for v in values if not math.isfinite(v)), None)
+    if bad is not None:
+        raise MetricsError(
+            f"{name} is {bad:g}, not a count: the server's /metrics is broken; check its "
+            "log and version, and run the smoke again"
+        )
     return math.fsum(values) if values else None
 
 

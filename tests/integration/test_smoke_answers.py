@@ -23,7 +23,7 @@ from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, write_record
 from lockpipe.imagebuild.run import build_key
 from lockpipe.lock.model import load_lock
-from tests.fake_openai import GOOD, IMAGE, STREAM, ServingEngine
+from tests.fake_openai import GOOD, IMAGE, METRICS, STREAM, ServingEngine
 from tests.lockfactory import doc, make_repo
 
 pytestmark = pytest.mark.integration
@@ -120,3 +120,18 @@ def test_a_wrong_shape_is_a_failed_check_naming_the_endpoint(
     assert list(failed) == [check], failed
     assert reason in failed[check] and "\n" not in failed[check], failed[check]
     assert checks["log scan"]["status"] == "PASS"  # the run went on to the end
+
+
+@pytest.mark.parametrize("value", ["NaN", "+Inf"])
+def test_a_counter_that_is_not_a_number_fails_the_checks_that_read_it(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prompt-seconds counter of NaN made every pp rate NaN, and NaN is below no floor:
+    the throughput probe passed its baseline "within tolerance" whatever the server did."""
+    metrics = METRICS.replace("{prompt_seconds}", value)
+    code, checks = _smoke(tmp_path, monkeypatch, {**GOOD, "/metrics": metrics})
+    assert code == CheckFailed.return_code
+    failed = {n: c["detail"] for n, c in checks.items() if c["status"] == "FAIL"}
+    assert list(failed) == ["metrics counters", "throughput probes"], failed
+    for detail in failed.values():
+        assert f"llamacpp:prompt_seconds_total is {value.lstrip('+').lower()}" in detail, detail
