@@ -28,6 +28,20 @@ _KINDS: tuple[tuple[type, str], ...] = (
 )
 
 
+class TooDeep(ValueError):
+    """JSON nested deeper than json's decoder can follow: it recurses per level, so some
+    thousand ``[`` or ``{`` end it in a RecursionError."""
+
+
+def loads(data: bytes | str) -> Any:
+    """``data`` decoded as JSON, as :func:`json.loads`; a ValueError for anything it cannot
+    read, :class:`TooDeep` where it is nested too deeply (never a RecursionError)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise TooDeep("nested too deeply to read") from None
+
+
 def kind_of(value: object) -> str:
     """What JSON calls ``value``'s type: ``an object``, ``a list``, ``null``…"""
     if value is None:
@@ -74,11 +88,11 @@ class Reader:
     def parse(self, data: bytes | str) -> dict[str, Any]:
         """``data`` as a JSON object."""
         try:
-            doc = json.loads(data)
+            doc = loads(data)
+        except TooDeep:
+            raise self.fail(f"{self.root} is nested too deeply to read") from None
         except ValueError:
             raise self.fail(f"{self.root} is not JSON") from None
-        except RecursionError:  # json's decoder recurses per level: ``[[[[…`` ends it
-            raise self.fail(f"{self.root} is nested too deeply to read") from None
         return self.get(doc, (), dict)
 
     def get(self, doc: object, path: Sequence[Key], want: type[T], default: T | None = None) -> T:

@@ -13,7 +13,6 @@ a failed attach never loses the digest the push returned.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +24,7 @@ from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.provenance import read_pip, statement
 from lockpipe.imagebuild.records import BuildRecord, read_record
 from lockpipe.imagebuild.run import build_key
+from lockpipe.jsonshape import loads
 from lockpipe.lock.fingerprint import check_drift
 from lockpipe.lock.model import Lock
 from lockpipe.lock.refs import parse_ref
@@ -113,7 +113,7 @@ def published_as(ref: str, image_id: str) -> str | None:
     if resp.status_code == 404:
         return None
     try:
-        config = json.loads(resp.content).get("config", {}).get("digest")
+        config = loads(resp.content).get("config", {}).get("digest")
     except (ValueError, AttributeError):
         return None  # not an image manifest: push over it
     return "sha256:" + hashlib.sha256(resp.content).hexdigest() if config == image_id else None

@@ -26,6 +26,7 @@ from lockpipe.imagebuild.provenance import (
     STATEMENT_TYPE,
     dumps,
 )
+from lockpipe.jsonshape import loads
 from lockpipe.lock.refs import DIGEST_RE
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -166,7 +167,7 @@ def _statement(pinned: str, digest: str) -> dict[str, Any] | str:
         raise  # altered bytes: nothing this registry serves can be trusted
     except RegistryError as exc:
         return f"its manifest is unreadable ({exc})"
-    layers = json.loads(art).get("layers")
+    layers = loads(art).get("layers")  # an object: get_manifest read it
     if not isinstance(layers, list) or not layers or not isinstance(layers[0], dict):
         return "it carries no statement layer"
     blob_digest = layers[0].get("digest")
@@ -180,7 +181,7 @@ def _statement(pinned: str, digest: str) -> dict[str, Any] | str:
     pf.check_digest(f"{pinned} referrer {digest}'s blob {blob_digest}", resp.content,
                     blob_digest)  # fmt: skip
     try:
-        doc = json.loads(resp.content)
+        doc = loads(resp.content)
     except ValueError:
         return f"its blob {blob_digest} is not JSON"
     return doc if isinstance(doc, dict) else f"its blob {blob_digest} is not a JSON object"

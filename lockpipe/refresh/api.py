@@ -26,6 +26,7 @@ from typing import Any
 from lockpipe.errors import FetchError
 from lockpipe.http import MAX_REDIRECTS, Answer, Retries
 from lockpipe.http.transport import Fixes, Header, Policy, Req, Transport, literal
+from lockpipe.jsonshape import TooDeep, loads
 from lockpipe.urls import basic_auth, redact, split_userinfo
 
 TIMEOUT = (10.0, 60.0)
@@ -130,7 +131,10 @@ class Api:
         req = Req(method="GET", url=url, params=params, headers={"Accept": "application/json"})
         resp = self.transport.request(req, what=what)
         try:
-            return resp.json(), resp.headers.get("Link", "")
+            return loads(resp.content), resp.headers.get("Link", "")
+        except TooDeep:
+            raise FetchError(f"{what}: {redact(url)} answered JSON nested too deeply to read; "
+                             f"is {self.shown} {self.name}?") from None  # fmt: skip
         except ValueError:
             raise FetchError(f"{what}: {redact(url)} answered 200 without JSON; is {self.shown} "
                              f"{self.name}?") from None  # fmt: skip

@@ -8,12 +8,11 @@ no engine ever pulls, so they are left out of what is "available".
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lockpipe.errors import IntegrityError, RegistryError
-from lockpipe.jsonshape import Reader
+from lockpipe.jsonshape import Reader, TooDeep, loads
 from lockpipe.lock.refs import DIGEST_RE
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
@@ -49,7 +48,11 @@ def check_digest(what: str, data: bytes, digest: str) -> None:
 
 def parse_json(what: str, data: bytes) -> dict[str, Any]:
     try:
-        doc = json.loads(data)
+        doc = loads(data)
+    except TooDeep:
+        raise RegistryError(
+            f"{what}: the manifest is nested too deeply to read; the registry is broken"
+        ) from None
     except ValueError:
         doc = None
     if not isinstance(doc, dict):

@@ -17,6 +17,7 @@ import requests
 from lockpipe.errors import RegistryError
 from lockpipe.http import MAX_REDIRECTS
 from lockpipe.http.transport import Fixes, Header, Policy, Req, Transport
+from lockpipe.jsonshape import loads
 from lockpipe.registry.creds import Credential
 from lockpipe.registry.headers import Challenge
 from lockpipe.urls import basic_auth, redact, same_origin
@@ -119,7 +120,7 @@ class TokenServers:
 def _token(resp: requests.Response, realm: str, what: str) -> tuple[str, float]:
     """The token of a 200 answer and its lifetime; the error naming what is missing."""
     try:
-        body = resp.json()
+        body = loads(resp.content)
     except ValueError:
         body = None
     token = _field(body, "token") or _field(body, "access_token")

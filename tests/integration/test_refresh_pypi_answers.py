@@ -22,13 +22,17 @@ class _Index(FakeServer):
     def __init__(self) -> None:
         super().__init__(_Handler)
         self.answer: Any = {}
+        self.raw: bytes | None = None  # sent as it is instead of the answer
 
 
 class _Handler(FakeHandler):
     server: _Index
 
     def do_GET(self) -> None:
-        self.send_json(200, self.server.answer)
+        if self.server.raw is not None:
+            self.send_bytes(200, self.server.raw, {"Content-Type": "application/json"})
+        else:
+            self.send_json(200, self.server.answer)
 
 
 @pytest.fixture
@@ -75,3 +79,14 @@ def test_a_releases_answer_of_another_shape_is_one_line(
         releases(_api(index), "vllm", "pip.x")
     assert str(info.value).startswith(f"pip.x: {index.url}/pypi/vllm/json: {words}")
     assert json.dumps(answer) not in str(info.value)  # the key, not the whole answer
+
+
+def test_an_answer_nested_too_deeply_is_one_line(index: _Index) -> None:
+    """json's decoder recurses per level: 100,000 '[' was a RecursionError traceback."""
+    index.raw = b"[" * 100_000
+    with pytest.raises(FetchError) as info:
+        releases(_api(index), "vllm", "pip.x")
+    assert str(info.value) == (
+        f"pip.x: {index.url}/pypi/vllm/json answered JSON nested too deeply to read; is "
+        f"{index.url} the package index?"
+    )

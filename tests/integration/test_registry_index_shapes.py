@@ -51,10 +51,12 @@ class FakeRegistry(FakeServer):
                  "platform": {"os": "linux", "architecture": "amd64"}}  # fmt: skip
         arm64 = {**amd64, "platform": {"os": "linux", "architecture": "arm64"}}
         self.index: Any = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [amd64, arm64]}
+        self.raw: bytes | None = None  # served as the tag's manifest instead of the index
+        self.token: bytes | None = None  # set: /v2/ asks for a Bearer token, /token answers this
         super().__init__(_Handler)
 
     def body(self) -> bytes:
-        return json.dumps(self.index).encode()
+        return json.dumps(self.index).encode() if self.raw is None else self.raw
 
 
 class _Handler(FakeHandler):
@@ -63,7 +65,12 @@ class _Handler(FakeHandler):
     def do_GET(self) -> None:
         srv = self.server
         name = self.path.rpartition("/")[2]
-        if self.path == "/v2/":
+        if srv.token is not None and self.path.startswith("/token"):
+            self.send_bytes(200, srv.token, {"Content-Type": "application/json"})
+        elif srv.token is not None and not self.headers.get("Authorization"):
+            challenge = f'Bearer realm="{srv.url}/token",service="fake"'
+            self.send_json(401, {"errors": []}, {"WWW-Authenticate": challenge})
+        elif self.path == "/v2/":
             self.send_json(200, {})
         elif self.path == "/v2/lockpipe-test/multi/manifests/1" or name == _digest(srv.body()):
             body = srv.body()
@@ -125,6 +132,39 @@ def _arm64(key: str, value: Any) -> Callable[[list[Any]], None]:
 def test_an_index_of_another_shape_is_one_line_and_the_lock_is_untouched(
     registry: FakeRegistry, tmp_path: Path, breaks: Callable[[Any], None], words: str
 ) -> None:
+    ref, lock, refresh, env = _refresh(registry, tmp_path)
+    good = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
+    assert good.returncode == 0, good.stderr  # the index as it should be: both pinned
+    pinned = load_lock(lock).bases["busybox"]
+    assert set(pinned.platforms.values()) == {json.loads(registry.body())["manifests"][0]["digest"]}
+    breaks(registry.index)
+    _refused(ref, lock, refresh, env, words)
+
+
+def test_a_manifest_nested_too_deeply_is_one_line(registry: FakeRegistry, tmp_path: Path) -> None:
+    """json's decoder recurses per level: a manifest of 100,000 '[' under its true digest
+    was a RecursionError traceback."""
+    registry.raw = b"[" * 100_000
+    ref, lock, refresh, env = _refresh(registry, tmp_path)
+    _refused(ref, lock, refresh, env, "the manifest is nested too deeply to read")
+
+
+def test_a_token_answer_nested_too_deeply_is_one_line(
+    registry: FakeRegistry, tmp_path: Path
+) -> None:
+    """The token server's answer went through requests' json(): a RecursionError traceback."""
+    registry.token = b"[" * 100_000
+    _, lock, refresh, env = _refresh(registry, tmp_path)
+    before = lock.read_bytes()
+    done = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == RegistryError.return_code, done.stderr
+    assert f"the token server at {registry.url}/token answered without a token" in done.stderr
+    assert lock.read_bytes() == before
+
+
+def _refresh(registry: FakeRegistry, tmp_path: Path) -> tuple[str, Path, list[str], dict[str, str]]:
+    """The reference, a lock pinning it, and the refresh-digests command and environment."""
     ref = f"{registry.host}/lockpipe-test/multi:1"
     platforms = {"linux/amd64": ZERO, "linux/arm64": ZERO}
     base = {"ref": ref, "digest": ZERO, "platform": "linux/amd64", "platforms": platforms}
@@ -133,14 +173,14 @@ def test_an_index_of_another_shape_is_one_line_and_the_lock_is_untouched(
                "--kind", "bases"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path / "home"),
            "LOCKPIPE_CACHE": str(tmp_path / "cache")}  # fmt: skip
-    good = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
-    assert good.returncode == 0, good.stderr  # the index as it should be: both pinned
-    pinned = load_lock(lock).bases["busybox"]
-    assert set(pinned.platforms.values()) == {json.loads(registry.body())["manifests"][0]["digest"]}
-    breaks(registry.index)
+    return ref, lock, refresh, env
+
+
+def _refused(ref: str, lock: Path, refresh: list[str], env: dict[str, str], words: str) -> None:
+    """refresh-digests exits 18 saying ``words`` about ``ref``; the lock is untouched."""
     before = lock.read_bytes()
     done = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
-    assert "Traceback" not in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.returncode == RegistryError.return_code, done.stderr
     assert f"{ref}: {words}; the registry is broken" in done.stderr, done.stderr
     assert lock.read_bytes() == before
