@@ -201,9 +201,12 @@ class PodmanEngine(SdkEngine):
             image_id = self.client.images.get(ref).id
         except self.errors().ImageNotFound:
             return None
-        for entry in self.client.api.get("/images/json").json():
-            if entry.get("Id") == image_id and entry.get("Names"):
-                return str(entry["Names"][0])
+        read = self._reader("list images")
+        images = read.get(self.client.api.get("/images/json").json(), (), list)
+        for i in range(len(images)):
+            names = read.get(images, (i, "Names"), list, [])
+            if read.get(images, (i, "Id"), str, "") == image_id and names:
+                return read.get(images, (i, "Names", 0), str)
         return None
 
     @sdk_call("pull", error=BuildError)
@@ -213,10 +216,13 @@ class PodmanEngine(SdkEngine):
         params = {"reference": ref, "policy": "always", "quiet": "true", "OS": os_, "Arch": arch,
                   **({"Variant": variant} if variant else {})}  # fmt: skip
         resp = self.client.api.post("/images/pull", params=params, stream=True)
+        read = self._reader(f"pull {ref}", root="a line of its answer")
         for raw in resp.iter_lines():
-            item = json.loads(raw) if raw.strip() else {}
+            item = read.parse(raw) if raw.strip() else {}
             if item.get("error"):
-                raise BuildError(f"podman pull {ref} failed: {item['error'].strip()}")
+                raise BuildError(
+                    f"podman pull {ref} failed: {read.get(item, ('error',), str).strip()}"
+                )
         if resp.status_code != 200:
             raise BuildError(f"podman pull {ref}: {resp.status_code} {resp.text[:300]}")
 

@@ -1,10 +1,13 @@
-"""``lockpipe build --engine docker`` against a daemon whose /build answer has another shape:
-one error naming the build and what is wrong, never a traceback (issue 18).
+"""``lockpipe build`` against a daemon whose answers have another shape: one error naming
+the call and what is wrong, never a traceback (issue 18).
 
-The daemon is a FAKE dockerd: a real HTTP server on 127.0.0.1 (``DOCKER_HOST=tcp://…``)
-answering what the docker SDK asks before a build (/version, /info, the image lookup)
-and streaming the test's lines as the /build answer. A line of another shape cannot be
-had from a real dockerd; everything else is a user's ``python -m lockpipe build``.
+Each daemon is a FAKE: a real HTTP server on 127.0.0.1. The FAKE dockerd
+(``DOCKER_HOST=tcp://…``) answers what the docker SDK asks before a build (/version,
+/info, the image lookup) and streams the test's lines as the /build answer. The FAKE
+podman service (``LOCKPIPE_PODMAN_URL=tcp://…``) holds the base under another first
+name, so the build lists its images and pulls the base, and answers both as the test
+says. Answers of another shape cannot be had from a real daemon; everything else is a
+user's ``python -m lockpipe build``.
 """
 
 from __future__ import annotations
@@ -66,17 +69,27 @@ def dockerd() -> Iterator[FakeDockerd]:
     server.stop()
 
 
+def _lines(items: tuple[object, ...]) -> list[bytes]:
+    return [i if isinstance(i, bytes) else json.dumps(i).encode() for i in items]
+
+
+def _run_build(
+    tmp_path: Path, engine: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    lock = make_repo(tmp_path, doc())
+    return subprocess.run(
+        [sys.executable, "-m", "lockpipe", "build", "app", "--engine", engine, "--lock",
+         str(lock), "--state", str(tmp_path / "state")],
+        env={**os.environ, **env}, capture_output=True, text=True, cwd=REPO, timeout=120,
+        check=False,
+    )  # fmt: skip
+
+
 def _build(
     tmp_path: Path, dockerd: FakeDockerd, *items: object
 ) -> subprocess.CompletedProcess[str]:
-    dockerd.lines = [i if isinstance(i, bytes) else json.dumps(i).encode() for i in items]
-    lock = make_repo(tmp_path, doc())
-    return subprocess.run(
-        [sys.executable, "-m", "lockpipe", "build", "app", "--engine", "docker", "--lock",
-         str(lock), "--state", str(tmp_path / "state")],
-        env={**os.environ, "DOCKER_HOST": f"tcp://{dockerd.host}"},
-        capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
-    )  # fmt: skip
+    dockerd.lines = _lines(items)
+    return _run_build(tmp_path, "docker", {"DOCKER_HOST": f"tcp://{dockerd.host}"})
 
 
 def test_a_right_answer_builds(tmp_path: Path, dockerd: FakeDockerd) -> None:
@@ -112,3 +125,83 @@ def test_an_answer_of_another_shape_is_one_error(
     (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
     assert f"docker build of {TAG}" in line and words in line, line
     assert not (tmp_path / "state/records/docker/app.json").exists()
+
+
+BASE_ID = "b" * 64
+LISTED = [{"Id": BASE_ID, "Names": ["localhost/another-name:1"]}]  # the base, first as another
+
+
+class FakePodman(FakeServer):
+    """FAKE podman service: the base held under ``listed``'s names, pulled as ``pull`` says."""
+
+    def __init__(self) -> None:
+        super().__init__(_PodmanHandler)
+        self.listed: object = LISTED
+        self.pull: list[bytes] = []
+
+
+class _PodmanHandler(FakeHandler):
+    server: FakePodman
+
+    def do_GET(self) -> None:
+        path = self.path.partition("?")[0]
+        if path.endswith("/version"):
+            self.send_json(200, {"Version": "4.3.1", "ApiVersion": "4.3.1"})
+        elif path.endswith("/images/json"):
+            self.send_json(200, self.server.listed)
+        elif path.endswith("/json"):  # the base, by its pinned reference
+            self.send_json(200, {"Id": BASE_ID})
+        else:  # /info: an odd service, whose builds go unmarked
+            self.send_json(200, {})
+
+    def do_POST(self) -> None:
+        self.read_body()
+        path = self.path.partition("?")[0]
+        if path.endswith("/images/pull"):
+            self.send_bytes(200, b"".join(line + b"\n" for line in self.server.pull))
+        else:  # /build
+            self.send_bytes(200, json.dumps({"stream": IMAGE.removeprefix("sha256:")}).encode())
+
+
+@pytest.fixture(scope="module")
+def podman() -> Iterator[FakePodman]:
+    server = FakePodman()
+    yield server
+    server.stop()
+
+
+def _podman_build(
+    tmp_path: Path, podman: FakePodman, listed: object, *pull: object
+) -> subprocess.CompletedProcess[str]:
+    podman.listed, podman.pull = listed, _lines(pull)
+    return _run_build(tmp_path, "podman", {"LOCKPIPE_PODMAN_URL": f"tcp://{podman.host}"})
+
+
+def test_podman_pulls_a_base_held_under_another_name(tmp_path: Path, podman: FakePodman) -> None:
+    out = _podman_build(tmp_path, podman, LISTED, {"stream": "Copying blob\n"}, {"id": BASE_ID})
+    assert out.returncode == 0, out.stderr
+    assert "podman records a base by its first local name" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("listed", "pull", "words"),
+    [
+        (LISTED, (b"not json",), "podman pull 127.0.0.1:5000/lockpipe-test/busybox:1@sha256:"),
+        (LISTED, ([1],), "a line of its answer is a list, not an object"),
+        (LISTED, ({"error": 5},), "error is an integer, not a string"),
+        ({"images": LISTED}, (), "its answer is an object, not a list"),
+        ([1], (), "[0] is an integer, not an object"),
+        ([{"Id": BASE_ID, "Names": "localhost/another-name:1"}], (),
+         "[0].Names is a string, not a list"),
+    ],
+)  # fmt: skip
+def test_podman_answers_of_another_shape_are_one_error(
+    listed: object, pull: tuple[object, ...], words: str, tmp_path: Path, podman: FakePodman
+) -> None:
+    out = _podman_build(tmp_path, podman, listed, *pull)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == EngineError.return_code, out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: podman ") and words in line, line
+    assert "lockpipe doctor" in line, line
+    assert not (tmp_path / "state/records/podman/app.json").exists()
