@@ -13,7 +13,10 @@ never gives back.
 The partial file is created, and its blocks reserved, only when the first
 bytes arrive: a host that never answers costs no disk, and a run that ends
 (fails, or is interrupted) before any byte came leaves nothing behind.
-Closing a partial file that holds no bytes removes it.
+Closing a partial file that holds no bytes removes it. Only a size the lock pins
+is reserved: one a server claims (a source archive's ``Content-Range`` total) is
+recorded, and the file grows as its bytes come, so a server claiming a petabyte
+cannot fill the disk.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class Partial:
         self.journal = path.with_name(path.name.replace("-partial", "-journal"))
         self.sha256 = sha256
         self.size = size
+        self.pinned = size  # the size reserved on disk: the lock's, never a server's claim
         self.done = self._load()
         self._fd: int | None = None
         self._opening = threading.Lock()  # guards _fd
@@ -70,8 +74,8 @@ class Partial:
     def _open(self) -> int:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            if self.size is not None:
-                reserve(self._fd, self.size)
+            if self.pinned is not None:
+                reserve(self._fd, self.pinned)
         return self._fd
 
     def read(self, n: int, offset: int) -> bytes:
@@ -98,12 +102,9 @@ class Partial:
         return RangeSet()
 
     def set_size(self, size: int) -> None:
-        """The file's size is ``size`` (a server told it): reserve it, now if the file
-        holds bytes, else when the first ones arrive."""
+        """The file's size is ``size``, as a server told it: recorded, not reserved."""
         with self._opening:
             self.size = size
-            if self._fd is not None:
-                reserve(self._fd, size)
 
     def wrote(self, start: int, end: int) -> None:
         with self._lock:
