@@ -10,6 +10,7 @@ Pure.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -18,6 +19,7 @@ from lockpipe.errors import LockpipeError
 
 T = TypeVar("T")
 Key = str | int  # an object's key, or a list's index
+_SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair, which UTF-8 cannot encode
 _KINDS: tuple[tuple[type, str], ...] = (
     (bool, "true/false"),  # before int: JSON's true is not a count
     (int, "an integer"),
@@ -116,6 +118,10 @@ class Reader:
             return default
         if not isinstance(node, want) or (isinstance(node, bool) and want is not bool):
             raise self._wrong(path, node, want)
+        lone = _SURROGATE.search(node) if isinstance(node, str) else None
+        if lone is not None:  # JSON's "\ud800" escape: a str no file, log or terminal takes
+            name = render(path) or self.root
+            raise self.fail(f"{name} is not text: it holds the lone surrogate {lone[0]!a}")
         return node
 
     def _wrong(self, path: Sequence[Key], node: object, want: type) -> LockpipeError:
