@@ -9,6 +9,7 @@ refresh token (an OAuth2 form's body) on no redirect to another host or over htt
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from urllib.parse import urlencode, urljoin, urlsplit
 
@@ -23,6 +24,7 @@ from lockpipe.registry.headers import Challenge
 from lockpipe.urls import basic_auth, redact, same_origin
 
 TOKEN_LIFETIME = 60  # seconds, when the token server names none (the distribution spec's default)
+_HEADER_SAFE = re.compile(r"[\x21-\x7e]+")  # visible ASCII: what "Bearer TOKEN" can carry
 REDIRECTS = (301, 302, 303, 307, 308)  # a refresh-token POST follows none to another origin
 FAILING = (
     "the token server at {url} answered {status} after {tries}; retry later, or pin the base "
@@ -128,6 +130,12 @@ def _token(resp: requests.Response, realm: str, what: str) -> tuple[str, float]:
         raise RegistryError(
             f"{what}: the token server at {realm} answered without a token (no 'token' or "
             "'access_token' in its JSON); it is not a registry token server, or it is "
+            "misconfigured: check the registry's auth settings"
+        )
+    if not _HEADER_SAFE.fullmatch(token):  # a newline was a retried 'unreachable' per request
+        raise RegistryError(
+            f"{what}: the token server at {realm} answered a token that cannot be sent in a "
+            "header (it holds a space, a control character or non-ASCII text); it is "
             "misconfigured: check the registry's auth settings"
         )
     expires = body.get("expires_in")

@@ -163,6 +163,26 @@ def test_a_token_answer_nested_too_deeply_is_one_line(
     assert lock.read_bytes() == before
 
 
+@pytest.mark.parametrize(
+    "token", ["abc\ndef", "abc def", "\u2603"], ids=["newline", "space", "snowman"]
+)
+def test_a_token_that_cannot_be_a_header_is_the_token_servers_fault(
+    registry: FakeRegistry, tmp_path: Path, token: str
+) -> None:
+    """A newline in the token was 'registry unreachable (InvalidHeader) after 5 tries; check
+    the network, DNS or proxy', after 7.5 s of retries."""
+    registry.token = json.dumps({"token": token}).encode()
+    _, lock, refresh, env = _refresh(registry, tmp_path)
+    before = lock.read_bytes()
+    done = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == RegistryError.return_code, done.stderr
+    assert "unreachable" not in done.stderr, done.stderr
+    assert (f"the token server at {registry.url}/token answered a token that cannot be sent "
+            "in a header") in done.stderr, done.stderr  # fmt: skip
+    assert lock.read_bytes() == before
+
+
 def _refresh(registry: FakeRegistry, tmp_path: Path) -> tuple[str, Path, list[str], dict[str, str]]:
     """The reference, a lock pinning it, and the refresh-digests command and environment."""
     ref = f"{registry.host}/lockpipe-test/multi:1"
