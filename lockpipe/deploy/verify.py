@@ -125,6 +125,12 @@ def systemd_verify(service_text: str, name: str, *, user: bool) -> str:
         path.write_text(service_text, encoding="utf-8")
         argv = ["systemd-analyze", *(["--user"] if user else []), "verify", str(path)]
         try:
-            return cmd.call(argv, quiet=True)
+            out = cmd.call(argv, quiet=True)
         except EngineError as exc:
             raise DeployError(f"systemd-analyze verify rejected {name}.service: {exc}") from None
+    # It exits 0 on a line it cannot parse ("PATH:LINE: Failed to parse …, ignoring"): the
+    # unit systemd would run lacks it, so each such complaint is a rejection too.
+    ignored = [line for line in out.splitlines() if line.startswith(f"{path}:")]
+    if ignored:
+        raise DeployError(f"systemd-analyze verify rejected {name}.service: " + "; ".join(ignored))
+    return out

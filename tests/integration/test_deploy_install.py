@@ -102,6 +102,17 @@ def test_systemd_analyze_rejects_a_broken_service() -> None:
         systemd_verify("[Service]\nExecStart=/nonexistent/prog\n", "broken", user=False)
 
 
+def test_systemd_analyze_rejects_a_line_systemd_would_ignore() -> None:
+    """systemd-analyze verify exits 0 on a value it cannot parse: it says it ignores the
+    line (a TimeoutStartSec=-810 from --start-timeout -900 left the 90 s default), so only
+    its words tell; the unit systemd would run is not the one rendered."""
+    _verify_needs()
+    service = "[Service]\nExecStart=/bin/true\nTimeoutStartSec=-810\n"
+    with pytest.raises(DeployError, match=r"rejected ignored\.service: .*ignored\.service:3: "
+                       r"Failed to parse TimeoutStartSec= parameter, ignoring: -810"):  # fmt: skip
+        systemd_verify(service, "ignored", user=False)
+
+
 def test_quadlet_generator_dry_run_where_present(tmp_path: Path) -> None:
     if shutil.which("podman") is None:
         unavailable("podman is not installed")
