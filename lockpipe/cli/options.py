@@ -9,6 +9,7 @@ the credentials in the environment handed to the payload stage are read.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,6 +70,24 @@ def port(text: str) -> int:
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{value} is not a port (1-65535)")
     return value
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds, 0 or more (a wait's limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 or more)")
+    return value
+
+
+def whole_seconds(text: str) -> int:
+    """An argparse type: a whole number of seconds, 0 or more (a unit's TimeoutStartSec)."""
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds (0 or more)")
+    return int(text)
 
 
 def _env(var: str) -> str | None:
@@ -166,7 +185,7 @@ def add_smoke_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=port, default=None,
                    help="host port (default: a free one, with or without --gpu; never the "
                    "target's own, where its production server may listen)")  # fmt: skip
-    p.add_argument("--port-timeout", type=float, default=90.0,
+    p.add_argument("--port-timeout", type=seconds, default=90.0,
                    help="seconds to wait for a held port to clear (90)")  # fmt: skip
     p.add_argument("--out", type=path, default=None,
                    help="logs, smoke.json and smoke.junit.xml (default STATE/smoke)")  # fmt: skip
@@ -244,7 +263,7 @@ def add_deploy_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--health-cmd",
                    help="HealthCmd= run in the container (default: curl for vLLM, bash "
                    "/dev/tcp for llama.cpp)")  # fmt: skip
-    p.add_argument("--start-timeout", type=int, default=900,
+    p.add_argument("--start-timeout", type=whole_seconds, default=900,
                    help="seconds the model may take to load before /health answers "
                    "(900)")  # fmt: skip
     p.add_argument("--smoke-report", type=path,
@@ -261,7 +280,7 @@ def add_deploy_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait-port", type=port, metavar="PORT",
                    help="only wait until no socket holds PORT (the unit's "
                    "ExecStartPre)")  # fmt: skip
-    p.add_argument("--port-timeout", type=float, default=90.0,
+    p.add_argument("--port-timeout", type=seconds, default=90.0,
                    help="seconds to wait for a held port to clear (90)")  # fmt: skip
     add_image_options(p)
 

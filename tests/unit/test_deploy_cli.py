@@ -18,7 +18,7 @@ import pytest
 
 from lockpipe.cli.main import main
 from lockpipe.deploy.unit import parse_unit
-from lockpipe.errors import DeployError
+from lockpipe.errors import DeployError, UsageError
 from lockpipe.imagebuild.records import write_record
 from lockpipe.lock.model import load_lock
 from lockpipe.payloads.store import file_path
@@ -321,4 +321,30 @@ def test_an_image_reference_that_would_add_a_unit_line_is_refused(
     image = "r.example/x@sha256:" + "ab" * 32 + "\nExecStartPost=/bin/true"
     assert deploy(tmp_path, "--image", image, "--force") == DeployError.return_code
     assert f"error: --image {image!r} holds a line break" in capsys.readouterr().err
+    assert not (tmp_path / "out" / f"{TARGET}.container").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--port-timeout", "nan"), ("--port-timeout", "inf"), ("--port-timeout", "-5"),
+     ("--start-timeout", "-900")],
+)  # fmt: skip
+def test_a_timeout_that_is_no_number_of_seconds_is_a_usage_error(
+    option: str, value: str, tmp_path: Path
+) -> None:
+    """--port-timeout nan was a ValueError traceback (int(nan)), inf an OverflowError;
+    -5 made the unit's port wait give up at once, and --start-timeout -900 wrote
+    TimeoutStartSec=-810, which systemd ignores."""
+    built(tmp_path / "state")
+    out = subprocess.run(
+        [sys.executable, "-m", "lockpipe", "deploy", TARGET, "--lock", str(LOCK), "--state",
+         str(tmp_path / "state"), "--podman-version", "5.4", "--no-inspect", "--no-verify",
+         "--force", "--out", str(tmp_path / "out"), option, value],
+        cwd=REPO, text=True, capture_output=True, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path / "home")},
+    )  # fmt: skip
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == UsageError.return_code, out.stderr
+    assert f"argument {option}: {value!r} is not a " in out.stderr
+    assert "number of seconds (0 or more)" in out.stderr
     assert not (tmp_path / "out" / f"{TARGET}.container").exists()
