@@ -11,7 +11,8 @@ sends every request through one loop:
 - **retries**: a 408, 429, 5xx or a hop without an answer is tried again as the
   client's :class:`~lockpipe.http.Retries` says, after what ``Retry-After`` asks (a wait
   past ``Retries.longest`` fails at once, naming when to come back) or a backoff; a
-  body that cannot be rewound is sent once. A host that failed ``Policy.host_failures``
+  body that cannot be rewound is sent once, and a hop requests will not send (a URL it
+  cannot parse, a redirect's included; a header it will not write) fails at once. A host that failed ``Policy.host_failures``
   tries in a row gets one try per request until it answers again (regclient's backoff
   limit), so forty references on a dead registry cost forty tries, not two hundred;
 - **failures** become the client's error, worded from its :class:`Fixes`: the templates
@@ -38,6 +39,16 @@ import requests
 from lockpipe.errors import LockpipeError
 from lockpipe.http import MAX_REDIRECTS, Answer, Data, NoAnswer, Retries, follow, retryable, until
 from lockpipe.urls import origin, redact
+
+# What requests raises for a hop it will not send: a URL it cannot parse (the one asked, or
+# a redirect's Location), a header it will not write (a token with a newline): InvalidURL,
+# InvalidHeader, LocationParseError, UnicodeEncodeError. The same at every try: no retry.
+UNSENDABLE = (ValueError, requests.exceptions.URLRequired)
+CANNOT_SEND = (
+    "{url}: the request cannot be sent ({cause}) after {tries}: a URL, a redirect's Location "
+    "or a header that is not valid, the same at every try; check the address of {host} and "
+    "the credentials given for it"
+)
 
 
 class Credentials(Protocol):
@@ -233,6 +244,8 @@ class Transport:
             answer = self.send(req)
         except NoAnswer as no:
             fields = _fields(no.url, None, attempt, cause=type(no.cause).__name__)
+            if isinstance(no.cause, UNSENDABLE):
+                raise fixes.error(what, CANNOT_SEND, fields) from None
             return _Again(None, fixes.error(what, fixes.unreachable, fields))
         if answer.looped:
             answer.response.close()
@@ -277,12 +290,11 @@ class Transport:
 def _fields(url: str, answer: Answer | None, attempt: int, **more: str) -> dict[str, object]:
     """What a :class:`Fixes` template may name, for a request to ``url``."""
     shown = redact(url)
-    there = urlsplit(redact(answer.url if answer else url))
     tries = attempt + 1
     return {
-        "host": urlsplit(shown).netloc,
+        "host": _netloc(shown),
         "url": shown,
-        "there": f"{there.scheme}://{there.netloc}",
+        "there": _origin_shown(redact(answer.url if answer else url)),
         "status": answer.status if answer else 0,
         "tries": f"{tries} {'try' if tries == 1 else 'tries'}",
         "redirects": MAX_REDIRECTS,
@@ -290,3 +302,20 @@ def _fields(url: str, answer: Answer | None, attempt: int, **more: str) -> dict[
         "wait": "",
         **more,
     }
+
+
+def _netloc(url: str) -> str:
+    """``url``'s host and port as shown; a URL that cannot be parsed, whole."""
+    try:
+        return urlsplit(url).netloc
+    except ValueError:
+        return url
+
+
+def _origin_shown(url: str) -> str:
+    """``scheme://host:port`` of ``url``; a URL that cannot be parsed, whole."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    return f"{parts.scheme}://{parts.netloc}"

@@ -99,3 +99,13 @@ def test_an_unreachable_index_is_named_without_its_login(tmp_path: Path) -> None
     assert result.returncode == FetchError.return_code, result.stderr
     assert f"the package index at {closed} unreachable" in result.stderr
     assert SECRET not in result.stdout + result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_index_url_that_cannot_be_parsed_is_one_line(tmp_path: Path) -> None:
+    """LOCKPIPE_PYPI=http://[::1 ended refresh-digests in a ValueError traceback (the
+    transport's error fields parsed the URL again)."""
+    result = _refresh(tmp_path, f"http://ci:{SECRET}@[::1")
+    assert "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.returncode == FetchError.return_code, result.stderr
+    assert "the request cannot be sent (" in result.stderr, result.stderr
+    assert "after 1 try" in result.stderr and SECRET not in result.stdout + result.stderr

@@ -53,6 +53,7 @@ class FakeRegistry(FakeServer):
         self.index: Any = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": [amd64, arm64]}
         self.raw: bytes | None = None  # served as the tag's manifest instead of the index
         self.token: bytes | None = None  # set: /v2/ asks for a Bearer token, /token answers this
+        self.location: str | None = None  # set: every request is sent on there (307)
         super().__init__(_Handler)
 
     def body(self) -> bytes:
@@ -65,7 +66,9 @@ class _Handler(FakeHandler):
     def do_GET(self) -> None:
         srv = self.server
         name = self.path.rpartition("/")[2]
-        if srv.token is not None and self.path.startswith("/token"):
+        if srv.location is not None:
+            self.send_bytes(307, b"", {"Location": srv.location})
+        elif srv.token is not None and self.path.startswith("/token"):
             self.send_bytes(200, srv.token, {"Content-Type": "application/json"})
         elif srv.token is not None and not self.headers.get("Authorization"):
             challenge = f'Bearer realm="{srv.url}/token",service="fake"'
@@ -181,6 +184,21 @@ def test_a_token_that_cannot_be_a_header_is_the_token_servers_fault(
     assert (f"the token server at {registry.url}/token answered a token that cannot be sent "
             "in a header") in done.stderr, done.stderr  # fmt: skip
     assert lock.read_bytes() == before
+
+
+def test_a_redirect_to_what_is_not_a_url_is_said_once(
+    registry: FakeRegistry, tmp_path: Path
+) -> None:
+    """A Location of http://[::1/x was 'registry HOST unreachable (ValueError) after 5 tries;
+    check the network, DNS or proxy', after 7.5 s of retries."""
+    registry.location = "http://[::1/x"
+    _, _, refresh, env = _refresh(registry, tmp_path)
+    done = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == RegistryError.return_code, done.stderr
+    assert "unreachable" not in done.stderr, done.stderr
+    assert "the request cannot be sent (ValueError)" in done.stderr, done.stderr
+    assert "after 1 try" in done.stderr, done.stderr
 
 
 def _refresh(registry: FakeRegistry, tmp_path: Path) -> tuple[str, Path, list[str], dict[str, str]]:
