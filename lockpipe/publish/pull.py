@@ -40,10 +40,12 @@ def image_digest(image: str) -> str:
 def config_digest(image: str, manifest: dict[str, object]) -> str:
     """The config digest an image manifest names; RegistryError naming ``image`` when the
     manifest has none (an index) or holds it in another shape."""
+    from lockpipe.registry import platforms as pf
+
     reader = Reader(where=image, root="the manifest", error=RegistryError, fix=BROKEN)
     if reader.get(manifest, ("config",), dict, default={}) == {}:
         raise RegistryError(f"{image}: the manifest has no config ({NOT_AN_IMAGE})")
-    return reader.get(manifest, ("config", "digest"), str)
+    return pf.config_digest(image, manifest, BROKEN)  # never a path into the blob URL
 
 
 def read_published(image: str) -> PulledImage:

@@ -165,11 +165,26 @@ def select(
 
 
 def config_descriptor(what: str, manifest: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(digest, media type) of an image manifest's config blob; None for schema-less bodies."""
+    """(digest, media type) of an image manifest's config blob; None for schema-less bodies.
+
+    A digest that is not ``sha256:<64 hex>`` is a RegistryError naming ``what``: it would go
+    into the blob URL as a path (``sha256:../..``)."""
     config = manifest.get("config")
-    if not isinstance(config, dict) or not isinstance(config.get("digest"), str):
+    if not isinstance(config, dict) or config.get("digest") is None:
         return None
-    return config["digest"], str(config.get("mediaType") or "")
+    return config_digest(what, manifest), str(config.get("mediaType") or "")
+
+
+def config_digest(
+    what: str, manifest: Mapping[str, Any], fix: str = "the registry is broken"
+) -> str:
+    """The ``config.digest`` of an image manifest, ``sha256:<64 hex>``; else a RegistryError
+    naming ``what``, the key and ``fix``."""
+    read = Reader(where=what, root="the manifest", error=RegistryError, fix=fix)
+    digest = read.get(manifest, ("config", "digest"), str)
+    if not DIGEST_RE.fullmatch(digest):
+        raise read.fail(f"config.digest is {digest[:90]!r}, not sha256:<64 hex>")
+    return digest
 
 
 def version_label(config: Mapping[str, Any]) -> str | None:

@@ -54,6 +54,7 @@ class FakeRegistry(FakeServer):
         self.raw: bytes | None = None  # served as the tag's manifest instead of the index
         self.token: bytes | None = None  # set: /v2/ asks for a Bearer token, /token answers this
         self.location: str | None = None  # set: every request is sent on there (307)
+        self.paths: list[str] = []  # every path asked
         super().__init__(_Handler)
 
     def body(self) -> bytes:
@@ -66,6 +67,7 @@ class _Handler(FakeHandler):
     def do_GET(self) -> None:
         srv = self.server
         name = self.path.rpartition("/")[2]
+        srv.paths.append(self.path)
         if srv.location is not None:
             self.send_bytes(307, b"", {"Location": srv.location})
         elif srv.token is not None and self.path.startswith("/token"):
@@ -199,6 +201,22 @@ def test_a_redirect_to_what_is_not_a_url_is_said_once(
     assert "unreachable" not in done.stderr, done.stderr
     assert "the request cannot be sent (ValueError)" in done.stderr, done.stderr
     assert "after 1 try" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("config", ["sha256:../../../multi/manifests/1", "sha256:abc"])
+def test_a_config_digest_that_is_not_one_is_never_asked(
+    registry: FakeRegistry, tmp_path: Path, config: str
+) -> None:
+    """The image manifest's config digest went into the blob URL as it was: '../..' asked
+    another path, and its bytes were then called altered by a proxy (exit 9)."""
+    image = json.loads(registry.image)
+    image["config"]["digest"] = config
+    registry.image = json.dumps(image).encode()
+    for entry in registry.index["manifests"]:
+        entry["digest"], entry["size"] = _digest(registry.image), len(registry.image)
+    ref, lock, refresh, env = _refresh(registry, tmp_path)
+    _refused(ref, lock, refresh, env, f"config.digest is {config!r}, not sha256:<64 hex>")
+    assert not [p for p in registry.paths if "/blobs/" in p], registry.paths
 
 
 def _refresh(registry: FakeRegistry, tmp_path: Path) -> tuple[str, Path, list[str], dict[str, str]]:
