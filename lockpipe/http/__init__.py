@@ -75,8 +75,12 @@ def backoff(attempt: int, *, base: float, cap: float, jitter: float | None = Non
 
 
 def until(now: float, wait: float) -> str:
-    """``3600 s; try again after 2026-12-02 03:00:00 UTC``: a wait too long to sleep."""
-    when = datetime.datetime.fromtimestamp(now + wait, datetime.timezone.utc)
+    """``3600 s; try again after 2026-12-02 03:00:00 UTC``: a wait too long to sleep; past
+    any date this machine can write (a server's Retry-After of 20 digits), the seconds alone."""
+    try:
+        when = datetime.datetime.fromtimestamp(now + wait, datetime.timezone.utc)
+    except (OverflowError, ValueError, OSError):
+        return f"{wait:.0f} s"
     return f"{wait:.0f} s; try again after {when:%Y-%m-%d %H:%M:%S} UTC"
 
 

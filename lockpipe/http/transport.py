@@ -12,9 +12,10 @@ sends every request through one loop:
   client's :class:`~lockpipe.http.Retries` says, after what ``Retry-After`` asks (a wait
   past ``Retries.longest`` fails at once, naming when to come back) or a backoff; a
   body that cannot be rewound is sent once, and a hop requests will not send (a URL it
-  cannot parse, a redirect's included; a header it will not write) fails at once. A host that failed ``Policy.host_failures``
-  tries in a row gets one try per request until it answers again (regclient's backoff
-  limit), so forty references on a dead registry cost forty tries, not two hundred;
+  cannot parse, a redirect's included; a header it will not write) fails at once. A
+  host that failed ``Policy.host_failures`` tries in a row gets one try per request
+  until it answers again (regclient's backoff limit), so forty references on a dead
+  registry cost forty tries, not two hundred;
 - **failures** become the client's error, worded from its :class:`Fixes`: the templates
   of what only it knows ("check the repository and tag", "set GITHUB_TOKEN"), filled
   with the host, the URL without credentials, the status and the tries. No exception

@@ -54,6 +54,7 @@ class FakeRegistry(FakeServer):
         self.raw: bytes | None = None  # served as the tag's manifest instead of the index
         self.token: bytes | None = None  # set: /v2/ asks for a Bearer token, /token answers this
         self.location: str | None = None  # set: every request is sent on there (307)
+        self.retry_after: str | None = None  # set: every request is answered 429 with it
         self.paths: list[str] = []  # every path asked
         super().__init__(_Handler)
 
@@ -70,6 +71,8 @@ class _Handler(FakeHandler):
         srv.paths.append(self.path)
         if srv.location is not None:
             self.send_bytes(307, b"", {"Location": srv.location})
+        elif srv.retry_after is not None:
+            self.send_json(429, {"errors": []}, {"Retry-After": srv.retry_after})
         elif srv.token is not None and self.path.startswith("/token"):
             self.send_bytes(200, srv.token, {"Content-Type": "application/json"})
         elif srv.token is not None and not self.headers.get("Authorization"):
@@ -217,6 +220,17 @@ def test_a_config_digest_that_is_not_one_is_never_asked(
     ref, lock, refresh, env = _refresh(registry, tmp_path)
     _refused(ref, lock, refresh, env, f"config.digest is {config!r}, not sha256:<64 hex>")
     assert not [p for p in registry.paths if "/blobs/" in p], registry.paths
+
+
+def test_a_retry_after_past_any_date_is_said_once(registry: FakeRegistry, tmp_path: Path) -> None:
+    """Retry-After: 99999999999999999999 was an OverflowError traceback: the wait too long
+    to sleep was named by a date no time_t holds."""
+    registry.retry_after = "9" * 20
+    _, _, refresh, env = _refresh(registry, tmp_path)
+    done = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == RegistryError.return_code, done.stderr
+    assert f"rate limited by {registry.host} for 100000000000000000000 s, log in" in done.stderr
 
 
 def _refresh(registry: FakeRegistry, tmp_path: Path) -> tuple[str, Path, list[str], dict[str, str]]:
