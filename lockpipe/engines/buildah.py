@@ -23,6 +23,7 @@ from lockpipe.engines.base import (
     Log,
     Reproducibility,
     RunSpec,
+    checked_id,
     env_dict,
     no_device_requests,
     normalize_id,
@@ -78,7 +79,7 @@ class BuildahEngine:
                         with contextlib.suppress(OSError):
                             echo(line, style="yellow")
                 raise
-            return normalize_id(iidfile.read_text().strip())
+            return checked_id(iidfile.read_text().strip(), _reader(f"`buildah bud` of {req.tag}"))
 
     def image_id(self, ref: str) -> str | None:
         found = _inspect_field(ref, "FromImageID")
@@ -172,8 +173,11 @@ class WorkingContainers:
             return []
         try:
             out = cmd.call(["buildah", "containers", "--json"], quiet=True, stdout_only=True)
-            left = {c["id"]: c["containername"] for c in json.loads(out) or []
-                    if c["id"] in self.created}  # fmt: skip
+            read, doc = tool_json(out, "buildah containers --json")
+            listed = read.get(doc, (), list, [])  # null: none at all
+            ids = [read.get(listed, (i, "id"), str) for i in range(len(listed))]
+            left = {c: read.get(listed, (i, "containername"), str)
+                    for i, c in enumerate(ids) if c in self.created}  # fmt: skip
             if left:
                 cmd.call(["buildah", "rm", *left], quiet=True)
         except EngineError as exc:
@@ -183,11 +187,15 @@ class WorkingContainers:
         return gone + [f"removed buildah working container {n} ({c[:12]})" for c, n in left.items()]
 
 
+def _reader(where: str) -> Reader:
+    fix = "is this a buildah/podman version lockpipe supports? see lockpipe doctor"
+    return Reader(where=where, root="its output", error=EngineError, fix=fix)
+
+
 def tool_json(out: str, what: str) -> tuple[Reader, Any]:
     """``out`` of the command ``what`` as JSON, with a Reader whose errors name the command:
     a tool whose output changed shape is an EngineError, never a KeyError's traceback."""
-    fix = "is this a buildah/podman version lockpipe supports? see lockpipe doctor"
-    read = Reader(where=f"`{what}`", root="its output", error=EngineError, fix=fix)
+    read = _reader(f"`{what}`")
     try:
         return read, json.loads(out)
     except ValueError:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from lockpipe.errors import EngineError
+from lockpipe.errors import BuildError, EngineError
 from tests.httpfake import FakeHandler, FakeServer
 from tests.lockfactory import doc, make_repo
 
@@ -205,3 +205,60 @@ def test_podman_answers_of_another_shape_are_one_error(
     assert line.startswith("error: podman ") and words in line, line
     assert "lockpipe doctor" in line, line
     assert not (tmp_path / "state/records/podman/app.json").exists()
+
+
+FAKE_BUILDAH = """#!/bin/sh
+# FAKE buildah: the base is held under its pinned name; bud logs creating a working
+# container, then writes $FAKE_IID as the image ID, or fails without one
+case "$1 $2" in
+  "version --json") echo '{"version": "1.28.2"}';;
+  "inspect --type") echo "$FAKE_FROM";;
+  "containers --json") printf '%s\\n' "$FAKE_CONTAINERS";;
+  "rm "*) ;;
+  "--log-level debug")
+    for a in "$@"; do [ "$prev" = --iidfile ] && iid="$a"; prev="$a"; done
+    echo 'time="now" level=debug msg="Container ID: @ID@"'
+    [ -n "$FAKE_IID" ] && printf '%s' "$FAKE_IID" > "$iid" && exit 0
+    echo 'Error: building at STEP 2/2: exit status 1' >&2; exit 1;;
+  *) echo "FAKE buildah: not asked for that: $*" >&2; exit 3;;
+esac
+""".replace("@ID@", "c" * 64)
+
+
+def _buildah_build(tmp_path: Path, iid: str, containers: str) -> subprocess.CompletedProcess[str]:
+    fake = tmp_path / "fake-bin"
+    fake.mkdir()
+    (fake / "buildah").write_text(FAKE_BUILDAH)
+    (fake / "buildah").chmod(0o755)
+    base = f"{doc()['bases']['busybox']['ref']}@{doc()['bases']['busybox']['digest']}"
+    env = {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "FAKE_FROM": base,
+           "FAKE_IID": iid, "FAKE_CONTAINERS": containers}  # fmt: skip
+    return _run_build(tmp_path, "buildah", env)
+
+
+def test_buildah_names_an_image_id_that_is_none(tmp_path: Path) -> None:
+    out = _buildah_build(tmp_path, "latest", "[]")
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == EngineError.return_code, out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
+    assert f"`buildah bud` of {TAG}: the image ID is 'latest', not sha256:<64 hex>" in line
+    assert not (tmp_path / "state/records/buildah/app.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("containers", "words"),
+    [("not json", "its output is not JSON"), ('{"id": 1}', "its output is an object, not a list"),
+     ('[{"id": 1}]', "[0].id is an integer, not a string")],
+)  # fmt: skip
+def test_a_failed_buildah_build_is_reported_whatever_its_container_list_says(
+    containers: str, words: str, tmp_path: Path
+) -> None:
+    """After a failed bud, its working containers are looked up to remove them: a list
+    of another shape must not hide the build's own failure behind a traceback."""
+    out = _buildah_build(tmp_path, "", containers)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == BuildError.return_code, out.stderr
+    assert "could not remove the build's buildah working containers: " in out.stderr
+    assert f"`buildah containers --json`: {words}" in out.stderr
+    assert len([x for x in out.stderr.splitlines() if x.startswith("error:")]) == 1
+    assert "exited with 1:\nError: building at STEP 2/2: exit status 1" in out.stderr
