@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from lockpipe.engines.base import (
+    IMAGE_ID,
     BuildRequest,
     EngineName,
     Log,
@@ -195,13 +196,17 @@ class DockerEngine(SdkEngine):
             self.tag(ref, dest)
         repo, _, tag = dest.rpartition(":")
         digest = None
+        read = self._reader(f"push {dest}", root="a line of its answer")
         for item in self.client.images.push(repo, tag, stream=True, decode=True):
+            item = read.get(item, (), dict)
             if item.get("error"):
                 raise EngineError(f"docker push {dest} failed: {item['error']}")
-            digest = item.get("aux", {}).get("Digest", digest)
+            digest = read.get(item, ("aux", "Digest"), str, "") or digest
         if digest is None:
             raise EngineError(f"docker push {dest} reported no digest")
-        return str(digest)
+        if not IMAGE_ID.match(digest):  # the same shape: sha256:<64 hex>
+            raise read.fail(f"the digest is {digest!r}, not sha256:<64 hex>")
+        return digest
 
     def run_options(self, spec: RunSpec) -> dict[str, object]:
         from docker.types import Mount

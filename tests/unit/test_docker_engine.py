@@ -87,3 +87,39 @@ def test_a_daemons_answer_of_another_shape_is_an_engine_error(
         {"State": {"Running": False, "ExitCode": 3}, "Image": "sha256:" + "a" * 64}
     )
     assert engine.state("c").exit_code == 3
+
+
+class _Images:
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def push(self, repo: str, tag: str, **kwargs: Any) -> Any:
+        return iter(self.items)
+
+
+DIGEST = "sha256:" + "d" * 64
+PUSHED = {"aux": {"Tag": "1", "Digest": DIGEST, "Size": 527}}
+
+
+@pytest.mark.parametrize(
+    ("items", "words"),
+    [
+        ([["pushed"]], "a line of its answer is a list, not an object"),
+        ([{"aux": "x"}], "aux is a string, not an object"),
+        ([{"aux": {"Digest": 5}}], "aux.Digest is an integer, not a string"),
+        (
+            [{"aux": {"Digest": "sha256:../../x"}}],
+            "the digest is 'sha256:../../x', not sha256:<64 hex>",
+        ),
+    ],
+)
+def test_a_push_answer_of_another_shape_is_an_engine_error(items: list[Any], words: str) -> None:
+    """issue 18's review: the push stream was read with item.get(...) (an AttributeError on a
+    list or an aux string) and any Digest was returned as the manifest digest (str(5))."""
+    engine = _engine([])
+    engine.client.images = _Images(items)
+    with pytest.raises(EngineError, match=r"docker push r/a:1: ") as info:
+        engine.push("r/a:1", "r/a:1")
+    assert words in str(info.value) and "lockpipe doctor" in str(info.value)
+    engine.client.images = _Images([{"status": "Pushed"}, PUSHED])
+    assert engine.push("r/a:1", "r/a:1") == DIGEST
