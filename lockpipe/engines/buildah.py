@@ -17,6 +17,7 @@ from typing import Any
 
 from lockpipe import cmd
 from lockpipe.engines.base import (
+    IMAGE_ID,
     BuildRequest,
     ContainerState,
     EngineName,
@@ -33,6 +34,7 @@ from lockpipe.errors import BuildError, EngineError, interrupted
 from lockpipe.jsonshape import Reader
 from lockpipe.log import echo
 
+_CONTAINER_ID = re.compile(r"^[0-9a-f]{64}$")
 # buildah logs each container it creates at debug level only ("Container ID: …").
 DEBUG_LINE = re.compile(r'^time="[^"]*" level=(?:debug|info) msg=')
 CREATED = re.compile(r'msg="Container ID: ([0-9a-f]{64})"')
@@ -115,14 +117,25 @@ class BuildahEngine:
                 "buildah", "push", f"--tls-verify={str(tls_verify).lower()}",
                 "--digestfile", str(digestfile), ref, f"docker://{dest}",
             ])  # fmt: skip
-            return digestfile.read_text().strip()
+            digest = digestfile.read_text().strip() if digestfile.exists() else ""
+        if not IMAGE_ID.match(digest):  # the same shape: sha256:<64 hex>
+            what = f"wrote {digest!r}, not sha256:<64 hex>" if digest else "wrote no digest"
+            raise _reader(f"`buildah push` to {dest}").fail(f"its --digestfile {what}")
+        return digest
 
     def remove(self, ref: str) -> None:
         cmd.call(["buildah", "rmi", "--force", ref])
 
     # buildah's containers are build containers; serving ones are podman's.
     def run(self, spec: RunSpec) -> str:
-        return cmd.call(run_argv(spec), stdout_only=True).strip().splitlines()[-1]
+        argv = run_argv(spec)
+        lines = cmd.call(argv, stdout_only=True).strip().splitlines()
+        if not lines or not _CONTAINER_ID.match(lines[-1]):  # what podman run -d prints last
+            last = repr(lines[-1][:120]) if lines else "nothing"
+            raise _reader(f"`{' '.join(argv[:3])} …`").fail(
+                f"no container ID (its last line: {last})"
+            )
+        return lines[-1]
 
     def logs(self, container: str) -> str:
         return cmd.call(["podman", "logs", container], quiet=True)

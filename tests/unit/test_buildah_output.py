@@ -60,3 +60,24 @@ def test_a_container_state_of_another_shape_is_an_engine_error(prints: list[str]
         EngineError, match=r"podman inspect --type container c`: \[0\]\.State\.Running is a string"
     ):
         BuildahEngine().state("c")
+
+
+def test_a_run_that_prints_no_container_id_is_an_engine_error(prints: list[str]) -> None:
+    """podman run --detach prints the container's ID last; nothing there was an IndexError
+    traceback from smoke (engine.run), text a container ID nobody could stop."""
+    from lockpipe.engines.base import RunSpec
+
+    for output in ("", "Trying to pull x...\n"):
+        prints.append(output)
+        with pytest.raises(EngineError, match=r"`podman run --detach .*`: .*no container ID"):
+            BuildahEngine().run(RunSpec(image="x"))
+    prints.append("c" * 64 + "\n")
+    assert BuildahEngine().run(RunSpec(image="x")) == "c" * 64
+
+
+def test_a_push_that_leaves_no_digest_is_an_engine_error(prints: list[str]) -> None:
+    """buildah push --digestfile: a file not written was a FileNotFoundError traceback,
+    and what it held was returned as the manifest digest unchecked."""
+    prints.append("")
+    with pytest.raises(EngineError, match=r"`buildah push` to r/a:1: .*no digest"):
+        BuildahEngine().push("a:1", "r/a:1")
