@@ -50,6 +50,12 @@ def retryable(status: int) -> bool:
     return status in (408, 429) or status >= 500
 
 
+def whole_number(text: str | None) -> int | None:
+    """``text`` (a header's value) as a whole number of ASCII digits; None for anything else.
+    ``str.isdigit`` alone takes Latin-1's ``²`` for a digit, which ``int`` then refuses."""
+    return int(text) if text and text.isascii() and text.isdigit() else None
+
+
 def retry_after(value: str | None, now: float | None = None) -> float | None:
     """Seconds a ``Retry-After`` value asks to wait (delay-seconds or an HTTP date), at
     least 0; None when absent or unreadable (the caller's own backoff applies).
@@ -57,8 +63,8 @@ def retry_after(value: str | None, now: float | None = None) -> float | None:
     Not capped here: :meth:`Retries.too_long` decides whether a long wait is worth it.
     """
     value = (value or "").strip()
-    if value.isdigit():
-        return float(value)
+    if (seconds := whole_number(value)) is not None:
+        return float(seconds)
     try:
         when = parsedate_to_datetime(value).timestamp()
     except (TypeError, ValueError, IndexError, OverflowError):

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from lockpipe.http import MAX_REDIRECTS, Answer, NoAnswer, retryable
+from lockpipe.http import MAX_REDIRECTS, Answer, NoAnswer, retryable, whole_number
 from lockpipe.http.transport import Req, Transport
 from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP
 from lockpipe.payloads.neterrors import bad_url, classify
@@ -102,8 +102,7 @@ def open_range(transport: Transport, cand: Candidate, start: int, end: int | Non
 
 def _opened(resp: requests.Response, cand: Candidate, start: int, url: str) -> Opened:
     if resp.status_code == 200:
-        length = resp.headers.get("Content-Length", "")
-        total = int(length) if length.isdigit() else None
+        total = whole_number(resp.headers.get("Content-Length"))
         return Opened(response=resp, start=0, total=total, ranged=False, url=url)
     match = _CONTENT_RANGE.fullmatch(resp.headers.get("Content-Range", "").strip())
     if not match or int(match[1]) != start:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from lockpipe.http import whole_number
+
 _PARAM = re.compile(r'([A-Za-z_][\w-]*)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))')
 
 
@@ -39,5 +41,4 @@ def ratelimit_remaining(value: str | None) -> int | None:
     """``ratelimit-remaining: 76;w=21600`` → 76; None when absent or unreadable."""
     if not value:
         return None
-    head = value.split(";", 1)[0].strip()
-    return int(head) if head.isdigit() else None
+    return whole_number(value.split(";", 1)[0].strip())

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from lockpipe.errors import RegistryError
+from lockpipe.http import whole_number
 from lockpipe.registry.push import PUSH, blob_exists
 from lockpipe.registry.transport import Registry
 
@@ -56,8 +57,7 @@ def _with_digest(location: str, digest: str) -> str:
 
 def _covers(range_header: str | None, end: int) -> bool:
     """Whether the registry's ``Range: 0-N`` says it holds bytes up to ``end`` (exclusive)."""
-    last = (range_header or "").rpartition("-")[2].strip()
-    return last.isdigit() and int(last) == end - 1
+    return whole_number((range_header or "").rpartition("-")[2].strip()) == end - 1
 
 
 def upload_file(

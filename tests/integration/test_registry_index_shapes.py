@@ -55,6 +55,7 @@ class FakeRegistry(FakeServer):
         self.token: bytes | None = None  # set: /v2/ asks for a Bearer token, /token answers this
         self.location: str | None = None  # set: every request is sent on there (307)
         self.retry_after: str | None = None  # set: every request is answered 429 with it
+        self.ratelimit: str | None = None  # set: the ratelimit-remaining of every answer
         self.paths: list[str] = []  # every path asked
         super().__init__(_Handler)
 
@@ -64,6 +65,11 @@ class FakeRegistry(FakeServer):
 
 class _Handler(FakeHandler):
     server: FakeRegistry
+
+    def end_headers(self) -> None:
+        if self.server.ratelimit is not None:
+            self.send_header("ratelimit-remaining", self.server.ratelimit)
+        super().end_headers()
 
     def do_GET(self) -> None:
         srv = self.server
@@ -231,6 +237,25 @@ def test_a_retry_after_past_any_date_is_said_once(registry: FakeRegistry, tmp_pa
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.returncode == RegistryError.return_code, done.stderr
     assert f"rate limited by {registry.host} for 100000000000000000000 s, log in" in done.stderr
+
+
+def test_a_retry_after_of_a_latin1_digit_is_as_none(registry: FakeRegistry, tmp_path: Path) -> None:
+    """Retry-After: \\xb2 (Latin-1's superscript two, which str.isdigit takes for a digit) was
+    a ValueError traceback from float('\u00b2'); it is unreadable, so the backoff applies."""
+    registry.retry_after = "\xb2"
+    _, _, refresh, env = _refresh(registry, tmp_path)
+    done = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.returncode == RegistryError.return_code, done.stderr
+    assert f"{registry.host} is rate limiting (429) after 5 tries" in done.stderr, done.stderr
+
+
+def test_a_ratelimit_of_a_latin1_digit_is_as_none(registry: FakeRegistry, tmp_path: Path) -> None:
+    """ratelimit-remaining: \\xb2 was a ValueError traceback from int('\u00b2')."""
+    registry.ratelimit = "\xb2;w=21600"
+    _, _, refresh, env = _refresh(registry, tmp_path)
+    done = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def _refresh(registry: FakeRegistry, tmp_path: Path) -> tuple[str, Path, list[str], dict[str, str]]:
