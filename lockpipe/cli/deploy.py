@@ -36,7 +36,7 @@ from lockpipe.deploy.render import DeployInputs, render_quadlet
 from lockpipe.deploy.store import check_payloads, unit_store
 from lockpipe.deploy.unit import parse_unit
 from lockpipe.deploy.verify import find_generator, generator_dryrun, plain_service, systemd_verify
-from lockpipe.engines.base import env_dict
+from lockpipe.engines.base import env_of
 from lockpipe.engines.buildah import tool_json
 from lockpipe.errors import DeployError, EngineError, UsageError
 from lockpipe.fs import write_atomic
@@ -77,13 +77,9 @@ def image_config(image: str) -> tuple[tuple[str, ...] | None, str | None]:
     if doc is None:  # an image without a config
         return None, None
     config = read.get(doc, (), dict)
-
-    def strings(key: str) -> list[str]:  # a list of strings, or none
-        count = len(read.get(config, (key,), list, []))
-        return [read.get(config, (key, i), str) for i in range(count)]
-
-    entrypoint = tuple(strings("Entrypoint")) or None
-    return entrypoint, env_dict(strings("Env")).get("LD_LIBRARY_PATH")
+    words = len(read.get(config, ("Entrypoint",), list, []))  # absent or null: none
+    entrypoint = tuple(read.get(config, ("Entrypoint", i), str) for i in range(words)) or None
+    return entrypoint, env_of(read, config, ("Env",)).get("LD_LIBRARY_PATH")
 
 
 def _facts(args: argparse.Namespace, image: str) -> HostFacts:

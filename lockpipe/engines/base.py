@@ -129,6 +129,13 @@ def env_dict(pairs: list[str] | None) -> dict[str, str]:
     return dict(p.split("=", 1) for p in pairs or [] if "=" in p)
 
 
+def env_of(read: Reader, doc: object, path: tuple[str, ...]) -> dict[str, str]:
+    """The ``["K=V", …]`` list at ``path`` in an engine's answer ``doc`` as a dict (absent or
+    null: none); a list of another shape is ``read``'s error."""
+    count = len(read.get(doc, path, list, []))
+    return env_dict([read.get(doc, (*path, i), str) for i in range(count)])
+
+
 def no_device_requests(spec: RunSpec, engine: str) -> None:
     """Refuse docker device requests on an engine that has none (podman, buildah)."""
     if spec.device_requests:

@@ -25,7 +25,7 @@ from lockpipe.engines.base import (
     Reproducibility,
     RunSpec,
     checked_id,
-    env_dict,
+    env_of,
     no_device_requests,
     normalize_id,
 )
@@ -105,7 +105,7 @@ class BuildahEngine:
     def image_env(self, ref: str) -> dict[str, str]:
         out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True, stdout_only=True)
         read, doc = tool_json(out, f"buildah inspect --type image {ref}")
-        return env_dict(read.get(doc, ("OCIv1", "config"), dict).get("Env"))
+        return env_of(read, doc, ("OCIv1", "config", "Env"))
 
     def tag(self, ref: str, new: str) -> None:
         cmd.call(["buildah", "tag", ref, new])

@@ -26,7 +26,7 @@ from lockpipe.engines.base import (
     ContainerState,
     EngineName,
     RunSpec,
-    env_dict,
+    env_of,
     normalize_id,
 )
 from lockpipe.engines.stop import BuildStop, BuildStream
@@ -216,7 +216,7 @@ class SdkEngine:
     @sdk_call("inspect image")
     def image_env(self, ref: str) -> dict[str, str]:
         attrs, read = self.client.images.get(ref).attrs, self._reader(f"inspect image {ref}")
-        return env_dict(read.get(attrs, ("Config",), dict, {}).get("Env"))
+        return env_of(read, attrs, ("Config", "Env"))
 
     @sdk_call("tag")
     def tag(self, ref: str, new: str) -> None:

@@ -81,3 +81,11 @@ def test_a_push_that_leaves_no_digest_is_an_engine_error(prints: list[str]) -> N
     prints.append("")
     with pytest.raises(EngineError, match=r"`buildah push` to r/a:1: .*no digest"):
         BuildahEngine().push("a:1", "r/a:1")
+
+
+def test_an_env_entry_that_is_not_a_string_is_an_engine_error(prints: list[str]) -> None:
+    """Env was handed to env_dict unread: a number there was a TypeError traceback
+    (smoke --gpu reads the image's LD_LIBRARY_PATH this way)."""
+    prints.append('{"OCIv1": {"config": {"Env": ["A=1", 5]}}}')
+    with pytest.raises(EngineError, match=r"OCIv1\.config\.Env\[1\] is an integer, not a string"):
+        BuildahEngine().image_env("x")

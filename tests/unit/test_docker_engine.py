@@ -123,3 +123,25 @@ def test_a_push_answer_of_another_shape_is_an_engine_error(items: list[Any], wor
     assert words in str(info.value) and "lockpipe doctor" in str(info.value)
     engine.client.images = _Images([{"status": "Pushed"}, PUSHED])
     assert engine.push("r/a:1", "r/a:1") == DIGEST
+
+
+class _Image:
+    def __init__(self, attrs: dict[str, Any]) -> None:
+        self.attrs = attrs
+
+
+class _ImageStore:
+    def __init__(self, attrs: dict[str, Any]) -> None:
+        self.attrs = attrs
+
+    def get(self, ref: str) -> _Image:
+        return _Image(self.attrs)
+
+
+def test_an_env_of_another_shape_is_an_engine_error() -> None:
+    engine = _engine([])
+    engine.client.images = _ImageStore({"Config": {"Env": ["A=1", ["B=2"]]}})
+    with pytest.raises(EngineError, match=r"docker inspect image x: Config\.Env\[1\] is a list"):
+        engine.image_env("x")
+    engine.client.images = _ImageStore({"Config": {"Env": ["A=1", "B"]}})
+    assert engine.image_env("x") == {"A": "1"}
