@@ -24,6 +24,7 @@ from lockpipe.registry.headers import Challenge
 from lockpipe.urls import basic_auth, redact, same_origin
 
 TOKEN_LIFETIME = 60  # seconds, when the token server names none (the distribution spec's default)
+LONGEST_LIFETIME = 86400  # seconds a token is trusted for at most (a 401 renews it sooner)
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")  # visible ASCII: what "Bearer TOKEN" can carry
 REDIRECTS = (301, 302, 303, 307, 308)  # a refresh-token POST follows none to another origin
 FAILING = (
@@ -140,7 +141,7 @@ def _token(resp: requests.Response, realm: str, what: str) -> tuple[str, float]:
         )
     expires = body.get("expires_in")
     if isinstance(expires, (int, float)) and not isinstance(expires, bool) and expires > 0:
-        return token, float(expires)
+        return token, float(min(expires, LONGEST_LIFETIME))  # 10**400 is no float
     return token, TOKEN_LIFETIME
 
 

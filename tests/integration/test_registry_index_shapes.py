@@ -258,6 +258,14 @@ def test_a_ratelimit_of_a_latin1_digit_is_as_none(registry: FakeRegistry, tmp_pa
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+def test_a_token_lifetime_past_any_float_is_read(registry: FakeRegistry, tmp_path: Path) -> None:
+    """expires_in of 400 digits was an OverflowError traceback (int too large for a float)."""
+    registry.token = b'{"token": "abc", "expires_in": 1' + b"0" * 400 + b"}"
+    _, _, refresh, env = _refresh(registry, tmp_path)
+    done = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def _refresh(registry: FakeRegistry, tmp_path: Path) -> tuple[str, Path, list[str], dict[str, str]]:
     """The reference, a lock pinning it, and the refresh-digests command and environment."""
     ref = f"{registry.host}/lockpipe-test/multi:1"
