@@ -17,8 +17,14 @@ benchmark caps its HTTP server) and uncapped (the registry itself), by:
 
 The HTTP figure for the uncapped goal is lockpipe's own HTTP path in the same run:
 the generated file from loopback nginx, uncapped. ``sync`` runs before each timed
-command. Each tool runs each case --runs times (3), each into an empty folder, and the
-table gives the median. Prints a Markdown table (docs/payloads.md keeps one).
+command. Each case runs --runs rounds (3); a round runs every tool once, one after the
+other, each into an empty folder, so a change of load on the machine falls on every tool
+alike; the table gives each tool's median, its runs and the load average at the case's
+start. One untimed round of the uncapped small case comes first: Python tools (lockpipe,
+oras) then read bytecode, as an installed package has it, even where
+PYTHONDONTWRITEBYTECODE is set (they share a PYTHONPYCACHEPREFIX under the temporary
+folder; lockpipe's source tree has no .pyc), and the registry, nginx and page cache have
+served each tool once. Prints a Markdown table (docs/payloads.md keeps one).
 """
 
 from __future__ import annotations
@@ -58,18 +64,30 @@ ORAS = (
 )
 
 
-def median(runs: int, cmd: list[str], env: dict[str, str] | None, out: Path, sha: str) -> float:
-    """The median of ``runs`` timed runs of ``cmd``, each into an empty ``out``, the same for
-    every tool; the file it wrote (any name under ``out``) must have the sha256 ``sha``,
-    checked once, untimed."""
-    took = []
+Row = tuple[str, str, str, list[float], int, str]  # file, case, tool, seconds, bytes, load
+
+
+def load() -> str:
+    return Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+
+
+Tool = tuple[str, list[str], dict[str, str], Path, str]  # label, command, env, output, sha256
+
+
+def rounds(runs: int, tools: list[Tool]) -> list[list[float]]:
+    """``runs`` rounds of every tool (label, command, env, output folder, sha256), each run
+    into an empty folder; each tool's seconds. The file a tool wrote (any name under its
+    folder) must have the sha256, checked after its last run, untimed."""
+    took: list[list[float]] = [[] for _ in tools]
     for _ in range(runs):
-        shutil.rmtree(out, ignore_errors=True)
-        took.append(timed(cmd, env))
-    files = [f for f in out.rglob("*") if f.is_file() and f.stat().st_size > 4096]
-    assert any(sha256_file(f) == sha for f in files), f"{cmd[0]}: no file with sha256 {sha}"
-    shutil.rmtree(out)
-    return statistics.median(took)
+        for i, (_, cmd, env, out, _) in enumerate(tools):
+            shutil.rmtree(out, ignore_errors=True)
+            took[i].append(timed(cmd, env))
+    for label, _, _, out, sha in tools:
+        files = [f for f in out.rglob("*") if f.is_file() and f.stat().st_size > 4096]
+        assert any(sha256_file(f) == sha for f in files), f"{label}: no file with sha256 {sha}"
+        shutil.rmtree(out)
+    return took
 
 
 def main() -> int:
@@ -79,9 +97,11 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--runs", type=int, default=3, help="runs per tool and case; the median")
     args = ap.parse_args()
-    rows: list[tuple[str, str, str, float, int]] = []  # file, case, tool, seconds, bytes
+    rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="bench-oci-") as tmp_s:
         tmp = Path(tmp_s)
+        pyc = {"PYTHONPYCACHEPREFIX": str(tmp / "pycache")}
+        base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"} | pyc
         gemma = assemble(cache_dir())
         big = tmp / "big.bin"
         big_sha = make_file(big, args.size_mib << 20)
@@ -118,31 +138,36 @@ def main() -> int:
                     store=store, prefix=f"{registry.host}/models", env={"HF_ENDPOINT": NO_HUB}
                 ),
             )
+
+            def tools_for(case: str, host: str, name: str, sha: str) -> list[Tool]:
+                ref = f"{host}/models/{name}:rev-{REV}"
+                env = {**base, "HF_ENDPOINT": NO_HUB, "HOME": str(tmp)}
+                mirror = ["--mirror", f"oci://{host}/models"]
+                out = tmp / f"store-{case}-{name}"
+                cmd = [*lockpipe_payloads(lock.path, out, args.connections), name, *mirror]
+                tools = [(f"lockpipe -c{args.connections} (sha256 incl.)", cmd, env, out, sha)]
+                out = tmp / f"oras-{case}-{name}"
+                oras = [sys.executable, "-c", ORAS, host, ref, str(out), sha]
+                tools.append(("oras pull + sha256", oras, base, out, sha))
+                out = tmp / f"skopeo-{case}-{name}"
+                skopeo = ["skopeo", "copy", "--src-tls-verify=false", f"docker://{ref}",
+                          f"dir:{out}"]  # fmt: skip
+                tools.append(("skopeo copy (digest checked)", skopeo, base, out, sha))
+                if (case, name) == ("uncapped", "big"):  # the uncapped goal's HTTP figure
+                    out = tmp / "store-http"
+                    env = {**base, "HF_ENDPOINT": http.url, "HOME": str(tmp)}
+                    cmd = [*lockpipe_payloads(lock.path, out, args.connections), "big"]
+                    tools.append((f"lockpipe -c{args.connections} over HTTP (nginx)", cmd, env,
+                                  out, sha))  # fmt: skip
+                return tools
+
+            rounds(1, tools_for("uncapped", registry.host, "gemma", files["gemma"][2]))  # warm-up
             for case, host in (("capped", capped.host), ("uncapped", registry.host)):
                 for name, (_, path, sha, _) in files.items():
-                    size = path.stat().st_size
-                    ref = f"{host}/models/{name}:rev-{REV}"
-                    dest = tmp / f"store-{case}-{name}"
-                    env = {**os.environ, "HF_ENDPOINT": NO_HUB, "HOME": str(tmp)}
-                    mirror = ["--mirror", f"oci://{host}/models"]
-                    cmd = [*lockpipe_payloads(lock.path, dest, args.connections), name, *mirror]
-                    tool = f"lockpipe -c{args.connections} (sha256 incl.)"
-                    rows.append((name, case, tool, median(args.runs, cmd, env, dest, sha), size))
-                    out = tmp / f"oras-{case}-{name}"
-                    oras = [sys.executable, "-c", ORAS, host, ref, str(out), sha]
-                    took = median(args.runs, oras, None, out, sha)
-                    rows.append((name, case, "oras pull + sha256", took, size))
-                    out = tmp / f"skopeo-{case}-{name}"
-                    skopeo = ["skopeo", "copy", "--src-tls-verify=false", f"docker://{ref}",
-                              f"dir:{out}"]  # fmt: skip
-                    took = median(args.runs, skopeo, None, out, sha)
-                    rows.append((name, case, "skopeo copy (digest checked)", took, size))
-            dest = tmp / "store-http"
-            env = {**os.environ, "HF_ENDPOINT": http.url, "HOME": str(tmp)}
-            cmd = [*lockpipe_payloads(lock.path, dest, args.connections), "big"]
-            tool = f"lockpipe -c{args.connections} over HTTP (nginx)"
-            rows.append(("big", "uncapped", tool, median(args.runs, cmd, env, dest, big_sha),
-                         big.stat().st_size))  # fmt: skip
+                    tools, at = tools_for(case, host, name, sha), load()
+                    took = rounds(args.runs, tools)
+                    for (tool, *_), times in zip(tools, took, strict=True):
+                        rows.append((name, case, tool, times, path.stat().st_size, at))
         finally:
             http.stop()
             capped.stop()
@@ -151,27 +176,31 @@ def main() -> int:
     return 0
 
 
-def _report(rows: list[tuple[str, str, str, float, int]], cap: str, n: int) -> None:
+def _report(rows: list[Row], cap: str, n: int) -> None:
     print(f"cap {cap} = {rate_of(cap) / 1e6:.1f} MB/s per connection, {os.cpu_count()} CPUs\n")
-    print("| file | case | tool | wall s | MB/s | lockpipe vs this |")
-    print("|---|---|---|---:|---:|---:|")
-    for name, case, tool, secs, size in rows:
-        ours = next(
-            s
-            for f, c, t, s, _ in rows
-            if (f, c) == (name, case) and t.startswith("lockpipe") and "HTTP" not in t
+    print("| file | case | tool | wall s (median) | MB/s | lockpipe vs this | runs s | load |")
+    print("|---|---|---|---:|---:|---:|---|---:|")
+
+    def ours(name: str, case: str) -> float:
+        return next(
+            statistics.median(t)
+            for f, c, tool, t, _, _ in rows
+            if (f, c) == (name, case) and tool.startswith("lockpipe") and "HTTP" not in tool
         )
-        ratio = "" if tool.startswith("lockpipe") else f"{secs / ours:.2f}x"
-        print(f"| {name} | {case} | {tool} | {secs:.2f} | {size / secs / 1e6:.0f} | {ratio} |")
-    oci = next(
-        size / s
-        for f, c, t, s, size in rows
-        if (f, c) == ("big", "uncapped") and t.startswith("lockpipe") and "HTTP" not in t
-    )
-    http = next(size / s for f, c, t, s, size in rows if "HTTP" in t)
+
+    for name, case, tool, took, size, at in rows:
+        secs = statistics.median(took)
+        ratio = "" if tool.startswith("lockpipe") else f"{secs / ours(name, case):.2f}x"
+        runs = " ".join(f"{t:.2f}" for t in took)
+        print(f"| {name} | {case} | {tool} | {secs:.2f} | {size / secs / 1e6:.0f} | {ratio} "
+              f"| {runs} | {at} |")  # fmt: skip
+    size = next(size for f, _, _, _, size, _ in rows if f == "big")
+    oci = size / ours("big", "uncapped")
+    http = next(size / statistics.median(t) for _, _, tool, t, _, _ in rows if "HTTP" in tool)
     print(
         f"\nuncapped, big file: lockpipe from the registry {oci / 1e6:.0f} MB/s = "
-        f"{100 * oci / http:.0f} % of lockpipe over HTTP ({http / 1e6:.0f} MB/s)"
+        f"{100 * oci / http:.0f} % of lockpipe over HTTP ({http / 1e6:.0f} MB/s); "
+        f"load average at the end {load()}"
     )
 
 
