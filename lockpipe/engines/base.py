@@ -149,10 +149,10 @@ def normalize_id(image_id: str) -> str:
     return image_id if image_id.startswith("sha256:") else f"sha256:{image_id}"
 
 
-def checked_id(image_id: str, read: Reader) -> str:
+def checked_id(image_id: object, read: Reader) -> str:
     """``image_id`` as ``sha256:<64 hex>``, what a build returns and its record pins; else
     ``read``'s error (the engine's answer): a tag or a path must never pass for an ID."""
-    full = normalize_id(image_id)
+    full = normalize_id(image_id) if isinstance(image_id, str) else ""
     if not IMAGE_ID.match(full):
         raise read.fail(f"the image ID is {image_id!r}, not sha256:<64 hex>")
     return full

@@ -26,6 +26,7 @@ from lockpipe.engines.base import (
     ContainerState,
     EngineName,
     RunSpec,
+    checked_id,
     env_of,
     normalize_id,
 )
@@ -204,9 +205,10 @@ class SdkEngine:
     @sdk_call("inspect image")
     def image_id(self, ref: str) -> str | None:
         try:
-            return normalize_id(self.client.images.get(ref).id)
+            found = self.client.images.get(ref).id
         except self.errors().ImageNotFound:
             return None
+        return checked_id(found, self._reader(f"inspect image {ref}"))
 
     @sdk_call("inspect image")
     def layers(self, ref: str) -> list[str]:

@@ -145,3 +145,28 @@ def test_an_env_of_another_shape_is_an_engine_error() -> None:
         engine.image_env("x")
     engine.client.images = _ImageStore({"Config": {"Env": ["A=1", "B"]}})
     assert engine.image_env("x") == {"A": "1"}
+
+
+class _Found:
+    def __init__(self, image_id: object) -> None:
+        self.id = image_id
+
+
+class _IdStore:
+    def __init__(self, image_id: object) -> None:
+        self.image_id = image_id
+
+    def get(self, ref: str) -> _Found:
+        return _Found(self.image_id)
+
+
+@pytest.mark.parametrize("image_id", [None, "latest", 5])
+def test_an_image_id_of_another_shape_is_an_engine_error(image_id: object) -> None:
+    """The ID smoke compares with the build record's, and a build's no-op check: None
+    was an AttributeError traceback (None.startswith), 'latest' passed as sha256:latest."""
+    engine = _engine([])
+    engine.client.images = _IdStore(image_id)
+    with pytest.raises(EngineError, match=r"docker inspect image x: the image ID is "):
+        engine.image_id("x")
+    engine.client.images = _IdStore("sha256:" + "e" * 64)
+    assert engine.image_id("x") == "sha256:" + "e" * 64
