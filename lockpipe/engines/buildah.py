@@ -85,7 +85,8 @@ class BuildahEngine:
 
     def image_id(self, ref: str) -> str | None:
         found = _inspect_field(ref, "FromImageID")
-        return normalize_id(found) if found else None
+        where = f"`buildah inspect --type image --format {{{{.FromImageID}}}} {ref}`"
+        return checked_id(found, _reader(where)) if found else None
 
     def first_name(self, ref: str) -> str | None:
         """The first name local storage holds for ``ref``'s image, or None when it is absent."""

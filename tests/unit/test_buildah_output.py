@@ -89,3 +89,13 @@ def test_an_env_entry_that_is_not_a_string_is_an_engine_error(prints: list[str])
     prints.append('{"OCIv1": {"config": {"Env": ["A=1", 5]}}}')
     with pytest.raises(EngineError, match=r"OCIv1\.config\.Env\[1\] is an integer, not a string"):
         BuildahEngine().image_env("x")
+
+
+def test_an_image_id_that_is_none_is_an_engine_error(prints: list[str]) -> None:
+    """buildah inspect --format {{.FromImageID}}: what it printed was taken as the ID
+    ('<no value>' came back as 'sha256:<no value>' to smoke's same-image check)."""
+    prints.append("<no value>\n")
+    with pytest.raises(EngineError, match=r"FromImageID.*: the image ID is '<no value>'"):
+        BuildahEngine().image_id("x")
+    prints.append("f" * 64 + "\n")
+    assert BuildahEngine().image_id("x") == "sha256:" + "f" * 64
