@@ -31,7 +31,7 @@ from lockpipe.engines.base import (
 )
 from lockpipe.engines.basenames import settle_first_names
 from lockpipe.errors import BuildError, EngineError, interrupted
-from lockpipe.jsonshape import Reader
+from lockpipe.jsonshape import Reader, loads
 from lockpipe.log import echo
 
 _CONTAINER_ID = re.compile(r"^[0-9a-f]{64}$")
@@ -211,7 +211,7 @@ def tool_json(out: str, what: str) -> tuple[Reader, Any]:
     a tool whose output changed shape is an EngineError, never a KeyError's traceback."""
     read = _reader(f"`{what}`")
     try:
-        return read, json.loads(out)
+        return read, loads(out)  # a TooDeep for some thousand levels is a ValueError too
     except ValueError:
         raise read.fail("its output is not JSON") from None
 

@@ -43,6 +43,7 @@ def test_well_formed_output_is_read(prints: list[str]) -> None:
             "OCIv1.rootfs.diff_ids is a string, not a list",
         ),
         ("[]", "its output is a list, not an object"),
+        ("[" * 100_000, "its output is not JSON"),  # was a RecursionError
     ],
 )
 def test_output_of_another_shape_is_an_engine_error_naming_the_command(
