@@ -35,7 +35,8 @@ class _Console(Console):
         raise BrokenPipeError
 
 
-console = _Console(stderr=True, highlight=False, soft_wrap=True)
+# emoji=False: rich would print 'sha256:abc: not found' as 'sha256🔤 not found'
+console = _Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 out = _Console(highlight=False, soft_wrap=True, emoji=False)
 COLORS = ("auto", "always", "never")
 Color = Literal["auto", "always", "never"]

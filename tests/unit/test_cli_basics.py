@@ -68,3 +68,9 @@ def test_no_color_turns_auto_off() -> None:
         assert not out.no_color and out.is_terminal
     finally:
         set_color("auto", {})
+
+
+def test_a_digest_in_an_error_is_printed_as_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    # rich turns ':name:' into an emoji: 'sha256:abc: not found' came out 'sha256🔤 not found'
+    console.print("error: sha256:abc: not found :x:", markup=False)
+    assert "sha256:abc: not found :x:" in capsys.readouterr().err
