@@ -31,7 +31,10 @@ def _shared_cache(root: Path) -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     (CACHE / "fetch").mkdir(exist_ok=True)
     (root / "demo").mkdir(parents=True)
-    for link, target in (("demo/rootfs", CACHE), ("demo/gemma", CACHE), ("fetch", CACHE / "fetch")):
+    # demo/fetch: the demo's own fetches (its inputs folder); fetch: the build's
+    links = {"demo/rootfs": CACHE, "demo/gemma": CACHE, "demo/fetch": CACHE / "fetch",
+             "fetch": CACHE / "fetch"}  # fmt: skip
+    for link, target in links.items():
         (root / link).symlink_to(target)
     return root
 
