@@ -15,7 +15,7 @@
 # build has), and result.json says which build and pair were measured. No container
 # engine, no network. Needs: nvcc, cmake, ninja, python3 with numpy (curl is used where
 # installed, else python3's urllib). Inputs (carry gpu-check/cache): the sdist
-# fetch-sdist.sh put there, checked against sdist.env.
+# fetch-sdist.sh put there (or GPU_CHECK_CACHE=DIR), checked against sdist.env.
 # GGML_CUDA=OFF: the same on the CPU (a dry run); LLAMA_SERVER=PATH skips the build and
 # serves with that binary; FA_ALL_QUANTS=OFF: the default FlashAttention kernel set (which
 # holds q8_0/q8_0), a shorter build in its own build dir; SPEC_TYPES: another --spec-type.
@@ -62,7 +62,7 @@ except Exception:
   fi
 }
 
-archive="${CACHE:-$here/cache}/$SDIST_FILE"  # CACHE: where fetch-sdist.sh put it, if not gpu-check/cache
+archive="${GPU_CHECK_CACHE:-$here/cache}/$SDIST_FILE"
 [ -f "$archive" ] || die "$archive missing: run gpu-check/fetch-sdist.sh on a host with network, then carry gpu-check/cache"
 echo "$SDIST_SHA256  $archive" | sha256sum -c - >/dev/null || die "$archive is not the pinned sdist (sha256 $SDIST_SHA256, sdist.env); fetch it again"
 src="$work/src/$SDIST_ROOT"

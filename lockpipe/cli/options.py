@@ -85,9 +85,10 @@ def seconds(text: str) -> float:
 
 def whole_seconds(text: str) -> int:
     """An argparse type: a whole number of seconds, 0 or more (a unit's TimeoutStartSec)."""
-    if not text.strip().isdigit():
+    digits = text.strip()
+    if not (digits.isascii() and digits.isdigit()):  # isdigit alone takes '²'
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds (0 or more)")
-    return int(text)
+    return int(digits)
 
 
 def _env(var: str) -> str | None:

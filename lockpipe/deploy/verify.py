@@ -130,7 +130,10 @@ def systemd_verify(service_text: str, name: str, *, user: bool) -> str:
             raise DeployError(f"systemd-analyze verify rejected {name}.service: {exc}") from None
     # It exits 0 on a line it cannot parse ("PATH:LINE: Failed to parse …, ignoring"): the
     # unit systemd would run lacks it, so each such complaint is a rejection too.
-    ignored = [line for line in out.splitlines() if line.startswith(f"{path}:")]
+    # A notice it still honours (a deprecated key) names the file too, without "ignoring".
+    ignored = [ln for ln in out.splitlines() if ln.startswith(f"{path}:") and "ignoring" in ln]
     if ignored:
-        raise DeployError(f"systemd-analyze verify rejected {name}.service: " + "; ".join(ignored))
+        raise DeployError(f"systemd-analyze verify rejected {name}.service: "
+                          + "; ".join(ignored) + "; correct the option that gave that key "
+                          "(or pass --no-verify to install it as it is)")  # fmt: skip
     return out

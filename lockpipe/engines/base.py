@@ -7,7 +7,6 @@ as one LABEL line in the staged Dockerfile (see context.stage).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +14,9 @@ from typing import Literal, Protocol, get_args
 
 from lockpipe.errors import GpuAttachError
 from lockpipe.jsonshape import Reader
+from lockpipe.lock.refs import DIGEST_RE
 
-IMAGE_ID = re.compile(r"^sha256:[0-9a-f]{64}$")  # an image ID, as every engine gives it
+IMAGE_ID = DIGEST_RE  # an image ID, as every engine gives it, has a digest's shape
 
 EngineName = Literal["buildah", "podman", "docker"]
 GpuMode = Literal["docker-gpus", "cdi", "manual"]

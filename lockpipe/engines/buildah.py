@@ -17,7 +17,6 @@ from typing import Any
 
 from lockpipe import cmd
 from lockpipe.engines.base import (
-    IMAGE_ID,
     BuildRequest,
     ContainerState,
     EngineName,
@@ -32,6 +31,7 @@ from lockpipe.engines.base import (
 from lockpipe.engines.basenames import settle_first_names
 from lockpipe.errors import BuildError, EngineError, interrupted
 from lockpipe.jsonshape import Reader, loads
+from lockpipe.lock.refs import DIGEST_RE
 from lockpipe.log import echo
 
 _CONTAINER_ID = re.compile(r"^[0-9a-f]{64}$")
@@ -119,7 +119,7 @@ class BuildahEngine:
                 "--digestfile", str(digestfile), ref, f"docker://{dest}",
             ])  # fmt: skip
             digest = digestfile.read_text().strip() if digestfile.exists() else ""
-        if not IMAGE_ID.match(digest):  # the same shape: sha256:<64 hex>
+        if not DIGEST_RE.match(digest):
             what = f"wrote {digest!r}, not sha256:<64 hex>" if digest else "wrote no digest"
             raise _reader(f"`buildah push` to {dest}").fail(f"its --digestfile {what}")
         return digest

@@ -21,7 +21,6 @@ from types import ModuleType
 from typing import Any
 
 from lockpipe.engines.base import (
-    IMAGE_ID,
     BuildRequest,
     EngineName,
     Log,
@@ -34,6 +33,7 @@ from lockpipe.engines.context import context_tar
 from lockpipe.engines.sdk import BUILD_HINT, PUSH_HINT, SdkEngine, sdk_call
 from lockpipe.engines.stop import BuildStop, stopped_by
 from lockpipe.errors import BuildError, EngineError, EngineMissing
+from lockpipe.lock.refs import DIGEST_RE
 
 # BuildKit honours SOURCE_DATE_EPOCH from v0.11, first shipped in docker 23.
 SOURCE_DATE_EPOCH_SINCE = 23
@@ -204,7 +204,7 @@ class DockerEngine(SdkEngine):
             digest = read.get(item, ("aux", "Digest"), str, "") or digest
         if digest is None:
             raise EngineError(f"docker push {dest} reported no digest")
-        if not IMAGE_ID.match(digest):  # the same shape: sha256:<64 hex>
+        if not DIGEST_RE.match(digest):
             raise read.fail(f"the digest is {digest!r}, not sha256:<64 hex>")
         return digest
 

@@ -50,11 +50,11 @@ def test_the_cpu_dry_run_passes_on_the_pinned_servers_real_log(
     archive = sdist()
     cache, work, out = tmp_path / "cache", tmp_path / "work", tmp_path / "out"
     cache.mkdir()
-    shutil.copy(archive, cache / ENV["SDIST_FILE"])  # where run.sh looks (CACHE)
+    shutil.copy(archive, cache / ENV["SDIST_FILE"])  # where run.sh looks (GPU_CHECK_CACHE)
     work.mkdir()
     server = wrapper(tmp_path / "llama-server", llama_cpu.outcome.record.image_id, work)
     env = {**os.environ, "GGML_CUDA": "OFF", "LLAMA_SERVER": str(server), "WORK": str(work),
-           "OUT": str(out), "CACHE": str(cache), "PORT": str(free_port()),
+           "OUT": str(out), "GPU_CHECK_CACHE": str(cache), "PORT": str(free_port()),
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
     run = subprocess.run(["bash", str(GPU_CHECK / "run.sh")], env=env, text=True,
                          capture_output=True, timeout=900, check=False)  # fmt: skip

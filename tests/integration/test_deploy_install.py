@@ -113,6 +113,15 @@ def test_systemd_analyze_rejects_a_line_systemd_would_ignore() -> None:
         systemd_verify(service, "ignored", user=False)
 
 
+def test_a_notice_systemd_still_honours_is_no_rejection() -> None:
+    """An obsolete key systemd updates itself names the file too ('PATH:3: Standard output
+    type syslog is obsolete, automatically updating to journal'), but the unit runs."""
+    _verify_needs()
+    service = "[Service]\nExecStart=/bin/true\nStandardOutput=syslog\nMemoryLimit=1G\n"
+    said = systemd_verify(service, "obsolete", user=False)
+    assert "obsolete" in said and "MemoryMax" in said
+
+
 def test_quadlet_generator_dry_run_where_present(tmp_path: Path) -> None:
     if shutil.which("podman") is None:
         unavailable("podman is not installed")

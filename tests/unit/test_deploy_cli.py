@@ -327,7 +327,7 @@ def test_an_image_reference_that_would_add_a_unit_line_is_refused(
 @pytest.mark.parametrize(
     ("option", "value"),
     [("--port-timeout", "nan"), ("--port-timeout", "inf"), ("--port-timeout", "-5"),
-     ("--start-timeout", "-900")],
+     ("--start-timeout", "-900"), ("--start-timeout", "\u00b2")],
 )  # fmt: skip
 def test_a_timeout_that_is_no_number_of_seconds_is_a_usage_error(
     option: str, value: str, tmp_path: Path
