@@ -147,16 +147,29 @@ _UNREACHABLE = (
 )
 
 
+# Words of an engine's line that reports a failure. Every engine echoes the FROM line, the
+# pinned digest in it, before any step runs, so a digest alone blames nothing.
+_FAILED = ("error", "fail", "not found", "unknown", "denied", "unauthorized", "refused")
+
+
+def _pull_failure(text: str, digest: str) -> str | None:
+    """The first line of ``text`` that reports a failure and names ``digest``."""
+    for line in text.splitlines():
+        if digest in line and any(word in line.lower() for word in _FAILED):
+            return line
+    return None
+
+
 def _explain(exc: BuildError, plan: BuildPlan) -> BuildError:
     """Name the lock entry when the failure was pulling one of its pinned bases."""
     if isinstance(exc, BaseNameUnsettled):
         return exc  # it names the base, the other name and the fix already
     text = str(exc)
     for name, pinned in plan.bases:
-        digest = pinned.rpartition("@")[2]
-        if digest.removeprefix("sha256:") not in text:
+        line = _pull_failure(text, pinned.rpartition("@")[2].removeprefix("sha256:"))
+        if line is None:
             continue
-        if any(sign in text for sign in _UNREACHABLE):
+        if any(sign.lower() in line.lower() for sign in _UNREACHABLE):
             return BuildError(
                 f"bases.{name}: the registry of {pinned} cannot be reached from this host. "
                 "Check the network or proxy, or load the image into the engine first "
