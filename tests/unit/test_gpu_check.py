@@ -245,3 +245,18 @@ def test_the_verdict_says_which_build_and_pair_it_measured(tree: Path, tmp_path:
     )
     assert result["phase_seconds"] == {"build": 300, "serve": 4} and result["problems"] == []
     assert set(m["draft_stats"]) == {"draft-mtp", "ngram-mod"}
+
+
+def test_a_cpu_verdict_does_not_claim_a_cuda_kernel_set(tree: Path, tmp_path: Path) -> None:
+    """The CPU dry run (GGML_CUDA=OFF) builds no CUDA kernels: result.json must not say
+    the full FA_ALL_QUANTS set was measured."""
+    (tmp_path / "server.log").write_text(fake_gpu_log(tree))
+    (tmp_path / "completion.json").write_text(json.dumps({"timings": TIMINGS}))
+    (tmp_path / "metrics-after.txt").write_text("llamacpp:prompt_tokens_total 14\n")
+    argv = [sys.executable, str(GPU_CHECK / "judge.py"), "verdict", str(tree), str(tmp_path),
+            "OFF", "q8_0", "q5_1", "draft-mtp,ngram-mod", "ON", "asked", "build=300 serve=4",
+            "not run"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert "gpu-check: PASS" in done.stdout, done.stderr
+    m = json.loads((tmp_path / "result.json").read_text())["measured"]
+    assert m["fa_all_quants"] == "n/a" and m["why"].startswith("GGML_CUDA=OFF"), m
