@@ -229,6 +229,15 @@ def _inspect_field(ref: str, field: str) -> str | None:
     return out.strip() or None
 
 
+def _csv_field(field: str) -> str:
+    """``field`` as one field of a CSV record in Go's encoding/csv, which podman (and docker)
+    split ``--mount`` with: quoted, ``"`` doubled, when it holds a ',', a '"' or a line
+    break (a store at ``/srv/a,b`` was ``with: invalid mount option``)."""
+    if not any(c in field for c in ',"\r\n'):
+        return field
+    return '"' + field.replace('"', '""') + '"'
+
+
 def run_argv(spec: RunSpec) -> list[str]:
     """The ``podman run -d`` command line for ``spec``."""
     argv = ["podman", "run", "--detach"]
@@ -237,8 +246,9 @@ def run_argv(spec: RunSpec) -> list[str]:
     for inner, outer in sorted(spec.ports.items()):
         argv += ["--publish", f"127.0.0.1:{outer}:{inner}"]
     for m in spec.mounts:
-        ro = ",ro=true" if m.read_only else ""
-        argv += ["--mount", f"type=bind,src={m.source},dst={m.target}{ro}"]
+        fields = ["type=bind", f"src={m.source}", f"dst={m.target}"]
+        fields += ["ro=true"] if m.read_only else []
+        argv += ["--mount", ",".join(_csv_field(f) for f in fields)]
     for k, v in sorted(spec.env.items()):
         argv += ["--env", f"{k}={v}"]
     if spec.entrypoint is not None:

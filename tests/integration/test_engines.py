@@ -203,13 +203,7 @@ def test_run_state_logs_and_stop(engine: Engine, busybox_base: tuple[str, str]) 
     from lockpipe.engines.base import RunSpec
 
     ref, _ = busybox_base
-    image = engine.image_id(ref) or ""
-    if not image:  # buildah shares podman's storage; the SDK engines pull it here
-        subprocess.run(["podman", "pull", "--tls-verify=false", ref], check=True,
-                       capture_output=True)  # fmt: skip
-        if engine.name == "docker":
-            engine.client.images.pull(ref)  # type: ignore[attr-defined]
-        image = engine.image_id(ref) or ""
+    image = _local_image(engine, ref)
     spec = RunSpec(image=ref, entrypoint=("/bin/sh", "-c"), command=("echo up; sleep 30",),
                    name=f"lockpipe-test-run-{engine.name}")  # fmt: skip
     container = engine.run(spec)
@@ -217,14 +211,57 @@ def test_run_state_logs_and_stop(engine: Engine, busybox_base: tuple[str, str]) 
         state = engine.state(container)
         assert state.running and state.exit_code is None
         assert state.image_id == image
-        for _ in range(50):
-            if "up" in engine.logs(container):
-                break
-            time.sleep(0.1)
-        assert "up" in engine.logs(container)
+        assert "up" in _logs_once_they_show(engine, container, "up")
     finally:
         engine.stop(container)
     engine.stop(container)  # a second stop of a gone container is not an error
+
+
+@pytest.mark.parametrize("folder", ["store,with,commas", 'store"quoted', 'st,o"re'])
+def test_a_mount_whose_host_path_holds_a_comma_or_quote_reaches_the_container(
+    engine: Engine, busybox_base: tuple[str, str], tmp_path: Path, folder: str
+) -> None:
+    """smoke mounts the payload store at /store; the buildah engine runs containers with
+    ``podman run --mount type=bind,src=…``, which podman splits as one CSV record (Go's
+    encoding/csv), so a ',' or '"' in the host path must reach podman quoted."""
+    from lockpipe.engines.base import Mount, RunSpec
+
+    ref, _ = busybox_base
+    _local_image(engine, ref)
+    store = tmp_path / folder
+    store.mkdir()
+    (store / "model.gguf").write_text("weights\n")
+    spec = RunSpec(image=ref, entrypoint=("/bin/sh", "-c"),
+                   command=("cat /store/model.gguf; sleep 30",),
+                   mounts=(Mount(store, "/store", read_only=True),),
+                   name=f"lockpipe-test-mount-{engine.name}")  # fmt: skip
+    container = engine.run(spec)
+    try:
+        assert "weights" in _logs_once_they_show(engine, container, "weights")
+    finally:
+        engine.stop(container)
+
+
+def _local_image(engine: Engine, ref: str) -> str:
+    """The id of ``ref`` in ``engine``'s storage: buildah shares podman's, the SDK engines
+    pull it here."""
+    image = engine.image_id(ref) or ""
+    if not image:
+        subprocess.run(["podman", "pull", "--tls-verify=false", ref], check=True,
+                       capture_output=True)  # fmt: skip
+        if engine.name == "docker":
+            engine.client.images.pull(ref)  # type: ignore[attr-defined]
+        image = engine.image_id(ref) or ""
+    return image
+
+
+def _logs_once_they_show(engine: Engine, container: str, text: str) -> str:
+    """The container's logs once they hold ``text``, or after some 5 s."""
+    for _ in range(50):
+        if text in engine.logs(container):
+            break
+        time.sleep(0.1)
+    return engine.logs(container)
 
 
 # Engine faults: what the SDKs raise leaves the engine as a pipeline error that names
