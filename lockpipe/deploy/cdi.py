@@ -12,12 +12,12 @@ installs and then fails at start, so :func:`require_specs` refuses the install a
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from lockpipe.errors import DeployError
+from lockpipe.jsonshape import loads
 from lockpipe.log import echo
 
 CDI_DIRS: tuple[Path, ...] = (Path("/etc/cdi"), Path("/var/run/cdi"))
@@ -45,7 +45,7 @@ def spec_kind(path: Path) -> str | None:
         return None
     if path.suffix == ".json":
         try:
-            doc = json.loads(text)
+            doc = loads(text)
         except ValueError:
             return None
         kind = doc.get("kind") if isinstance(doc, dict) else None

@@ -26,6 +26,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from lockpipe.errors import LintError
+from lockpipe.jsonshape import loads
 from lockpipe.lock.requirements import (
     REGENERATE,
     Derivation,
@@ -163,7 +164,7 @@ def _package(doc: Any, where: str) -> Package:
 def parse_closure(text: str, where: str) -> Closure:
     """A ``*.closure.json`` text; LintError naming the fix if it is not one."""
     try:
-        doc = json.loads(text)
+        doc = loads(text)
         return Closure(
             package=doc["package"],
             extra=doc["extra"],

@@ -7,13 +7,13 @@ docs/payloads.md and in :data:`EXPECT_KEYS`. Every check reads headers only.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lockpipe.jsonshape import loads
 from lockpipe.lock.model import Lock, Payload
 from lockpipe.payloads import gguf, safetensors
 
@@ -51,7 +51,7 @@ def check_file(payload: Payload, path: Path, size: int) -> Facts:
         check_safetensors(payload, path, size, facts)
     elif payload.filename.endswith(".json"):
         try:
-            json.loads(path.read_text(encoding="utf-8"))
+            loads(path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             facts.problems.append(f"{where}: {path} is not JSON ({exc})")
     facts.problems = [p if p.startswith(where) else f"{where}: {p}" for p in facts.problems]
@@ -150,7 +150,7 @@ def index_problems(
     ``shards``: the facts of each safetensors file that ``lister`` lists, by path.
     """
     try:
-        weight_map = json.loads(path.read_text(encoding="utf-8"))["weight_map"]
+        weight_map = loads(path.read_text(encoding="utf-8"))["weight_map"]
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         weight_map = None
     # An explicit check, not an assert: `python -O` drops asserts, and a list here

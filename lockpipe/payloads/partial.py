@@ -29,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 
+from lockpipe.jsonshape import loads
 from lockpipe.payloads.ranges import RangeSet
 
 
@@ -84,7 +85,7 @@ class Partial:
 
     def _load(self) -> RangeSet:
         try:
-            doc = json.loads(self.journal.read_text(encoding="utf-8"))
+            doc = loads(self.journal.read_text(encoding="utf-8"))
             ok = (
                 isinstance(doc, dict)  # another shape: not a journal of this file
                 and doc.get("sha256") == self.sha256

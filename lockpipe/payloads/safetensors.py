@@ -7,13 +7,13 @@ tensor name to ``{dtype, shape, data_offsets: [begin, end]}`` (plus an optional
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import FormatError
+from lockpipe.jsonshape import loads
 
 MAX_HEADER = 100_000_000  # the reference implementation's own limit
 # dtype -> bits per element
@@ -67,7 +67,7 @@ def read_header(path: Path) -> SafetensorsHeader:
     if len(raw) != n:
         raise _fail(path, f"header of {n:,} bytes is cut off at {len(raw):,}")
     try:
-        doc = json.loads(raw)
+        doc = loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise _fail(path, f"the header is not JSON ({exc})") from None
     if not isinstance(doc, dict):

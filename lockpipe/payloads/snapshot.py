@@ -11,12 +11,12 @@ quantization, dtypes) holds. Headers and small JSON files only.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import FormatError
+from lockpipe.jsonshape import loads
 from lockpipe.lock.model import Lock, Payload
 from lockpipe.payloads.checks import Facts, check_safetensors, index_problems, unknown_keys
 from lockpipe.payloads.contract import unmet
@@ -62,7 +62,7 @@ def check_snapshot(payload: Payload, files: Mapping[str, Path]) -> Facts:
     for name, path in sorted(files.items()):
         if name in READ_JSON:
             try:
-                docs[name] = json.loads(path.read_text(encoding="utf-8"))
+                docs[name] = loads(path.read_text(encoding="utf-8"))
             except (ValueError, UnicodeDecodeError) as exc:
                 facts.problems.append(f"{where}.files.{name}: not JSON ({exc})")
     config = docs.get("config.json")

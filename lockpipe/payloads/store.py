@@ -29,6 +29,7 @@ from typing import Literal
 
 from lockpipe.errors import DiskSpaceError, FetchError, LockError, UsageError
 from lockpipe.fs import cache_home, fsync_dir
+from lockpipe.jsonshape import loads
 from lockpipe.lock.model import PIN_BY_HAND, Payload, PayloadFile
 from lockpipe.payloads.locks import STATE, file_lock
 
@@ -198,7 +199,7 @@ class VerifyCache:
 
     def _read(self) -> dict[str, dict[str, int | str]]:
         try:
-            files = json.loads(self.path.read_text(encoding="utf-8"))["files"]
+            files = loads(self.path.read_text(encoding="utf-8"))["files"]
         except (OSError, ValueError, KeyError, TypeError):
             return {}
         return (

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import LockError
-from lockpipe.jsonshape import Reader
+from lockpipe.jsonshape import Reader, loads
 from lockpipe.spelling import hint, unknown_keys
 
 DEFAULT_NAME = "preflight.json"  # next to the lock: locks/preflight.json
@@ -244,7 +244,9 @@ def load(path: Path) -> PreflightConfig:
         raise LockError(f"{path}: cannot be read as preflight calibrations "
                         f"({type(exc).__name__}: {exc}); give the JSON file") from None  # fmt: skip
     try:
-        doc = json.loads(text)
+        doc = loads(text)
     except json.JSONDecodeError as exc:
         raise LockError(f"{path}:{exc.lineno}: not JSON ({exc.msg})") from None
+    except ValueError as exc:  # nested too deeply (jsonshape.TooDeep)
+        raise LockError(f"{path}: not JSON ({exc})") from None
     return parse(doc, path)

@@ -11,13 +11,13 @@ Dockerfile are the environment the server sees.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lockpipe.errors import LockError
+from lockpipe.jsonshape import loads
 
 GIB = 1 << 30
 
@@ -123,8 +123,8 @@ def parse_args(command: Sequence[str]) -> VllmArgs:
             found["async_scheduling"] = t == "--async-scheduling"
         elif t == "--speculative-config":
             try:
-                found["speculative"] = json.loads(value)
-            except json.JSONDecodeError:
+                found["speculative"] = loads(value)
+            except ValueError:
                 found["speculative"] = {}
     found["attention_config"] = dotted or config  # the merged pieces come last: they win
     return VllmArgs(**found)
@@ -141,8 +141,8 @@ def _until_flag(rest: Sequence[str]) -> list[str]:
 
 def _json_or_text(value: str) -> Any:
     try:
-        return json.loads(value)
-    except json.JSONDecodeError:
+        return loads(value)
+    except ValueError:
         return value
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from lockpipe import cmd
 from lockpipe.errors import EngineError
+from lockpipe.jsonshape import loads
 from lockpipe.lock.model import PLACEHOLDER
 from lockpipe.preflight import vllm_args
 from lockpipe.preflight.verdict import Check, Figure
@@ -109,10 +110,10 @@ def find_env(where: Path, version: str, wheel: Mapping[str, Any]) -> ParserEnv |
     """
     fix = f"nox -s vllm-parser -- {version} (builds {where}), or LOCKPIPE_VLLM_PARSER=DIR"
     try:
-        marker = json.loads((where / MARKER).read_text(encoding="utf-8"))
+        marker = loads((where / MARKER).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return Unavailable(reason=f"vLLM {version}'s parser is not built ({where})", fix=fix)
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         return Unavailable(reason=f"{where / MARKER} is unreadable ({exc})", fix=fix)
     env = ParserEnv(
         version=str(marker.get("vllm")),
@@ -187,8 +188,8 @@ def parse(
         request.write_text(json.dumps(payload), encoding="utf-8")
         try:  # -P: the child's own folder (lockpipe/preflight) must not shadow a module
             run([str(env.python), "-P", str(CHILD), str(request), str(result)], child_env)
-            doc = json.loads(result.read_text(encoding="utf-8"))
-        except (EngineError, OSError, json.JSONDecodeError) as exc:
+            doc = loads(result.read_text(encoding="utf-8"))
+        except (EngineError, OSError, ValueError) as exc:
             tail = str(exc).strip().splitlines()[-1:] or ["no output"]
             gone = Unavailable(
                 reason=f"vLLM {env.version}'s parser did not run ({tail[0]})",

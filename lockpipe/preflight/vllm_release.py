@@ -28,6 +28,7 @@ from typing import Any
 
 from lockpipe import cmd
 from lockpipe.errors import FetchError, LockError
+from lockpipe.jsonshape import loads
 from lockpipe.lock.model import Lock
 
 DATA = Path(__file__).with_name("data")
@@ -51,13 +52,13 @@ def rules_for(version: str, data: Path = DATA) -> Mapping[str, Any]:
     or were derived from another version's wheel (the message names the fix)."""
     path = rules_path(version, data)
     try:
-        facts: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        facts: dict[str, Any] = loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise LockError(
             f"no preflight rules for vLLM {version} ({path}): derive them with "
             f"{fix_for(version, data)}"
         ) from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:
         raise LockError(f"{path} is unreadable ({exc}): {fix_for(version, data)}") from None
     found = facts.get("wheel")
     wheel: dict[str, Any] = found if isinstance(found, dict) else {}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lockpipe.errors import LockError
 from lockpipe.fs import write_atomic
+from lockpipe.jsonshape import loads
 from lockpipe.lock.refs import parse_ref
 
 VERSION = 1
@@ -44,7 +45,7 @@ def images_path(lock_path: Path) -> Path:
 def read_images(path: Path) -> dict[str, Published]:
     """Target → Published; empty when the file does not exist yet."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from lockpipe.errors import UsageError
 from lockpipe.fs import write_atomic
+from lockpipe.jsonshape import loads
 
 Record = Mapping[str, Mapping[str, str]]  # key ("bases.NAME") -> version -> ISO UTC time
 _AGE = re.compile(r"^(\d+)([smhdw])$")
@@ -69,7 +70,7 @@ def load(path: Path) -> dict[str, dict[str, str]]:
     """The record at ``path``; empty when there is none yet. UsageError naming the file
     when it cannot be read as one."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:

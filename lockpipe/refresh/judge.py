@@ -21,13 +21,13 @@ the trees) and running vLLM's parser when one is passed.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import LockError, LockpipeError
+from lockpipe.jsonshape import loads
 from lockpipe.lock.model import Lock, Target, parse_lock
 from lockpipe.preflight import config, host, plan, vllm_parser, vllm_release
 from lockpipe.preflight.shape import ModelShape
@@ -263,7 +263,7 @@ def stale_baselines(lock: Lock, proposal: Proposal) -> list[Verdict]:
     """The smoke baselines of the affected targets, measured on the build being replaced."""
     path = lock.path.parent / "smoke.json"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
     out = []

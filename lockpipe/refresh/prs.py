@@ -11,7 +11,6 @@ refresh.yml``). :func:`pull_requests` is pure.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from typing import Any
 
 from lockpipe.errors import UsageError
 from lockpipe.fs import write_atomic
+from lockpipe.jsonshape import loads
 from lockpipe.refresh.proposal import Proposal, Verdict
 from lockpipe.refresh.report import md, proposal_md
 
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - the workfl
     if len(args) != 2:
         raise SystemExit("usage: python -m lockpipe.refresh.prs REPORT.json OUT")
     try:
-        report = json.loads(Path(args[0]).read_text(encoding="utf-8"))
+        report = loads(Path(args[0]).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UsageError(f"{args[0]}: not a refresh report ({exc})") from None
     prs = pull_requests(report)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import shutil
 import subprocess
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import RegistryError
+from lockpipe.jsonshape import loads
 
 HUB_KEYS = ("docker.io", "index.docker.io", "registry-1.docker.io")
 HUB_SERVER = "https://index.docker.io/v1/"  # the key docker itself writes for Docker Hub
@@ -94,7 +94,7 @@ def _read(path: Path) -> dict[str, Any] | None:
             f"{path}: cannot be read ({exc.strerror}); fix its permissions"
         ) from None
     try:
-        doc = json.loads(text)
+        doc = loads(text)
     except ValueError:
         raise RegistryError(
             f"{path}: not valid JSON; fix it or log in again (podman login / docker login)"
@@ -181,7 +181,7 @@ def from_helper(name: str, registry: str, env: Mapping[str, str]) -> Credential 
             f"{registry}: {tool} get failed (exit {proc.returncode}); run it by hand to see why"
         )
     try:
-        answer = json.loads(proc.stdout)
+        answer = loads(proc.stdout)
         user, secret = str(answer["Username"]), str(answer["Secret"])
     except (ValueError, KeyError, TypeError):
         raise RegistryError(

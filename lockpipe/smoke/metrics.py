@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import MetricsError
+from lockpipe.jsonshape import loads
 from lockpipe.smoke.shape import EXAMPLE, FORMAT, parse_key
 
 Key = tuple[str, frozenset[tuple[str, str]]]
@@ -312,11 +313,13 @@ def load_baselines(path: Path) -> dict[str, dict[str, dict[str, Probe]]]:
     (:mod:`lockpipe.smoke.shape`), so that a baseline judges only runs of that shape.
     """
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise MetricsError(f"{path}: no baselines file; create it or pass another") from None
     except json.JSONDecodeError as exc:
         raise MetricsError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    except ValueError as exc:  # not UTF-8, or nested too deeply (jsonshape.TooDeep)
+        raise MetricsError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("version") != 1:
         raise MetricsError(f'{path}: needs "version": 1 at the top level')
     targets = doc.get("targets")

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from lockpipe.errors import LockpipeError, SmokeError
 from lockpipe.fs import file_lock, write_atomic
+from lockpipe.jsonshape import loads
 from lockpipe.log import print_to
 
 # XML 1.0 forbids most control characters, and server logs do contain them.
@@ -201,7 +202,7 @@ def read_records(
     ``error`` (SmokeError by default) names the file, what is wrong and the fix when it
     cannot be read or is not the shape :func:`write_json` writes."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return (), []
     except (OSError, UnicodeDecodeError, ValueError) as exc:

@@ -12,7 +12,6 @@ from the registry and both are explained file by file.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 
 from lockpipe import cmd
@@ -21,6 +20,7 @@ from lockpipe.errors import EngineError, EngineMissing, RegistryError
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.reproduce import scratch_tag
 from lockpipe.imagebuild.run import Settings, build_key, run_build
+from lockpipe.jsonshape import loads
 from lockpipe.lock.fingerprint import check_drift
 from lockpipe.lock.model import Lock
 from lockpipe.lock.refs import parse_ref
@@ -91,7 +91,7 @@ def config_digest(pinned: str, *, tls_verify: bool) -> str:
             f"the registry runs ({str(exc).splitlines()[-1] if str(exc) else exc!r})"
         ) from None
     try:
-        return str(json.loads(out)["config"]["digest"])
+        return str(loads(out)["config"]["digest"])
     except (ValueError, KeyError, TypeError):
         raise RegistryError(
             f"{pinned}: not a single-image manifest (an index?); pass the digest of the "

@@ -11,7 +11,6 @@ apart from reading the manifest and the disk's free space, both injectable.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -19,6 +18,7 @@ from typing import Any, NamedTuple
 
 from lockpipe import cmd
 from lockpipe.errors import DiskSpaceError, EngineError
+from lockpipe.jsonshape import loads
 
 COMPRESSED_RATIO = 3
 GIB = 1 << 30
@@ -67,7 +67,7 @@ def manifest_of(source: str, *, tls_verify: bool = True) -> dict[str, Any] | Non
         args.append(f"--tls-verify={str(tls_verify).lower()}")
     out = cmd.call([*args, source], quiet=True, stdout_only=True)  # its log lines: stderr
     try:
-        doc = json.loads(out)
+        doc = loads(out)
     except ValueError:
         raise EngineError(f"{source}: skopeo inspect --raw printed no JSON manifest") from None
     return doc if isinstance(doc, dict) else None

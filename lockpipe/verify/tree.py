@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import re
 import tarfile
@@ -32,6 +31,7 @@ from typing import IO, Any
 
 from lockpipe import cmd
 from lockpipe.errors import EngineError
+from lockpipe.jsonshape import Reader
 from lockpipe.verify.space import check_space, manifest_of, space_needed
 
 CHUNK = 1 << 20
@@ -135,15 +135,23 @@ def _blob(layout: Path, digest: str) -> Path:
     return layout / "blobs" / algo / hexa
 
 
+def _json(path: Path) -> dict[str, Any]:
+    """A JSON object of the layout skopeo wrote from the registry's answers: EngineError
+    naming the file when it is not one (or is nested too deeply to read)."""
+    fix = "check the image at its source; run skopeo copy by hand to see it"
+    reader = Reader(where=str(path), root="the file", error=EngineError, fix=fix)
+    return reader.parse(path.read_bytes())
+
+
 def read_layout(layout: Path, ref: str) -> ImageTree:
     """The single image of an OCI layout: its config and every layer's entries."""
-    index = json.loads((layout / "index.json").read_text())
+    index = _json(layout / "index.json")
     manifests = index.get("manifests") or []
     if len(manifests) != 1:
         raise EngineError(f"{layout}: expected one image in the OCI layout, found {len(manifests)}")
     mdigest = manifests[0]["digest"]
-    manifest = json.loads(_blob(layout, mdigest).read_bytes())
-    config = json.loads(_blob(layout, manifest["config"]["digest"]).read_bytes())
+    manifest = _json(_blob(layout, mdigest))
+    config = _json(_blob(layout, manifest["config"]["digest"]))
     diff_ids = list(config.get("rootfs", {}).get("diff_ids", []))
     blobs = manifest.get("layers", [])
     if len(diff_ids) != len(blobs):

@@ -12,7 +12,7 @@ import pytest
 
 from lockpipe.engines import get_engine
 from lockpipe.engines.base import Engine
-from lockpipe.errors import EngineMissing, SmokeError
+from lockpipe.errors import EngineMissing, SmokeConfigError, SmokeError
 from lockpipe.lock.model import Target, parse_lock
 from lockpipe.smoke.external import external_image, external_spec
 from tests.policy import unavailable
@@ -31,6 +31,26 @@ def test_a_target_never_built_fails_before_any_download(tmp_path: Path) -> None:
     assert out.returncode == SmokeError.return_code, out.stderr
     assert "no build record" in out.stderr and "build it first" in out.stderr
     assert not store.exists() or not any(store.rglob("*")), "something was downloaded"
+
+
+@pytest.mark.parametrize("which", ["--expect", "smoke.json"])
+def test_a_deeply_nested_file_is_one_line_naming_it(tmp_path: Path, which: str) -> None:
+    """json's decoder recurses per level: the expectations file, or the smoke.json this run
+    merges into, nested some 100,000 deep was a RecursionError's traceback (issue 18)."""
+    deep = tmp_path / ("expect.json" if which == "--expect" else "out/smoke.json")
+    deep.parent.mkdir(exist_ok=True)
+    deep.write_text("[" * 100_000)
+    expect = ["--expect", str(deep)] if which == "--expect" else []
+    out = subprocess.run(
+        [sys.executable, "-m", "lockpipe", "smoke", "llama-cpu", "--engine", "buildah",
+         "--state", str(tmp_path / "state"), "--out", str(tmp_path / "out"), *expect,
+         "--store", str(tmp_path / "store"), "--quiet"],
+        capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
+    )  # fmt: skip
+    code = (SmokeConfigError if which == "--expect" else SmokeError).return_code
+    assert out.returncode == code, out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert f"{deep}:" in out.stderr and "nested too deeply" in out.stderr
 
 
 # --- an external image (frank-large): run by its pinned digest from local storage -----------
