@@ -8,6 +8,7 @@ same with the host's /bin/sh, so that nothing of lockpipe's runs when it starts.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -165,9 +166,10 @@ def do_deploy(args: argparse.Namespace) -> int:
         podman_version(args.podman_version)
     if args.start and args.install is None:
         raise UsageError("--start needs --install")
+    # the unit's port wait counts whole seconds: 0.5 waits 1 (int() made it 0, no wait)
     opts = DeployOptions(gpu_mode=args.gpu_mode, bind=args.bind, health_cmd=args.health_cmd,
                          start_timeout=args.start_timeout,
-                         port_wait=int(args.port_timeout))  # fmt: skip
+                         port_wait=math.ceil(args.port_timeout))  # fmt: skip
     inputs = _inputs(args, name, opts)
     artifacts: dict[str, str] = {}
     if args.artifacts:  # deploy --artifacts REGISTRY/PREFIX (lockpipe/cli/deployart.py)

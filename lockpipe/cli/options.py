@@ -72,14 +72,23 @@ def port(text: str) -> int:
     return value
 
 
+MAX_PORT_WAIT = 3600  # seconds: a port held an hour after its server stopped is not clearing
+
+
 def seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds, 0 or more (a wait's limit)."""
+    """An argparse type: how long to wait for a held port to clear, a finite number of
+    seconds from 0 to :data:`MAX_PORT_WAIT`."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (0 or more)")
+    if value > MAX_PORT_WAIT:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is over {MAX_PORT_WAIT} seconds, the longest port wait: a port held "
+            "that long is not about to clear; find what holds it with ss -tanp sport = :PORT"
+        )
     return value
 
 

@@ -266,6 +266,21 @@ def test_the_unit_runs_nothing_from_this_checkout_or_venv(tmp_path: Path) -> Non
     assert pre.startswith('/bin/sh -c "') and pre.endswith('" wait-port 8080 90')
 
 
+@pytest.mark.parametrize(("given", "waits"), [("0.5", "1"), ("2.01", "3"), ("0", "0")])
+def test_a_fractional_port_timeout_is_rounded_up_to_whole_seconds(
+    tmp_path: Path, given: str, waits: str
+) -> None:
+    """The unit's port wait counts whole seconds: --port-timeout 0.5 wrote wait-port 8080 0
+    (int() rounded it down), a wait that gives up at once."""
+    built(tmp_path / "state")
+    smoke_json(tmp_path, {"reports": [result(store=fetched(tmp_path / "store"))]})
+    assert deploy(tmp_path, "--port-timeout", given) == 0
+    text = unit_text(tmp_path)
+    (pre,) = parse_unit(text).values("Service", "ExecStartPre")
+    assert pre.endswith(f'" wait-port 8080 {waits}')
+    assert parse_unit(text).values("Service", "TimeoutStartSec") == [str(900 + int(waits))]
+
+
 # --- 3. free text in the unit --------------------------------------------------------------
 
 
@@ -347,4 +362,19 @@ def test_a_timeout_that_is_no_number_of_seconds_is_a_usage_error(
     assert out.returncode == UsageError.return_code, out.stderr
     assert f"argument {option}: {value!r} is not a " in out.stderr
     assert "number of seconds (0 or more)" in out.stderr
+    assert not (tmp_path / "out" / f"{TARGET}.container").exists()
+
+
+def test_a_port_timeout_over_an_hour_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--port-timeout 1e300 rendered wait-port with a 301-digit count and TimeoutStartSec
+    past what systemd reads (its limit is some 584,000 years of microseconds)."""
+    built(tmp_path / "state")
+    with pytest.raises(SystemExit) as info:
+        deploy(tmp_path, "--force", "--port-timeout", "1e300")
+    assert info.value.code == UsageError.return_code
+    err = capsys.readouterr().err
+    assert "argument --port-timeout: '1e300' is over 3600 seconds" in err
+    assert "ss -tanp" in err
     assert not (tmp_path / "out" / f"{TARGET}.container").exists()
