@@ -18,7 +18,7 @@ from lockpipe.fs import write_atomic
 from lockpipe.jsonshape import Reader
 from lockpipe.log import echo
 
-_TYPES = {"str": str, "bool": bool, "int": int, "float": float}  # BuildRecord's annotations
+_TYPES = {"str": str, "bool": bool, "int": int, "float": float}  # what a field may hold
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +35,27 @@ class BuildRecord:
     source_date_epoch: int
     built_at: str
     seconds: float
+
+
+def field_kinds(cls: type) -> dict[str, tuple[type, bool]]:
+    """Each field of the dataclass ``cls``: (the type its JSON value must be, whether it may be
+    null or absent: ``str | None``). TypeError naming the field whose annotation is another."""
+    out: dict[str, tuple[type, bool]] = {}
+    for f in fields(cls):
+        shown = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        parts = [p.strip() for p in shown.split("|")]
+        kinds = [p for p in parts if p != "None"]
+        if len(kinds) != 1 or kinds[0] not in _TYPES:
+            raise TypeError(
+                f"{cls.__name__}.{f.name}: {shown} is none of {', '.join(_TYPES)} (or one of "
+                "them | None), which a record is read back as; give the field one of those, "
+                "or teach _TYPES in lockpipe/imagebuild/records.py to check it"
+            )
+        out[f.name] = (_TYPES[kinds[0]], len(kinds) < len(parts))
+    return out
+
+
+_KINDS = field_kinds(BuildRecord)  # at import: a field of another type fails every test
 
 
 def record_path(state: Path, engine: str, target: str) -> Path:
@@ -60,8 +81,9 @@ def _checked(path: Path) -> BuildRecord:
     an ``image_id`` of null or a tag would reach deploy's ``Image=``)."""
     read = Reader(where=str(path), root="the record", error=LockpipeError)
     doc = read.parse(path.read_text(encoding="utf-8"))
-    for f in fields(BuildRecord):
-        read.get(doc, (f.name,), _TYPES[str(f.type)])
+    for name, (kind, optional) in _KINDS.items():
+        if not (optional and doc.get(name) is None):
+            read.get(doc, (name,), kind)
     if not IMAGE_ID.match(doc["image_id"]):
         raise read.fail(f"image_id is {doc['image_id']!r}, not sha256:<64 hex>")
     return BuildRecord(**doc)
