@@ -25,6 +25,7 @@ from typing import Any
 
 from lockpipe.errors import LockError
 from lockpipe.jsonshape import Reader, loads
+from lockpipe.preflight import vllm_kv
 from lockpipe.spelling import hint, unknown_keys
 
 DEFAULT_NAME = "preflight.json"  # next to the lock: locks/preflight.json
@@ -166,8 +167,14 @@ def _target(doc: Mapping[str, Any], where: str) -> TargetPlan:
     if doc.get("vllm_pool") is not None:
         v, w = read.get(doc, ("vllm_pool",), dict), f"{where}.vllm_pool"
         _strict(w, v, POOL_KEYS)
+        dtype = _need(v, "kv_dtype", str, w)
+        if not vllm_kv.modelled(dtype):
+            raise LockError(
+                f"{w}.kv_dtype: {dtype!r} is not a KV dtype preflight sizes; give the "
+                "--kv-cache-dtype the measured server ran with (bfloat16, fp8, auto, …)"
+            )
         pool = VllmPool(
-            kv_dtype=_need(v, "kv_dtype", str, w),
+            kv_dtype=dtype,
             max_model_len=_need(v, "max_model_len", int, w),
             pool_tokens=_need(v, "pool_tokens", int, w),
             origin=_origin(v, w),

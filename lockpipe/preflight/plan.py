@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lockpipe.errors import FormatError, UsageError
+from lockpipe.errors import FormatError, LockError, UsageError
 from lockpipe.jsonshape import Reader
 from lockpipe.lock.model import Lock, Target
 from lockpipe.payloads import store as payload_store
@@ -212,6 +212,9 @@ def _llama(
     )
     checks, cells = plan_llama.slot_checks(t)
     checks += plan_llama.type_checks(t)
+    if any(c.name == "cache-type" and c.status == "fail" for c in checks):
+        # llama_init_from_model refuses the context before it allocates: nothing to size
+        return checks, [], {}
     more, figures, numbers = plan_llama.budget(t, cells)
     return checks + more, figures, numbers
 
@@ -283,6 +286,13 @@ def validation_request(
 def _vllm(
     name: str, t: plan_vllm.VllmTarget, by_vllm: vllm_parser.Parsed | None
 ) -> tuple[list[Check], list[Figure], dict[str, Any]]:
+    if t.args.unread and not isinstance(by_vllm, (vllm_parser.Accepted, vllm_parser.Refused)):
+        raise LockError(
+            f"targets.{name}.serve.command: {', '.join(t.args.unread)}: lockpipe's extract "
+            "reads plain numbers only, and vLLM's own parser did not run to read it. Write "
+            "a plain number, or build the parser (nox -s vllm-parser -- VERSION) so vLLM "
+            "reads or refuses it"
+        )
     said = vllm_parser.check(by_vllm, name) if by_vllm else None
     checks, figures, numbers = plan_vllm.evaluate(t)
     read = vllm_parser.figure(by_vllm, t.args)

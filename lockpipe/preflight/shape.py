@@ -27,6 +27,12 @@ from lockpipe.errors import FormatError
 from lockpipe.jsonshape import Reader, kind_of
 from lockpipe.preflight import recurrent
 
+# src/llama-hparams.h LLAMA_MAX_LAYERS (tree-checked): llama_model_loader::get_key_or_arr
+# throws "n > N_MAX" past it, so llama-server loads no GGUF with more blocks. vLLM has no
+# such cap; preflight holds a config.json to the same one, as it builds an entry per layer
+# (a block count of 2**40 took 12 GB before the first check).
+MAX_LAYERS = 512
+
 # Architecture -> (period, default window) where the GGUF names no pattern
 # (src/models/<arch>.cpp in b10069: gemma2.cpp, gemma3.cpp, gemma3n.cpp, cohere2.cpp,
 # openai-moe.cpp). gemma3 slides only when it names a window > 0. Typed: preflight reads
@@ -132,6 +138,11 @@ def from_gguf(
     n = number("block_count") or 0
     if n <= 0:
         raise FormatError(f"{source}: {arch}.block_count is missing")
+    if n > MAX_LAYERS:
+        raise FormatError(
+            f"{source}: {arch}.block_count {n:,}: llama.cpp loads at most {MAX_LAYERS} layers "
+            "(src/llama-hparams.h LLAMA_MAX_LAYERS); the header is corrupt or not this model's"
+        )
     for name in ("attention.head_count", "attention.head_count_kv"):
         if f"{arch}.{name}" in long_arrays:
             raise FormatError(
@@ -215,6 +226,11 @@ def from_hf_config(config: Mapping[str, Any], *, source: str) -> ModelShape:
         if not number(need):
             raise FormatError(f"{source}: config.json lacks '{need}'; its KV size is unknown")
     n, heads = number("num_hidden_layers") or 0, number("num_attention_heads") or 1
+    if not 0 < n <= MAX_LAYERS:
+        raise FormatError(
+            f"{source}: num_hidden_layers {n:,}: preflight reads 1 to {MAX_LAYERS} layers "
+            "(llama.cpp's LLAMA_MAX_LAYERS); the config is corrupt or not this model's"
+        )
     kv = number("num_key_value_heads", heads) or heads
     head = number("head_dim")
     if head is None:
@@ -222,7 +238,8 @@ def from_hf_config(config: Mapping[str, Any], *, source: str) -> ModelShape:
         if hidden is None:
             raise FormatError(f"{source}: config.json lacks 'hidden_size'; its KV size is unknown")
         head = hidden // heads
-    types = list(text.get("layer_types") or [])
+    listed = read.get(config, (*at, "layer_types"), list, [])
+    types = [read.get(config, (*at, "layer_types", i), str) for i in range(len(listed))]
     window = number("sliding_window")
     if not types:
         types = ["sliding_attention" if window else "full_attention"] * n

@@ -54,6 +54,9 @@ class VllmArgs:
     # -ac/--attention-config (JSON, or --attention-config.KEY VALUE): its "backend" forces
     # one as --attention-backend does (engine/arg_utils.py:2488-2499)
     attention_config: Mapping[str, Any] = field(default_factory=dict)
+    # "--flag value" pairs the extract cannot read as a number ('' or vLLM's '128k' forms):
+    # vLLM's own parser reads (or refuses) them; without it preflight cannot judge
+    unread: tuple[str, ...] = ()
 
     @property
     def config_backend(self) -> str | None:
@@ -111,11 +114,14 @@ def parse_args(command: Sequence[str]) -> VllmArgs:
             config = loaded if isinstance(loaded, dict) else {}
         elif t in _FLAGS:
             name = _FLAGS[t]
-            found[name] = (
-                float(value)
-                if name == "utilization"
-                else (value if name in ("kv_dtype", "backend") else int(value))
-            )
+            try:
+                found[name] = (
+                    float(value)
+                    if name == "utilization"
+                    else (value if name in ("kv_dtype", "backend") else int(value))
+                )
+            except ValueError:
+                found.setdefault("unread", []).append(f"{t} {value!r}")
         elif t == "--kv-cache-dtype-skip-layers":  # list[str]: nargs "+" (arg_utils.py:263)
             values = [value] if i in single else _until_flag(tokens[i + 1 :])
             found["skip_layers"] = tuple(values)
@@ -127,6 +133,7 @@ def parse_args(command: Sequence[str]) -> VllmArgs:
             except ValueError:
                 found["speculative"] = {}
     found["attention_config"] = dotted or config  # the merged pieces come last: they win
+    found["unread"] = tuple(found.get("unread", ()))
     return VllmArgs(**found)
 
 

@@ -60,6 +60,11 @@ def turboquant_slot(head: int, key_bits: int, value_bits: int) -> int:
     return slot + slot % 2
 
 
+def modelled(kv_dtype: str) -> bool:
+    """Whether :func:`bytes_per_token` sizes ``kv_dtype``."""
+    return kv_dtype in DTYPE_BYTES or kv_dtype in PER_TOKEN_HEAD or kv_dtype in TURBOQUANT
+
+
 def bytes_per_token(layer: Layer, kv_dtype: str) -> int:
     """One layer's bytes per token for ``kv_dtype`` (a ValueError if not modelled)."""
     heads, hk, hv = layer.kv_heads, layer.head_k, layer.head_v

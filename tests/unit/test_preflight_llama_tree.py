@@ -10,12 +10,13 @@ import tarfile
 
 import pytest
 
-from lockpipe.preflight import llama, llama_args, llama_cuda, recurrent
+from lockpipe.preflight import llama, llama_args, llama_cuda, recurrent, shape
 from tests import pinned_llama
 
 FILES = ("common/common.h", "common/speculative.cpp", "src/llama-arch.cpp",
          "src/models/qwen35.cpp", "ggml/src/ggml-cuda/fattn.cu",
-         "ggml/src/ggml-cuda/fattn-common.cuh", "tools/server/server.cpp")  # fmt: skip
+         "ggml/src/ggml-cuda/fattn-common.cuh", "tools/server/server.cpp",
+         "src/llama-hparams.h")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +72,8 @@ def test_auto_slots_is_the_servers(tree: dict[str, str]) -> None:
     auto = re.search(r"n_parallel is set to auto, using n_parallel = (\d+) and kv_unified = true",
                      tree["tools/server/server.cpp"])  # fmt: skip
     assert auto and int(auto.group(1)) == llama_args.AUTO_SLOTS
+
+
+def test_the_layer_cap_is_the_trees(tree: dict[str, str]) -> None:
+    cap = re.search(r"#define LLAMA_MAX_LAYERS\s+(\d+)", tree["src/llama-hparams.h"])
+    assert cap and int(cap.group(1)) == shape.MAX_LAYERS
