@@ -15,8 +15,10 @@ import re
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
-# scheme://userinfo@ : userinfo holds no / ? # @ (RFC 3986), and no space in running text
-_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]+@")
+# scheme://authority : it ends at the first / ? # (as urlsplit reads it), and in running text
+# at the line's end or where another URL starts. Its userinfo is everything up to its LAST
+# '@', as split_userinfo reads it, so a password holding '@' or a space is hidden whole.
+_AUTHORITY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)((?:(?!\b[a-z][a-z0-9+.-]*://)[^/?#\r\n])*)")
 # A query parameter that signs or authorizes a URL (S3's and the Hub's CDNs' X-Amz-*,
 # GCS's X-Goog-*, CloudFront's Signature and Policy, Azure's sig, any *token* or *key*):
 # its value is a credential for as long as the URL lives.
@@ -47,7 +49,12 @@ def redact(text: str) -> str:
     """``text`` with the user and password of every URL in it, and the values of query
     parameters that sign or authorize it (``X-Amz-Signature``, ``token``, …), shown as
     ``***``; what is not a secret (the host, the path, ``X-Amz-Expires``) stays readable."""
-    return _SIGNED.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
+    return _SIGNED.sub(r"\1***", _AUTHORITY.sub(_without_userinfo, text))
+
+
+def _without_userinfo(match: re.Match[str]) -> str:
+    _, at, hostport = match[2].rpartition("@")
+    return match[0] if not at else f"{match[1]}***@{hostport}"
 
 
 def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:

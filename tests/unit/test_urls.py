@@ -161,3 +161,20 @@ def test_a_partial_file_exists_only_once_bytes_arrive(tmp_path: Path) -> None:
     resumed.reset()
     resumed.close()  # it holds nothing now: nothing is left behind
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        # split_userinfo (like urlsplit) ends the userinfo at the LAST '@' of the authority
+        ("mirror http://bob:s3cr@tpass@127.0.0.1:5000/m first",
+         "mirror http://***@127.0.0.1:5000/m first"),
+        ("mirror http://bob:pa ss@127.0.0.1:5000/m first",
+         "mirror http://***@127.0.0.1:5000/m first"),
+        ("http://a:b@c@h1 then https://d:e f@h2/x", "http://***@h1 then https://***@h2/x"),
+        ("https://h/x a@b\nhttp://h2 c", "https://h/x a@b\nhttp://h2 c"),
+    ],
+)  # fmt: skip
+def test_a_password_holding_at_or_a_space_is_never_shown_in_part(text: str, shown: str) -> None:
+    assert redact(text) == shown
+    assert "s3cr" not in redact(text) and "tpass" not in redact(text) and "ss@" not in redact(text)
