@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from lockpipe.errors import RegistryError, UsageError
 from lockpipe.lock.model import Payload, PayloadFile
 from lockpipe.log import echo
+from lockpipe.payloads.errors import NO_ANSWER, HTTPFatal
 from lockpipe.payloads.sources import Candidate
 from lockpipe.publish.push import check_prefix
 from lockpipe.registry import modelpack as mp
@@ -41,7 +42,15 @@ class OciCandidate(Candidate):
 
     @property
     def authorization(self) -> str | None:
-        return self.registry.authorization(self.repository, margin=RENEW) if self.registry else None
+        """The registry's token, renewed if it is about to expire. A token server that
+        refuses or cannot be reached fails this candidate (:class:`HTTPFatal`), so the
+        downloader moves on to the next one (the Hub) instead of ending the run."""
+        if self.registry is None:
+            return None
+        try:
+            return self.registry.authorization(self.repository, margin=RENEW)
+        except RegistryError as exc:
+            raise HTTPFatal(f"{self.url}: {exc}", NO_ANSWER) from None
 
     def refused_fix(self, sent: bool) -> str:
         """A registry's credentials come from its login (auth.json), never the oci:// URL."""

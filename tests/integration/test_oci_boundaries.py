@@ -11,6 +11,7 @@ again); neither writes a unit.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import struct
 import subprocess
@@ -72,6 +73,26 @@ def _layer(**over: Any) -> dict[str, Any]:
     return {**layer, **over}
 
 
+def _snap_payloads(tmp_path: Path, hub: FakeHub, registry: str) -> subprocess.CompletedProcess[str]:
+    """``lockpipe payloads --mirror oci://REGISTRY/models`` of a lock whose payload ``snap``
+    (on the FAKE Hub) is config.json (pinned by its git id) and model.safetensors (sha256)."""
+    folder = tmp_path / "hub"
+    folder.mkdir()
+    (folder / "config.json").write_bytes(CONFIG)
+    (folder / "model.safetensors").write_bytes(WEIGHTS)
+    hub.add("org/snap", folder, REV)
+    tree = requests.get(f"{hub.url}/api/models/org/snap/tree/{REV}", timeout=10).json()
+    snap = entry_from_tree(tree, "org/snap", REV, role="mtp-assistant")  # config and weights
+    lock = make_lock(tmp_path, {"snap": snap})
+    assert lock.payloads["snap"].files[0].git_sha1  # config.json: found by its path
+    return subprocess.run(
+        [sys.executable, "-m", "lockpipe", "payloads", "--lock", str(lock.path), "--store",
+         str(tmp_path / "store"), "--mirror", f"oci://{registry}/models"],
+        capture_output=True, text=True, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_ENDPOINT": hub.url},
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("manifest", "words"),
     [
@@ -91,21 +112,7 @@ def test_a_manifest_of_another_shape_is_named_and_the_hub_serves_the_file(
 ) -> None:
     registry, hub = servers
     registry.manifest = json.dumps(manifest).encode()
-    folder = tmp_path / "hub"
-    folder.mkdir()
-    (folder / "config.json").write_bytes(CONFIG)
-    (folder / "model.safetensors").write_bytes(WEIGHTS)
-    hub.add("org/snap", folder, REV)
-    tree = requests.get(f"{hub.url}/api/models/org/snap/tree/{REV}", timeout=10).json()
-    snap = entry_from_tree(tree, "org/snap", REV, role="mtp-assistant")  # config and weights
-    lock = make_lock(tmp_path, {"snap": snap})
-    assert lock.payloads["snap"].files[0].git_sha1  # config.json: found by its path
-    done = subprocess.run(
-        [sys.executable, "-m", "lockpipe", "payloads", "--lock", str(lock.path), "--store",
-         str(tmp_path / "store"), "--mirror", f"oci://{registry.host}/models"],
-        capture_output=True, text=True, timeout=120,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_ENDPOINT": hub.url},
-    )  # fmt: skip
+    done = _snap_payloads(tmp_path, hub, registry.host)
     assert done.returncode == 0, done.stderr
     where = f"{registry.host}/models/snap:rev-{REV}: "
     notes = [x for x in done.stderr.splitlines() if where in x]
@@ -170,3 +177,57 @@ def test_deploy_artifacts_names_a_malformed_manifest_and_writes_no_unit(
         assert "publish them again: lockpipe payloads publish --to" in done.stderr
     assert any(f"/manifests/rev-{REV}" in s for s in registry.seen)
     assert not (state / "deploy").exists()  # neither the .container nor an .artifact unit
+
+
+# --- a token server that refuses mid-run: that candidate fails, the Hub serves the file ----
+
+
+class _TokenRegistry(FakeServer):
+    """Blobs behind a Bearer token whose server grants short-lived tokens until the blob has
+    been found (HEAD), then says 401: a download that renews its token is refused."""
+
+    def __init__(self, blob: bytes) -> None:
+        super().__init__(_TokenHandler)
+        self.blob, self.tokens, self.refusing = blob, 0, False
+        self.seen: list[str] = []
+
+
+class _TokenHandler(FakeHandler):
+    server: _TokenRegistry
+
+    def do_GET(self) -> None:
+        reg = self.server
+        reg.seen.append(f"{self.command} {self.path}")
+        if self.path.startswith("/token"):
+            reg.tokens += 1
+            if reg.refusing:
+                self.send_bytes(401, b"")
+            else:  # kept 15 s: renewed before a ranged request (RENEW is 15 s)
+                self.send_bytes(200, b'{"token": "tok", "expires_in": 20}')
+        elif self.headers.get("Authorization") != "Bearer tok":
+            realm = f'Bearer realm="http://{reg.host}/token",service="fake"'
+            self.send_bytes(401, b"", {"WWW-Authenticate": realm})
+        elif self.path == "/v2/":
+            self.send_bytes(200, b"{}", {"Content-Type": "application/json"})
+        elif self.path.endswith("/blobs/sha256:" + hashlib.sha256(reg.blob).hexdigest()):
+            reg.refusing = True
+            self.send_bytes(200, reg.blob)  # a HEAD: its Content-Length, no body
+        else:
+            self.send_bytes(404, b"")
+
+    do_HEAD = do_GET
+
+
+def test_a_token_server_refusing_mid_download_hands_the_file_to_the_hub(tmp_path: Path) -> None:
+    registry, hub = _TokenRegistry(WEIGHTS), FakeHub()
+    try:
+        done = _snap_payloads(tmp_path, hub, registry.host)
+    finally:
+        registry.stop()
+        hub.stop()
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert registry.refusing  # the registry had the blob, then refused the token's renewal ...
+    assert any(p.endswith(f"/resolve/{REV}/model.safetensors") for p in hub.requests)  # ... so
+    stored = list((tmp_path / "store").rglob("model.safetensors"))
+    assert stored and stored[0].read_bytes() == WEIGHTS, done.stderr
