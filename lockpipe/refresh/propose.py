@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from lockpipe.errors import FetchError, RegistryError
 from lockpipe.jsonshape import Reader
@@ -109,7 +109,7 @@ def releases(index: Api, package: str, what: str) -> dict[str, str]:
         try:
             if Version(version).is_prerelease:
                 continue
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a release number past int()'s 4300 digits
             continue
         live = [f for f in files if isinstance(f, dict) and not f.get("yanked")]
         if live:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from lockpipe.errors import FetchError
 from lockpipe.lock import requirements as rq
@@ -58,7 +58,7 @@ def newer_releases(lock: Lock, names: list[str], index: Api) -> tuple[Newer, ...
             newest = latest(index, package, f"pip.{name}: {package}")
             try:
                 moved_on = Version(newest) > Version(pinned)
-            except InvalidVersion:
+            except ValueError:  # InvalidVersion, or a release number past int()'s 4300 digits
                 moved_on = newest != pinned
             if moved_on:
                 page = index.url(f"project/{package}/{newest}/")

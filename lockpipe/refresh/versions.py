@@ -19,6 +19,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 _RELEASE = re.compile(r"^(\d+(?:\.\d+)*)(\w*)$")
+# the distribution spec's tag grammar, [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}: a longer "tag" in
+# a tags/list is no tag, and its release numbers could pass int()'s 4300 digits
+MAX_TAG = 128
 
 
 @dataclass(frozen=True, kw_only=True, order=True)
@@ -50,7 +53,10 @@ class TagVersion:
 
 
 def parse_tag(tag: str) -> TagVersion | None:
-    """The tag as a version, or None when it is not one (``latest``, ``nightly-abc``)."""
+    """The tag as a version, or None when it is not one (``latest``, ``nightly-abc``, one
+    longer than a tag may be)."""
+    if len(tag) > MAX_TAG:
+        return None
     prefix = "v" if tag.startswith("v") else ""
     head, _, suffix = tag[len(prefix) :].partition("-")
     m = _RELEASE.match(head)

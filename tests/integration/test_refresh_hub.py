@@ -199,18 +199,25 @@ class _PyPIHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+def _pip_checkout(tmp_path: Path, requirements: str) -> Path:
+    """A checkout whose target app installs pip.app, images/app/requirements.txt; its lock."""
+    document = doc()
+    document["pip"] = {"app": {"file": "images/app/requirements.txt", "sha256": "0" * 64}}
+    document["targets"]["app"]["pip"] = ["app"]
+    ctx = tmp_path / "checkout" / "images" / "app"
+    ctx.mkdir(parents=True)
+    (ctx / "requirements.txt").write_text(requirements)
+    return make_repo(tmp_path / "checkout", document)
+
+
 def test_pip_reports_newer_releases_and_never_moves_them(tmp_path: Path) -> None:
     index = FakePyPI({"requests": "2.32.3", "idna": "3.7"})
     try:
-        document = doc()
-        document["pip"] = {"app": {"file": "images/app/requirements.txt", "sha256": "0" * 64}}
-        document["targets"]["app"]["pip"] = ["app"]
-        ctx = tmp_path / "checkout" / "images" / "app"
-        ctx.mkdir(parents=True)
-        (ctx / "requirements.txt").write_text(
-            f"requests==2.0.0 --hash=sha256:{'1' * 64}\nidna==3.7 --hash=sha256:{'2' * 64}\n"
+        lock = _pip_checkout(
+            tmp_path,
+            f"requests==2.0.0 --hash=sha256:{'1' * 64}\nidna==3.7 --hash=sha256:{'2' * 64}\n",
         )
-        lock = make_repo(tmp_path / "checkout", document)
+        ctx = tmp_path / "checkout" / "images" / "app"
         before = lock.read_bytes()
         host, port = index.server_address[:2]
         js = tmp_path / "r.json"
@@ -237,3 +244,22 @@ def test_pip_reports_newer_releases_and_never_moves_them(tmp_path: Path) -> None
     finally:
         index.shutdown()
         index.server_close()
+
+
+def test_a_latest_release_too_long_to_be_a_version_is_no_traceback(tmp_path: Path) -> None:
+    """The index's info.version of 5000 digits: packaging's int() raised a plain ValueError
+    (past 4300 digits), a traceback; it is compared as a string, as any non-version is."""
+    index = FakePyPI({"requests": "9" * 5000})
+    try:
+        lock = _pip_checkout(tmp_path, f"requests==2.0.0 --hash=sha256:{'1' * 64}\n")
+        host, port = index.server_address[:2]
+        js = tmp_path / "r.json"
+        result = refresh(lock, "--kind", "pip", "--dry-run", "--report-json", str(js),
+                         LOCKPIPE_PYPI=f"http://{host!s}:{port}")  # fmt: skip
+    finally:
+        index.shutdown()
+        index.server_close()
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 0, result.stderr
+    (newer,) = json.loads(js.read_text())["newer"]
+    assert (newer["package"], newer["pinned"]) == ("requests", "2.0.0")

@@ -90,3 +90,14 @@ def test_an_answer_nested_too_deeply_is_one_line(index: _Index) -> None:
         f"pip.x: {index.url}/pypi/vllm/json answered JSON nested too deeply to read; is "
         f"{index.url} the package index?"
     )
+
+
+def test_a_release_too_long_to_be_a_version_is_skipped(index: _Index) -> None:
+    """packaging reads a release number with int(): past 4300 digits that was a plain
+    ValueError traceback (only InvalidVersion was caught); it is not a version."""
+    index.answer = {"releases": {
+        "0.30.0": [{"upload_time": "2026-11-02T10:00:00"}],
+        "9" * 5000: [{"upload_time": "2026-11-09T10:00:00"}],
+        "0.31." + "9" * 5000: [{"upload_time": "2026-11-09T10:00:00"}],
+    }}  # fmt: skip
+    assert releases(_api(index), "vllm", "pip.x") == {"0.30.0": "2026-11-02"}

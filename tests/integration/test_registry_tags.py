@@ -52,3 +52,26 @@ def test_a_tags_list_of_another_shape_is_one_line_naming_the_registry(
     assert doc["proposals"] == []
     [line] = [w["message"] for w in doc["warnings"] if w["name"] == "busybox"]
     assert line.startswith(f"not proposed: {through}: {proxy.host}'s tags/list: {words}")
+
+
+def test_a_tag_too_long_to_be_a_version_is_not_proposed(
+    proxy: FaultProxy,  # noqa: F811 (test_refresh's fixture: the proxy in front of the registry)
+    busybox_base: tuple[str, str],
+    tmp_path: Path,
+) -> None:
+    """A 5000-digit tag (the distribution spec allows 128 characters) was an int() traceback
+    (Python reads at most 4300 digits); it is not a version, so it is no upgrade."""
+    ref, digest = busybox_base  # tagged 1
+    through = f"{proxy.host}/{ref.split('/', 1)[1]}"
+    lock = _lock(tmp_path, {"busybox": {"ref": through, "digest": digest}})
+    before = lock.read_bytes()
+    long = ["2" * 5000, "v" + "3" * 5000, "4" * 5000 + "-cu129", "5" * 129]
+    proxy.tags = json.dumps({"name": "lockpipe-test/busybox", "tags": ["1", *long]}).encode()
+    report = tmp_path / "r.json"
+    result = refresh(lock, "--kind", "bases", "--propose", "--dry-run", "--report-json",
+                     str(report), LOCKPIPE_CACHE=str(tmp_path / "cache"))  # fmt: skip
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert any("/tags/list" in path for _, path, _ in proxy.seen)
+    assert json.loads(report.read_text())["proposals"] == []
+    assert lock.read_bytes() == before

@@ -46,3 +46,13 @@ def test_precision_and_suffix_must_match() -> None:
         "25.04",
     ]
     assert newer("latest", TAGS) == []
+
+
+def test_a_tag_longer_than_the_tag_grammar_is_not_a_version() -> None:
+    # 5000 digits was a ValueError from int() (4300 at most); 128 characters is a tag's limit
+    assert parse_tag("2" * 5000) is None and parse_tag("1." + "9" * 127) is None
+    assert newer("1", ["2" * 5000, "v" + "3" * 5000, "4" * 5000 + "-cu129", "5"]) == [
+        parse_tag("5")
+    ]
+    longest = parse_tag("1." + "9" * 126)  # 128 characters: a tag
+    assert longest is not None and longest.release == (1, int("9" * 126))
