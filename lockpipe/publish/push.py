@@ -125,7 +125,7 @@ def publish_target(
 ) -> Outcome:  # fmt: skip
     """Push ``name`` unless the registry already has this build (``force`` pushes anyway);
     record it in ``images``, then attach its provenance unless the registry has it."""
-    from lockpipe.registry.client import exists
+    from lockpipe.registry.client import held
 
     record = current_record(lock, name, engine, state)
     ref = destination(prefix, name, record.key)
@@ -134,7 +134,7 @@ def publish_target(
         known = None
     digest = None
     if not force:
-        if known is not None and exists(known.pinned):
+        if known is not None and held(known.pinned):  # the destination itself, no mirror
             digest = known.digest  # one HEAD
         else:
             digest = published_as(ref, record.image_id)  # one GET of the key's tag

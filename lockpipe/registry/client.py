@@ -105,23 +105,40 @@ def exists(ref_with_digest: str) -> bool:
     registry's own failure is raised (a dead registry is not "gone").
     """
     sources = pull_sources(ref_with_digest)  # raises on a malformed reference
-    digest = parse_ref(ref_with_digest).digest
-    if digest is None:
-        raise RegistryError(f"{ref_with_digest}: exists() needs repo@sha256:…; add the digest")
+    digest = _digest_of(ref_with_digest)
     pool = Pool()
     for source in sources:
         reg = pool.get(source.host, source.scheme, source.registry)
         try:
-            resp = reg.request("HEAD", source.repository, f"manifests/{digest}",
-                               headers={"Accept": pf.ACCEPT}, ok=(200, 404))  # fmt: skip
+            if _holds(reg, source.repository, digest):
+                return True
         except RegistryError as exc:
             if not source.mirror:
                 raise
             echo(f"note: mirror {source.location} failed, trying the next source: {exc}")
-            continue
-        if resp.status_code == 200:
-            return True
     return False
+
+
+def held(ref_with_digest: str) -> bool:
+    """Whether the registry ``repo@sha256:…`` names holds it, asked alone: what a push to
+    that reference wrote. No mirror is asked (a pull-through mirror that kept the digest
+    says nothing of a destination that lost it); a failure is raised."""
+    digest = _digest_of(ref_with_digest)
+    reg, ep = registry_for(ref_with_digest)
+    return _holds(reg, ep.repository, digest)
+
+
+def _digest_of(ref_with_digest: str) -> str:
+    digest = parse_ref(ref_with_digest).digest
+    if digest is None:
+        raise RegistryError(f"{ref_with_digest}: needs repo@sha256:…; add the digest")
+    return digest
+
+
+def _holds(reg: Registry, repository: str, digest: str) -> bool:
+    resp = reg.request("HEAD", repository, f"manifests/{digest}",
+                       headers={"Accept": pf.ACCEPT}, ok=(200, 404))  # fmt: skip
+    return resp.status_code == 200
 
 
 def manifest_digest(ref: str, *, insecure: bool = False, timeout: float = 30.0) -> str:

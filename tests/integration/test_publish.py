@@ -238,3 +238,40 @@ def test_verify_without_provenance_says_so(
     ref, digest = busybox_base  # pushed by the fixture, with no provenance attached
     assert repo.cli("verify", "app", "--image", f"{ref}@{digest}") == RegistryError.return_code
     assert "no lockpipe provenance referrer" in capsys.readouterr().err
+
+
+@pytest.mark.buildah
+def test_a_destination_that_lost_the_image_is_pushed_again_whatever_a_mirror_holds(
+    busybox_base: tuple[str, str], registry: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """images.json says the build sits at the destination, which lost it; a pull-through
+    mirror in registries.conf still holds the digest. publish asks the destination alone,
+    as the push writes there: it used to ask the mirror first, say 'unchanged' and push
+    nothing, leaving images.json naming an image the destination does not have."""
+    repo = _repo(tmp_path, busybox_base, "buildah", registry)
+    assert repo.cli("build", "app", "--engine", "buildah") == 0
+    assert repo.cli("publish", "--engine", "buildah", "--to", repo.prefix) == 0
+    images = images_path(repo.lock)
+    held = read_images(images)["app"]  # the mirror (the first prefix) holds it
+    lost = f"{registry}/lockpipe-pub-{uuid.uuid4().hex[:8]}"  # a destination that has nothing
+    moved_ref = held.reference.replace(repo.prefix, lost)
+    images.write_text(images.read_text().replace(held.reference, moved_ref))
+    assert read_images(images)["app"].reference == moved_ref
+    conf = tmp_path / "registries.conf"
+    conf.write_text(
+        f'[[registry]]\nprefix = "{lost}"\nlocation = "{lost}"\ninsecure = true\n'
+        f'[[registry.mirror]]\nlocation = "{repo.prefix}"\ninsecure = true\n'
+    )
+    monkeypatch.setenv("CONTAINERS_REGISTRIES_CONF", str(conf))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no user drop-ins of this machine
+    capsys.readouterr()
+    assert repo.cli("publish", "--engine", "buildah", "--to", lost) == 0
+    err = capsys.readouterr().err
+    assert f"to {moved_ref}" in err and "published 1 of 1 target(s); 0 unchanged" in err, err
+    name = moved_ref.split("/", 1)[1].rsplit(":", 1)[0]
+    oci = "application/vnd.oci.image.manifest.v1+json"
+    resp = requests.head(
+        f"http://{registry}/v2/{name}/manifests/{held.digest}", timeout=10, headers={"Accept": oci}
+    )
+    assert resp.status_code == 200, f"{moved_ref}@{held.digest} is not at the destination"
