@@ -1,5 +1,5 @@
-"""Files, once: sha256 of a file, an atomic write with its folder fsynced, a lock on a
-file between processes, the XDG cache home.
+"""Files, once: sha256 of a file, the UTF-8 text of a file lockpipe is given, an atomic
+write with its folder fsynced, a lock on a file between processes, the XDG cache home.
 
 Every module that hashes, replaces or caches a file calls these; none has its own.
 """
@@ -15,6 +15,8 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+from lockpipe.errors import LockpipeError
+
 
 def sha256_file(path: Path, block: int = 8 << 20) -> str:
     """The sha256 of a whole file, read in ``block``-sized pieces without copies."""
@@ -25,6 +27,21 @@ def sha256_file(path: Path, block: int = 8 << 20) -> str:
         while n := fh.readinto(buf):
             sha.update(view[:n])
     return sha.hexdigest()
+
+
+def read_utf8(path: Path, error: type[LockpipeError]) -> str:
+    """The text of ``path``, a file lockpipe reads from the user or the host.
+
+    Bytes that are not UTF-8 raise ``error`` naming the file, the first bad byte and its
+    offset, and the fix; OSError (no such file, no permission) is the caller's to word.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        bad = exc.object[exc.start : exc.start + 1].hex()
+        raise error(
+            f"{path}: not UTF-8 text (byte 0x{bad} at offset {exc.start}); re-save it as UTF-8"
+        ) from None
 
 
 def fsync_dir(path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lockpipe.errors import LockError, UsageError
-from lockpipe.fs import write_atomic
+from lockpipe.fs import read_utf8, write_atomic
 from lockpipe.lock.refs import parse_ref
 from lockpipe.lock.schema import NAME
 from lockpipe.lock.validate import cross_errors, decode, schema_errors, schema_key
@@ -331,7 +331,7 @@ def parse_lock(doc: Any, path: Path, root: Path | None = None, *, schema_ok: boo
 def load_lock(path: Path) -> Lock:
     """Read and validate the lock at ``path``."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path, LockError)
     except FileNotFoundError:
         raise LockError(
             f"{path}: no lock file here"

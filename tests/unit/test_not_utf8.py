@@ -1,0 +1,30 @@
+"""A file lockpipe is given that is not UTF-8 is one error naming the file, the byte and
+the fix, never a traceback: the lock, a Dockerfile, a pip file (through the CLI)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from lockpipe.errors import LockError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lockpipe", *args], cwd=REPO, text=True, capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, check=False,
+    )  # fmt: skip
+
+
+def test_a_lock_that_is_not_utf8_is_a_lock_error_naming_the_byte(tmp_path: Path) -> None:
+    lock = tmp_path / "locks" / "digests.json"
+    lock.parent.mkdir()
+    lock.write_bytes(b'{"x":"\xff"}')
+    out = _cli("plan", "--lock", str(lock))
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == LockError.return_code, out.stderr
+    assert f"{lock}: not UTF-8 text (byte 0xff at offset 6); re-save it as UTF-8" in out.stderr
