@@ -12,6 +12,7 @@ import argparse
 from lockpipe.cli import jsonout
 from lockpipe.cli.options import targets
 from lockpipe.errors import LintError, LockError
+from lockpipe.fs import read_utf8
 from lockpipe.imagebuild import lint, plan
 from lockpipe.lock.fingerprint import check_drift
 from lockpipe.lock.model import load_lock, write_lock
@@ -45,7 +46,7 @@ def do_lint(args: argparse.Namespace) -> int:
     for t in (loaded.target(n) for n in plan.built_here(loaded, targets(args, loaded), "lint")):
         path = loaded.root / t.context / t.dockerfile
         found = lint.lint_dockerfile(
-            path.read_text(), pinned_args=set(t.bases), allow_copy=t.allow_copy
+            read_utf8(path, LintError), pinned_args=set(t.bases), allow_copy=t.allow_copy
         )
         problems += [f.render(f"{t.context}/{t.dockerfile}") for f in found]
         problems += [

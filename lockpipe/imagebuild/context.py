@@ -12,6 +12,8 @@ import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from lockpipe.errors import LockError
+from lockpipe.fs import read_utf8
 from lockpipe.imagebuild.lint import instructions
 
 FROM_LABEL = "io.github.lockpipe.from"
@@ -142,6 +144,6 @@ def stage(
     for name, path in extra.items():
         shutil.copyfile(path, dest / name)
     target = dest / dockerfile
-    text, marked = mark_bases(mark_mounts(target.read_text(), dest), base_args or {})
+    text, marked = mark_bases(mark_mounts(read_utf8(target, LockError), dest), base_args or {})
     target.write_text(text.rstrip("\n") + "\n" + label_instruction(labels) + "\n")
     return dest, marked

@@ -18,6 +18,8 @@ import re
 from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass
 
+from lockpipe.errors import LintError
+from lockpipe.fs import read_utf8
 from lockpipe.lock import closure, requirements
 from lockpipe.lock.model import Lock, Target
 from lockpipe.lock.refs import DIGEST_RE
@@ -222,7 +224,7 @@ def derived_problems(lock: Lock, target: Target) -> list[str]:
     for name in target.pip:
         file = lock.pip[name].file
         path = lock.root / file
-        text = path.read_text() if path.is_file() else ""
+        text = read_utf8(path, LintError) if path.is_file() else ""
         derivation = requirements.derived_for(text)
         if derivation is None and requirements.version_arg("vllm") not in target.build_args:
             continue  # hand-written, for an image without vLLM: nothing to check it against
@@ -230,7 +232,7 @@ def derived_problems(lock: Lock, target: Target) -> list[str]:
         facts = closure.closure_path(path)
         out += closure.problems(
             text,
-            facts.read_text() if facts.is_file() else None,
+            read_utf8(facts, LintError) if facts.is_file() else None,
             where=file,
             closure_where=str(facts.relative_to(lock.root)),
             expected_version=target.build_args.get(arg),

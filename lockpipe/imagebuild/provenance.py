@@ -27,7 +27,7 @@ from typing import Any
 
 from lockpipe import __version__
 from lockpipe.errors import LockError
-from lockpipe.fs import write_atomic
+from lockpipe.fs import read_utf8, write_atomic
 from lockpipe.imagebuild.plan import BuildPlan
 from lockpipe.imagebuild.records import BuildRecord, write_record
 from lockpipe.lock.model import Lock
@@ -69,7 +69,7 @@ def read_pip(lock: Lock, plan: BuildPlan) -> tuple[PipInput, ...]:
     for name in lock.target(plan.target).pip:
         pip = lock.pip[name]
         try:
-            text = (lock.root / pip.file).read_text(encoding="utf-8")
+            text = read_utf8(lock.root / pip.file, LockError)
         except OSError as exc:
             raise LockError(f"pip.{name}: cannot read {pip.file} ({exc}); restore it") from None
         out.append(PipInput(name=name, file=pip.file, sha256=pip.sha256,
