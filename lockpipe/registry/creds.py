@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import RegistryError
+from lockpipe.fs import read_utf8
 from lockpipe.jsonshape import loads
 
 HUB_KEYS = ("docker.io", "index.docker.io", "registry-1.docker.io")
@@ -86,7 +87,7 @@ def credentials(registry: str, env: Mapping[str, str] = os.environ) -> Credentia
 
 def _read(path: Path) -> dict[str, Any] | None:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path, RegistryError)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import RegistryError
+from lockpipe.fs import read_utf8
 from lockpipe.lock.refs import ImageRef, ReferenceError, parse_ref
 
 if sys.version_info >= (3, 11):
@@ -173,7 +174,7 @@ def load_confs(files: Sequence[Path]) -> list[RegistryConf]:
     tables: dict[str, RegistryConf] = {}
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_utf8(path, RegistryError)
         except FileNotFoundError:
             continue
         except OSError as exc:
