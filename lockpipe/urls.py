@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import base64
 import re
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+_NEXT = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
 # scheme://authority : it ends at the first / ? # (as urlsplit reads it), and in running text
 # at the line's end or where another URL starts. Its userinfo is everything up to its LAST
 # '@', as split_userinfo reads it, so a password holding '@' or a space is hidden whole.
@@ -72,3 +73,12 @@ def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
 def basic_auth(user: str, secret: str) -> str:
     """The ``Authorization`` value of HTTP Basic auth for ``user`` and ``secret``."""
     return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()
+
+
+def next_page(link: str, page: str) -> str | None:
+    """The ``rel="next"`` target of a ``Link`` header (GitHub, the Hub, distribution's
+    tags/list), resolved against ``page``, the URL that answered: RFC 8288 makes it a URI
+    reference, so ``</v2/x/tags/list?last=b>`` is on the page's origin. None on the last page.
+    Whether credentials go with it is the transport's question (:func:`same_origin`)."""
+    found = _NEXT.search(link)
+    return urljoin(page, found[1]) if found else None

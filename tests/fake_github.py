@@ -73,7 +73,7 @@ class FakeGitHub(FakeServer):
         self.retry_after = ""
         self.rate_limit_reset: int | None = None
         self.per_page = 2
-        self.next_base: str | None = None  # where the tag pages' next links point
+        self.next_base: str | None = None  # where the tag pages' next links point ("": relative)
         self.tags_answer: Any = None  # what every tags request gets instead, when set
 
 
@@ -129,6 +129,6 @@ class _Handler(FakeHandler):
         chunk = tags[start : start + srv.per_page]
         extra = {}
         if start + srv.per_page < len(tags):
-            base = srv.next_base or srv.url
+            base = srv.url if srv.next_base is None else srv.next_base  # "": a relative link
             extra["Link"] = f'<{base}/repos/{name}/tags?page={page + 1}>; rel="next"'
         return self.send_json(200, [{"name": t, "commit": {"sha": c}} for t, c in chunk], extra)

@@ -15,7 +15,6 @@ saying what to do, and a spent rate limit (``X-RateLimit-Remaining: 0``) read as
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,15 +25,14 @@ from typing import Any
 from lockpipe.errors import FetchError
 from lockpipe.http import MAX_REDIRECTS, Answer, Retries
 from lockpipe.http.transport import Fixes, Header, Policy, Req, Transport, literal
-from lockpipe.jsonshape import TooDeep, loads
-from lockpipe.urls import basic_auth, redact, split_userinfo
+from lockpipe.jsonshape import TooDeep, kind_of, loads
+from lockpipe.urls import basic_auth, next_page, redact, split_userinfo
 
 TIMEOUT = (10.0, 60.0)
 MAX_PAGES = 50  # a tree listing of 50 pages is not a model repository
 # one try and three retries of a 5xx, a 429 or a dropped connection, 1 s doubling; a
 # Retry-After past 30 s fails the request at once, naming when to run again
 RETRIES = Retries(attempts=3, base=1.0, cap=8.0, longest=30.0)
-_NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 
 
 def _reset(value: str | None) -> str:
@@ -90,10 +88,9 @@ class Api:
                 return out
             doc, link = self._get(url, what, params)
             if not isinstance(doc, list):
-                raise FetchError(f"{what}: {redact(url)} answered {type(doc).__name__}, not a list")
+                raise FetchError(f"{what}: {redact(url)} answered {kind_of(doc)}, not a list")
             out += doc
-            nxt = _NEXT.search(link)
-            url, params = (nxt[1] if nxt else None), None
+            url, params = next_page(link, url), None
         raise FetchError(f"{what}: more than {MAX_PAGES} pages at {self.url(path)}")
 
     @cached_property

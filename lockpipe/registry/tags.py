@@ -8,18 +8,17 @@ is not the registry's.
 
 from __future__ import annotations
 
-import re
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from lockpipe.errors import RegistryError
 from lockpipe.jsonshape import Reader
 from lockpipe.registry.creds import credentials
 from lockpipe.registry.names import endpoint
 from lockpipe.registry.transport import Registry
+from lockpipe.urls import next_page
 
 PAGE = 1000
 MAX_PAGES = 100
-_NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 
 
 def list_tags(ref: str, *, registry: Registry | None = None) -> list[str]:
@@ -37,10 +36,9 @@ def list_tags(ref: str, *, registry: Registry | None = None) -> list[str]:
         doc = read.parse(resp.content)
         listed = read.get(doc, ("tags",), list, [])  # null: a repository without tags
         out += [read.get(doc, ("tags", i), str) for i in range(len(listed))]
-        nxt = _NEXT.search(resp.headers.get("Link", ""))
-        if nxt is None:
+        url = next_page(resp.headers.get("Link", ""), reg.url(ep.repository, "tags/list"))
+        if url is None:
             return out
-        url = urljoin(reg.url(ep.repository, "tags/list"), nxt[1])
         if not reg.owns(url):
             raise RegistryError(
                 f"{ref}: tags/list's next page is on another host "

@@ -77,6 +77,20 @@ def test_every_page_is_read(github: FakeGitHub) -> None:
     assert sum(r.startswith("/repos/o/r/tags") for r in github.requests) == 3  # 2 + 2 + 1
 
 
+def test_a_relative_next_link_is_read_against_the_page(github: FakeGitHub) -> None:
+    """RFC 8288: a Link target is a URI reference, resolved against the page it came on;
+    '</repos/o/r/tags?page=2>' was requested as it was, which is no URL."""
+    github.next_base = ""
+    tags = _api(github.url, []).get_all("repos/o/r/tags", "sources.x")
+    assert [t["name"] for t in tags] == ["b1", "b2", "b3", "b4", "b5"]
+
+
+def test_an_answer_that_is_not_a_list_says_what_it_is(github: FakeGitHub) -> None:
+    github.tags_answer = {"message": "moved"}
+    with pytest.raises(FetchError, match=r"answered an object, not a list"):
+        _api(github.url, []).get_all("repos/o/r/tags", "sources.x")
+
+
 def test_the_token_never_follows_a_next_link_to_another_host(github: FakeGitHub) -> None:
     elsewhere = FakeGitHub()
     try:
