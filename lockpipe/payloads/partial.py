@@ -16,7 +16,9 @@ bytes arrive: a host that never answers costs no disk, and a run that ends
 Closing a partial file that holds no bytes removes it. Only a size the lock pins
 is reserved: one a server claims (a source archive's ``Content-Range`` total) is
 recorded, and the file grows as its bytes come, so a server claiming a petabyte
-cannot fill the disk.
+cannot fill the disk. A claim stays a claim when a later run resumes from the journal
+(:attr:`Partial.pinned` stays None): an answer that contradicts it discards the bytes
+and starts again, where one that contradicts a pinned size is an integrity error.
 """
 
 from __future__ import annotations
@@ -106,6 +108,15 @@ class Partial:
         """The file's size is ``size``, as a server told it: recorded, not reserved."""
         with self._opening:
             self.size = size
+
+    def forget_claim(self) -> None:
+        """The size a server claimed (none is pinned) is contradicted: forget it, and every
+        byte written under it; the file starts again from nothing."""
+        with self._opening:
+            self.size = self.pinned
+            if self._fd is not None:
+                os.ftruncate(self._fd, 0)
+        self.reset()
 
     def wrote(self, start: int, end: int) -> None:
         with self._lock:

@@ -14,7 +14,7 @@ import os
 import threading
 
 from lockpipe.errors import IntegrityError, LockpipeError
-from lockpipe.payloads.errors import RangeIgnored, RetryableHTTP, Stopped
+from lockpipe.payloads.errors import HTTPFatal, RangeIgnored, RetryableHTTP, Stopped
 from lockpipe.payloads.gate import Permit
 from lockpipe.payloads.hasher import OrderedHasher
 from lockpipe.payloads.http import Opened, body, open_range
@@ -90,6 +90,13 @@ class Transfer:
         first = (0, t.piece) if p.size is None else self._plan(p.size)
         with Permit(self.ctx.gate, self.ctx.stop) as permit:
             opened = self._probe(*first, permit)
+            if self._claim_contradicted(opened):  # a size only claimed: start from nothing
+                opened.response.close()
+                p.forget_claim()
+                self.hasher.stop()
+                self.hasher = OrderedHasher(p.read, None, RangeSet(), t.memory_cap)
+                first = (0, t.piece)
+                opened = self._probe(*first, permit)
             self._check_total(opened)
             if not opened.ranged:
                 self._stream(opened)
@@ -125,10 +132,22 @@ class Transfer:
     def _retry(self, exc: RetryableHTTP, permit: Permit, failures: int) -> None:
         wait_to_retry(self.ctx, self.budget, permit, exc, failures, self.halt)
 
+    def _claim_contradicted(self, opened: Opened) -> bool:
+        """Whether ``opened`` says another size than the one a server claimed (a journal
+        of an earlier run keeps it) for a file whose size the lock does not pin."""
+        p = self.partial
+        return p.pinned is None and opened.total is not None and p.size not in (None, opened.total)
+
     def _check_total(self, opened: Opened) -> None:
         size = self.partial.size
         if opened.total is not None and size is not None and opened.total != size:
             opened.response.close()
+            if self.partial.pinned is None:  # a server's claim, contradicted mid-transfer
+                raise HTTPFatal(
+                    f"{opened.url} now says the file has {opened.total:,} bytes, "
+                    f"{size:,} before; the server changed the file while it was fetched",
+                    206,
+                )
             raise IntegrityError(
                 f"{self.label}: {opened.url} serves {opened.total:,} bytes, the lock pins "
                 f"{size:,}; the file changed upstream or the revision is wrong: fix the mirror, "
@@ -207,15 +226,15 @@ class Transfer:
         for data in body(opened, self.ctx.tuning.chunk):
             if self.ctx.stop.is_set():
                 raise Stopped
-            if p.size is not None and pos + len(data) > p.size:
+            if p.pinned is not None and pos + len(data) > p.pinned:
                 raise IntegrityError(
-                    f"{self.label}: {opened.url} sends more than the {p.size:,} bytes the lock "
-                    "pins; the file changed upstream or the mirror is wrong"
+                    f"{self.label}: {opened.url} sends more than the {p.pinned:,} bytes the "
+                    "lock pins; the file changed upstream or the mirror is wrong"
                 )
             self._write(pos, data)
             pos += len(data)
         if (opened.total is not None and pos != opened.total) or (
-            p.size is not None and pos != p.size
+            p.pinned is not None and pos != p.pinned
         ):
             raise RetryableHTTP(f"{opened.url}: the body ended at byte {pos:,}")
         os.ftruncate(p.fd, pos)

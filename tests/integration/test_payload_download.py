@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from lockpipe.payloads.errors import HTTPFatal
 from lockpipe.payloads.run import Options, run_payloads
 from lockpipe.payloads.settings import MiB, Tuning
 from lockpipe.payloads.store import payload_path
+from tests.httpfake import FakeHandler, FakeServer
 from tests.integration.payload_servers import (
     TOKEN,
     FaultServer,
@@ -220,3 +222,56 @@ def test_cli_reports_errors_without_a_traceback(fault: FaultServer, tmp_path: Pa
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     assert done.returncode != 0 and "HTTP 404" in done.stderr
     assert "Traceback" not in done.stderr and TOKEN not in done.stderr
+
+
+class _Claims(FakeServer):
+    """Serves ``data``; while ``lying``, a ranged GET from byte 0 gets its first 100 bytes
+    under a Content-Range total of 99,999, and every other GET a 404."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(_ClaimsHandler)
+        self.data, self.lying, self.ranged = data, True, False
+
+
+class _ClaimsHandler(FakeHandler):
+    server: _Claims
+
+    def do_GET(self) -> None:
+        srv, data = self.server, self.server.data
+        match = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        if srv.lying:
+            if match and match[1] == "0":
+                self.send_bytes(206, data[:100], {"Content-Range": "bytes 0-99/99999"})
+            else:
+                self.send_bytes(404, b"")
+        elif srv.ranged and match:
+            start = int(match[1])
+            end = min(len(data), int(match[2]) + 1) if match[2] else len(data)
+            self.send_bytes(206, data[start:end],
+                            {"Content-Range": f"bytes {start}-{end - 1}/{len(data)}"})  # fmt: skip
+        else:
+            self.send_bytes(200, data)
+
+
+@pytest.mark.parametrize("ranged", [False, True])
+def test_a_size_a_server_only_claimed_is_not_taken_for_the_locks(
+    tmp_path: Path, ranged: bool
+) -> None:
+    """A source archive pins no size. A server once claimed 99,999 bytes (206 total) and
+    failed; the journal kept that claim as the size, and the next run called the true
+    5,000 bytes 'the lock pins 99,999' (exit 9, re-pin the entry). Only a pinned size is
+    the lock's: a claim the next answer contradicts discards the partial and starts over."""
+    data = os.urandom(5000)
+    sha = hashlib.sha256(data).hexdigest()
+    dest = tmp_path / "cache" / sha
+    server = _Claims(data)
+    try:
+        with pytest.raises(HTTPFatal):
+            download_url(f"{server.url}/a.tgz", sha, dest)
+        journal = dest.with_name(dest.name + ".lockpipe-journal")
+        assert '"size": 99999' in journal.read_text()  # what the server claimed, and 100 bytes
+        server.lying, server.ranged = False, ranged
+        assert download_url(f"{server.url}/a.tgz", sha, dest).read_bytes() == data
+    finally:
+        server.stop()
+    assert not journal.exists()
