@@ -177,9 +177,13 @@ class DockerEngine(SdkEngine):
     def _refuse_containerd_store(self) -> None:
         """dockerd's containerd image store cannot read a build context posted as a tar
         (moby/moby#47717, measured on 26.1.5): say so before a build fails obscurely."""
-        status = dict(
-            tuple(pair) for pair in self.client.info().get("DriverStatus") or [] if len(pair) == 2
-        )
+        info, read = self.client.info(), self._reader("info")
+        pairs = read.get(info, ("DriverStatus",), list, [])
+        status = {
+            read.get(info, ("DriverStatus", i, 0), str): read.get(info, ("DriverStatus", i, 1), str)
+            for i in range(len(pairs))
+            if len(read.get(info, ("DriverStatus", i), list)) == 2
+        }
         if status.get("driver-type") == CONTAINERD_STORE:
             raise EngineError(
                 f"dockerd {self._version} at {self.url} uses the containerd image store, which "

@@ -31,14 +31,17 @@ REPO = Path(__file__).resolve().parents[2]
 TAG = "localhost/lockpipe-test/app:1"
 IMAGE = "sha256:" + "a" * 64
 BUILT = {"id": "moby.image.id", "aux": {"ID": IMAGE}}
+INFO = {"DriverStatus": [["Backing Filesystem", "extfs"]]}
 
 
 class FakeDockerd(FakeServer):
-    """FAKE dockerd: the answers a build needs, /build streaming ``lines``."""
+    """FAKE dockerd: the answers a build needs, /info answering ``info``, /build streaming
+    ``lines``."""
 
     def __init__(self) -> None:
         super().__init__(_Handler)
         self.lines: list[bytes] = []
+        self.info: object = INFO
 
 
 class _Handler(FakeHandler):
@@ -49,7 +52,7 @@ class _Handler(FakeHandler):
         if path.endswith("/version"):
             self.send_json(200, {"Version": "20.10.24", "ApiVersion": "1.41"})
         elif path.endswith("/info"):
-            self.send_json(200, {"DriverStatus": [["Backing Filesystem", "extfs"]]})
+            self.send_json(200, self.server.info)
         else:  # an image lookup: none built here
             self.send_json(404, {"message": f"FAKE dockerd: no such image: {path}"})
 
@@ -124,6 +127,30 @@ def test_an_answer_of_another_shape_is_one_error(
     assert out.returncode == EngineError.return_code, out.stderr
     (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
     assert f"docker build of {TAG}" in line and words in line, line
+    assert not (tmp_path / "state/records/docker/app.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("info", "words"),
+    [
+        ({"DriverStatus": [["driver-type"], None]}, "DriverStatus[1] is null, not a list"),
+        ({"DriverStatus": {"driver-type": "x"}}, "DriverStatus is an object, not a list"),
+        ({"DriverStatus": [["driver-type", 5]]}, "DriverStatus[0][1] is an integer, not a string"),
+        ([], "its answer is a list, not an object"),
+    ],
+)  # fmt: skip
+def test_an_info_of_another_shape_is_one_error(
+    info: object, words: str, tmp_path: Path, dockerd: FakeDockerd
+) -> None:
+    dockerd.info = info
+    try:
+        out = _build(tmp_path, dockerd, BUILT)
+    finally:
+        dockerd.info = INFO
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == EngineError.return_code, out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
+    assert "docker info" in line and words in line and "lockpipe doctor" in line, line
     assert not (tmp_path / "state/records/docker/app.json").exists()
 
 
