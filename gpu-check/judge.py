@@ -6,7 +6,8 @@ that logs it), turned into a regular expression, so a log line is matched by wha
 prints, not by a copy typed here. Standard library only: the GPU host has python3 + numpy.
 
     python3 judge.py build TIME_LEFT FULL_SECONDS    # which FA kernel set to build first
-    python3 judge.py verdict TREE OUT CUDA CTK CTV SPEC_TYPES FA_ALL_QUANTS WHY PHASES NEGATIVE
+    python3 judge.py verdict TREE OUT CUDA CTK CTV SPEC_TYPES FA_ALL_QUANTS WHY PHASES NEGATIVE \
+        DRAFT_COMPLETION    # OUT/server.log (qwen35 MTP), OUT/server-draft.log (gemma4 + assistant)
     python3 judge.py negative TREE LOG   # exit 0 when the log puts Flash Attention elsewhere
 """
 
@@ -27,7 +28,12 @@ FORMATS = {
     "kv_size": ("src/llama-kv-cache.cpp", "cells, %3d layers"),
     "mtp_context": ("common/speculative.cpp", "creating MTP draft context"),
     "statistics": ("common/speculative.cpp", "statistics %16s"),
+    "draft_load": ("common/speculative.cpp", "loading draft model '%s'"),
+    "arch": ("src/llama-model.cpp", "arch                  = %s"),
 }  # fmt: skip
+# The --model-draft run: a gemma4 target drafted for by a gemma4-assistant (the lock's
+# llama-cuda and llama-cuda-slots; src/llama-arch.cpp's names for the two architectures)
+DRAFT_TARGET_ARCH, DRAFT_ARCH = "gemma4", "gemma4-assistant"
 # The probe whose name the fused-op lines carry for flash attention (src/llama-context.cpp)
 FA_PROBE = re.compile(r"llm_fused_op_flash_attn_probe\s*=\s*\{[^}]*?\"([^\"]+)\"", re.S)
 CALL = re.compile(r"\b(?:LLAMA_LOG|LOG|SPC|SLT)_[A-Z]+\s*\(\s*(?:\*this\s*,\s*)?"
@@ -115,6 +121,8 @@ class Expect:
     ctk: str
     ctv: str
     spec_types: tuple[str, ...]  # as --spec-type lists them
+    draft_arch: str | None = None  # --model-draft's architecture; None: no --model-draft
+    target_arch: str | None = None  # the -m model's architecture, where it is checked
 
 
 def fa_moved(log: str, r: Rules) -> str | None:
@@ -153,7 +161,9 @@ def judge(log: str, timings: dict[str, int], r: Rules, e: Expect) -> list[str]:
             if m.group(2) != m.group(3):
                 problems.append(f"not every layer is on the card: offloaded {m.group(2)}/"
                                 f"{m.group(3)} ({r.where['offloaded']})")  # fmt: skip
-    if "draft-mtp" in e.spec_types and not r.all("mtp_context", log):
+    if e.draft_arch is not None:
+        problems += draft_model_problems(log, r, e)
+    elif "draft-mtp" in e.spec_types and not r.all("mtp_context", log):
         problems.append(f"no MTP draft context was created ({r.where['mtp_context']})")
     stats = {m.group(1): int(m.group(5)) for m in r.all("statistics", log)}
     for t in e.spec_types:
@@ -168,10 +178,36 @@ def judge(log: str, timings: dict[str, int], r: Rules, e: Expect) -> list[str]:
     return problems
 
 
+def draft_model_problems(log: str, r: Rules, e: Expect) -> list[str]:
+    """--model-draft: the log must load the draft model, and the model it loads must be of
+    the draft architecture (the arch line that follows the loading line); the -m model's
+    arch line (the first) must be the target's."""
+    problems, loading, arch_after, first_arch = [], False, None, None
+    load, arch = r.patterns["draft_load"], r.patterns["arch"]
+    for line in log.splitlines():
+        if load.search(line):
+            loading = True
+        elif m := arch.search(line):
+            first_arch = first_arch or m.group(2)
+            if loading and arch_after is None:
+                arch_after = m.group(2)
+    if not loading:
+        problems.append(f"no 'loading draft model' line: --model-draft was not loaded "
+                        f"({r.where['draft_load']})")  # fmt: skip
+    elif arch_after != e.draft_arch:
+        problems.append(f"the draft model loaded is {arch_after or 'of no logged arch'}, "
+                        f"not {e.draft_arch} ({r.where['arch']})")  # fmt: skip
+    if e.target_arch is not None and first_arch != e.target_arch:
+        problems.append(f"the target model is {first_arch or 'of no logged arch'}, not "
+                        f"{e.target_arch} ({r.where['arch']})")  # fmt: skip
+    return problems
+
+
 def _verdict(argv: list[str]) -> int:
     tree, out = Path(argv[0]), Path(argv[1])
     e = Expect(argv[2] == "ON", argv[3], argv[4], tuple(argv[5].split(",")))
     fa_all, why, phases, negative = argv[6], argv[7], argv[8], argv[9]
+    e_draft = Expect(e.cuda, e.ctk, e.ctv, e.spec_types, DRAFT_ARCH, DRAFT_TARGET_ARCH)
     if not e.cuda:  # the option only chooses CUDA kernels: a CPU build has none of them
         fa_all, why = "n/a", f"GGML_CUDA=OFF: FA_ALL_QUANTS only selects CUDA kernels ({why})"
     r = rules(tree)
@@ -182,18 +218,26 @@ def _verdict(argv: list[str]) -> int:
     print("/metrics:", ", ".join(names))
     log = (out / "server.log").read_text(errors="replace")
     problems = judge(log, t, r, e)
+    t_draft = json.loads(Path(argv[10]).read_text())["timings"]
+    print("--model-draft timings:", json.dumps(t_draft))
+    log_draft = (out / "server-draft.log").read_text(errors="replace")
+    problems += [f"--model-draft {DRAFT_ARCH}: {p}" for p in judge(log_draft, t_draft, r, e_draft)]
     if negative.startswith("FAILED"):
         problems.append(f"the negative check: {negative}")
     stats = {m.group(1): m.group(0) for m in r.all("statistics", log)}
     measured = {"fa_all_quants": fa_all, "why": why, "kv": f"{e.ctk}/{e.ctv}",
                 "mixed_pair": e.ctk != e.ctv, "negative_check": negative,
                 "spec_types": list(e.spec_types), "draft_stats": stats, "rules": r.where,
-                "draft_path": "draft-mtp over a qwen35 MTP block (llama-cuda-mtp's path) "
-                "with ngram-mod beside it (the --spec-type llama-cuda and llama-cuda-slots "
-                "give); their --model-draft gemma4-assistant is not exercised"}  # fmt: skip
+                "draft_stats_model_draft": {m.group(1): m.group(0)
+                                            for m in r.all("statistics", log_draft)},
+                "draft_path": "draft-mtp over a qwen35 MTP block (llama-cuda-mtp's path), "
+                f"and a {DRAFT_TARGET_ARCH} target with --model-draft {DRAFT_ARCH} (the "
+                "path llama-cuda and llama-cuda-slots serve), each with ngram-mod beside "
+                "it (the --spec-type they give)"}  # fmt: skip
     print("measured:", json.dumps(measured))
     seconds = {k: int(v) for k, v in (p.split("=") for p in phases.split())}
-    (out / "result.json").write_text(json.dumps({"timings": t, "metrics": names,
+    (out / "result.json").write_text(json.dumps({"timings": t, "timings_model_draft": t_draft,
+        "metrics": names,
         "problems": problems, "phase_seconds": seconds, "measured": measured}))  # fmt: skip
     if problems:
         print("gpu-check: " + "; ".join(problems), file=sys.stderr)
@@ -222,7 +266,7 @@ def main(argv: list[str]) -> int:
             full = int(argv[2]) if argv[2] else None
             print("\t".join(choose_build(left, full)))
             return 0
-        if argv[:1] == ["verdict"] and len(argv) == 11:
+        if argv[:1] == ["verdict"] and len(argv) == 12:
             return _verdict(argv[1:])
         if argv[:1] == ["negative"] and len(argv) == 3:
             return _negative(Path(argv[1]), Path(argv[2]))

@@ -5,11 +5,16 @@
 # offloaded, a mixed q8_0/q5_1 KV cache (kernels only a GGML_CUDA_FA_ALL_QUANTS build has:
 # ggml-cuda/fattn.cu) and --spec-type draft-mtp,ngram-mod (the fleet's: llama-cuda-mtp
 # drafts with its MTP block, llama-cuda and llama-cuda-slots give this --spec-type), and
-# read /metrics and the answer's draft counts. judge.py gives the verdict by the tree's own
-# log strings: it fails when the log assigns Flash Attention to another device than the
-# layer's (src/llama-context.cpp, "usually due to missing support"), leaves a layer off
-# the card (src/llama-model.cpp "offloaded X/Y layers to GPU"), caches another KV pair, or
-# draft-mtp drafts nothing. TIME_LEFT=SECONDS (the device time left): when the full build
+# read /metrics and the answer's draft counts. Then, with the same flags, it serves a tiny
+# random-weight gemma4 target with --model-draft a tiny gemma4-assistant (the MTP
+# assistant, llama.cpp#23398: llama-cuda's and llama-cuda-slots' draft path; both from
+# make_tiny_gguf.py --arch gemma4) into OUT/server-draft.log. judge.py gives the verdict
+# on both logs by the tree's own log strings: it fails when a log assigns Flash Attention
+# to another device than the layer's (src/llama-context.cpp, "usually due to missing
+# support"), leaves a layer off the card (src/llama-model.cpp "offloaded X/Y layers to
+# GPU"), caches another KV pair, or draft-mtp drafts nothing, and when the second never
+# loads a gemma4-assistant draft model (common/speculative.cpp "loading draft model", then
+# src/llama-model.cpp's "arch = gemma4-assistant"). TIME_LEFT=SECONDS (the device time left): when the full build
 # cannot fit two thirds of it (its last measured seconds in WORK/build-seconds-ON, or no
 # measurement yet), FA_ALL_QUANTS=OFF is built first, served with q8_0/q8_0 (the pair that
 # build has), and result.json says which build and pair were measured. No container
@@ -20,7 +25,8 @@
 # serves with that binary; FA_ALL_QUANTS=OFF: the default FlashAttention kernel set (which
 # holds q8_0/q8_0), a shorter build in its own build dir; SPEC_TYPES: another --spec-type.
 # Each phase prints its seconds; a rerun resumes the build dir under WORK (default
-# gpu-check/work). At most 8 files go to OUT (the device tool returns no more).
+# gpu-check/work). At most 7 files go to OUT (the device tool returns no more than 8): gpu.csv,
+# build.log, server.log, completion.json, metrics-after.txt, server-draft.log, result.json.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/sdist.env"
@@ -88,7 +94,7 @@ if [ -n "${LLAMA_SERVER:-}" ]; then
   server=$LLAMA_SERVER
 else
 [ -f "$build/build.ninja" ] && echo "gpu-check: resuming $build (ninja builds only what is missing)"
-cmake -S "$src" -B "$build" -G Ninja "${flags[@]}" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; die "configure failed ($out/configure.log)"; }
+cmake -S "$src" -B "$build" -G Ninja "${flags[@]}" > "$work/configure.log" 2>&1 || { tail -30 "$work/configure.log"; die "configure failed ($work/configure.log)"; }
 if [ "$GGML_CUDA" = ON ]; then
   grep -q "^GGML_CUDA_FA_ALL_QUANTS:BOOL=$FA_ALL_QUANTS\$" "$build/CMakeCache.txt" || die "FA_ALL_QUANTS=$FA_ALL_QUANTS did not reach $build/CMakeCache.txt"
 fi
@@ -118,29 +124,46 @@ done
 
 model="$work/tiny-qwen35.gguf"
 [ -f "$model" ] || PYTHONPATH="$src/gguf-py${PYTHONPATH:+:$PYTHONPATH}" python3 "$here/make_tiny_gguf.py" --arch qwen35 "$model"
+gemma4="$work/tiny-gemma4.gguf"; assistant="$work/tiny-gemma4-assistant.gguf"
+[ -f "$gemma4" ] && [ -f "$assistant" ] || PYTHONPATH="$src/gguf-py${PYTHONPATH:+:$PYTHONPATH}" python3 "$here/make_tiny_gguf.py" --arch gemma4 --assistant "$assistant" "$gemma4"
 phase model
 
 ngl=(); [ "$GGML_CUDA" = ON ] && ngl=(-ngl 999)
-"$server" -m "$model" "${ngl[@]}" -fa auto -ctk "$ctk" -ctv "$ctv" -c 4096 --parallel 1 \
-  --spec-type "$SPEC_TYPES" --spec-ngram-mod-n-match 4 --spec-ngram-mod-n-min 1 --spec-ngram-mod-n-max 8 \
-  --host 127.0.0.1 --port "$PORT" --metrics -lv 4 > "$out/server.log" 2>&1 &
-pid=$!
-trap 'kill "$pid" 2>/dev/null || true' EXIT
-for _ in $(seq 120); do
-  fetch "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
-  kill -0 "$pid" 2>/dev/null || { tail -40 "$out/server.log"; die "llama-server exited before it served"; }
-  sleep 1
-done
-fetch "http://127.0.0.1:$PORT/health" >/dev/null || die "llama-server not healthy after 120 s ($out/server.log)"
+serve() {  # serve LOG ARGS...: llama-server with ARGS and the check's flags, until healthy
+  local log=$1; shift
+  "$server" "$@" "${ngl[@]}" -fa auto -ctk "$ctk" -ctv "$ctv" -c 4096 --parallel 1 \
+    --spec-type "$SPEC_TYPES" --spec-ngram-mod-n-match 4 --spec-ngram-mod-n-min 1 --spec-ngram-mod-n-max 8 \
+    --host 127.0.0.1 --port "$PORT" --metrics -lv 4 > "$log" 2>&1 &
+  pid=$!
+  trap 'kill "$pid" 2>/dev/null || true' EXIT
+  for _ in $(seq 120); do
+    fetch "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && break
+    kill -0 "$pid" 2>/dev/null || { tail -40 "$log"; die "llama-server exited before it served ($log)"; }
+    sleep 1
+  done
+  fetch "http://127.0.0.1:$PORT/health" >/dev/null || die "llama-server not healthy after 120 s ($log)"
+}
+complete() {  # complete JSON: the check's one greedy completion
+  fetch "http://127.0.0.1:$PORT/completion" \
+    '{"prompt": "the cat sat on the mat and the cat sat on the mat and the cat sat on the", "n_predict": 256, "temperature": 0, "ignore_eos": true, "cache_prompt": false}' \
+    > "$1"
+}
+stop() {
+  sleep 1  # the log is written by its own thread
+  kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+}
+serve "$out/server.log" -m "$model"
 phase serve
-fetch "http://127.0.0.1:$PORT/metrics" > "$out/metrics-before.txt"
-fetch "http://127.0.0.1:$PORT/completion" \
-  '{"prompt": "the cat sat on the mat and the cat sat on the mat and the cat sat on the", "n_predict": 256, "temperature": 0, "ignore_eos": true, "cache_prompt": false}' \
-  > "$out/completion.json"
+fetch "http://127.0.0.1:$PORT/metrics" > "$work/metrics-before.txt"
+complete "$out/completion.json"
 fetch "http://127.0.0.1:$PORT/metrics" > "$out/metrics-after.txt"
 phase completion
-sleep 1  # the log is written by its own thread
-kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
+stop
+# llama-cuda's draft path: a gemma4 target, --model-draft its gemma4-assistant
+serve "$out/server-draft.log" -m "$gemma4" --model-draft "$assistant"
+complete "$work/completion-draft.json"
+stop
+phase model-draft
 negative="not run: this build has the mixed pair's kernels, and serves it"
 if [ "$FA_ALL_QUANTS" = OFF ] && [ "$GGML_CUDA" = ON ]; then
   # The default kernel set lacks q8_0/q5_1: -fa auto must move Flash Attention off the card
@@ -159,5 +182,8 @@ if [ "$FA_ALL_QUANTS" = OFF ] && [ "$GGML_CUDA" = ON ]; then
   echo "gpu-check: negative check (FA_ALL_QUANTS=OFF serving q8_0/q5_1): $negative"
   phase negative
 fi
-grep -a -E "CUDA0|Flash Attention|offloaded|llama_kv_cache: size|MTP draft context|statistics|draft acceptance" "$out/server.log" | head -20 || true
-python3 "$here/judge.py" verdict "$src" "$out" "$GGML_CUDA" "$ctk" "$ctv" "$SPEC_TYPES" "$FA_ALL_QUANTS" "$fa_why" "$phases" "$negative"
+for log in "$out/server.log" "$out/server-draft.log"; do
+  echo "gpu-check: $log"
+  grep -a -E "CUDA0|Flash Attention|offloaded|llama_kv_cache: size|MTP draft context|loading draft model|: arch  |statistics|draft acceptance" "$log" | head -20 || true
+done
+python3 "$here/judge.py" verdict "$src" "$out" "$GGML_CUDA" "$ctk" "$ctv" "$SPEC_TYPES" "$FA_ALL_QUANTS" "$fa_why" "$phases" "$negative" "$work/completion-draft.json"

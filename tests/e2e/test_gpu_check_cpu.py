@@ -66,12 +66,15 @@ def test_the_cpu_dry_run_passes_on_the_pinned_servers_real_log(
     assert result["problems"] == [] and measured["kv"] == "q8_0/q5_1", result
     assert result["timings"]["predicted_n"] >= 200 and result["timings"]["draft_n"] > 0
     assert set(measured["draft_stats"]) == {"draft-mtp", "ngram-mod"}
+    assert set(measured["draft_stats_model_draft"]) == {"draft-mtp", "ngram-mod"}
+    assert result["timings_model_draft"]["draft_n"] > 0
     assert "llamacpp:prompt_tokens_total" in result["metrics"]
 
     # the same real log judged as if q8_0/q8_0 had been asked: the KV line says otherwise
     tree = work / "src" / ROOT
     argv = [sys.executable, str(GPU_CHECK / "judge.py"), "verdict", str(tree), str(out), "OFF",
-            "q8_0", "q8_0", "draft-mtp,ngram-mod", "ON", "asked", "serve=1", "not run"]  # fmt: skip
+            "q8_0", "q8_0", "draft-mtp,ngram-mod", "ON", "asked", "serve=1", "not run",
+            str(work / "completion-draft.json")]  # fmt: skip
     wrong = subprocess.run(argv, text=True, capture_output=True, check=False)
     assert wrong.returncode == 1, wrong.stdout + wrong.stderr
     assert "the main context's KV cache is q8_0/q5_1, not q8_0/q8_0" in wrong.stderr

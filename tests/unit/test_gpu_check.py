@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -54,6 +55,19 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def gguf_py(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pinned tree's gguf-py, which run.sh puts on PYTHONPATH (the installed gguf may
+    predate gemma4-assistant)."""
+    out = tmp_path_factory.mktemp("gguf-py")
+    prefix = f"{pinned_llama.ROOT}/gguf-py/"
+    with tarfile.open(pinned_llama.sdist()) as tar:
+        for member in tar.getmembers():
+            if member.name.startswith(prefix):
+                tar.extract(member, out, filter="data")
+    return out / pinned_llama.ROOT / "gguf-py"
+
+
+@pytest.fixture(scope="module")
 def rules(tree: Path) -> Any:
     return judge.rules(tree)
 
@@ -92,6 +106,33 @@ def fake_gpu_log(tree: Path, **change: object) -> str:
 
 EXPECT = judge.Expect(cuda=True, ctk="q8_0", ctv="q5_1", spec_types=("draft-mtp", "ngram-mod"))
 TIMINGS = {"predicted_n": 256, "draft_n": 240, "draft_n_accepted": 170}
+EXPECT_DRAFT = judge.Expect(True, "q8_0", "q5_1", ("draft-mtp", "ngram-mod"),
+                            draft_arch="gemma4-assistant", target_arch="gemma4")  # fmt: skip
+
+
+ASSISTANT = "/work/tiny-gemma4-assistant.gguf"
+
+
+def fake_draft_log(tree: Path, **change: object) -> str:
+    """A FAKE GPU LOG of run.sh's --model-draft run: a gemma4 target, then its
+    gemma4-assistant loaded as the draft model (in the order b10069's CPU build logged
+    them for make_tiny_gguf.py --arch gemma4), drafting with draft-mtp."""
+    lines = {
+        "arch_target": render(tree, "arch", "print_info", "gemma4"),
+        "offloaded": render(tree, "offloaded", "load_tensors", 3, 3),
+        "kv_size": render(
+            tree, "kv_size", "llama_kv_cache", 0.91, 4096, 1, 1, 1, "q8_0", 0.53, "q5_1", 0.38
+        ),
+        "enabled": render(tree, "enabled", "resolve_fused_ops", "Flash Attention"),
+        "draft_load": render(tree, "draft_load", "common_speculative_init_result", ASSISTANT),
+        "arch_draft": render(tree, "arch", "print_info", "gemma4-assistant"),
+        "offloaded_draft": render(tree, "offloaded", "load_tensors", 3, 3),
+        "stats_ngram": render(tree, "statistics", "ngram-mod", 1, 54, 25, 25, 25, 200, 200, "", ""),
+        "stats_mtp": render(tree, "statistics", "draft-mtp", 1, 29, 29, 29, 0, 87, 0, "", ""),
+    }
+    lines.update(change)  # type: ignore[arg-type]
+    return "\n".join(["ggml_cuda_init: found 1 CUDA devices:", *(v for v in lines.values()
+                                                                 if v is not None)])  # fmt: skip
 
 
 def test_every_rule_is_one_log_call_of_the_pinned_tree(rules: Any, tree: Path) -> None:
@@ -148,6 +189,46 @@ def test_the_draft_mtp_path_must_draft(rules: Any, tree: Path) -> None:
                for p in judge.judge(log, TIMINGS, rules, EXPECT))  # fmt: skip
 
 
+def test_the_model_draft_run_passes_when_the_assistant_drafts(rules: Any, tree: Path) -> None:
+    assert judge.judge(fake_draft_log(tree), TIMINGS, rules, EXPECT_DRAFT) == []
+    assert rules.where["draft_load"].startswith("common/speculative.cpp:")
+    assert rules.where["arch"].startswith("src/llama-model.cpp:")
+
+
+def test_a_log_without_the_draft_model_loaded_fails(rules: Any, tree: Path) -> None:
+    log = fake_draft_log(tree, draft_load=None, arch_draft=None)
+    problems = judge.judge(log, TIMINGS, rules, EXPECT_DRAFT)
+    assert problems == [f"no 'loading draft model' line: --model-draft was not loaded "
+                        f"({rules.where['draft_load']})"]  # fmt: skip
+    # the MTP context of the qwen35 run is no stand-in for a loaded draft model
+    mtp = render(tree, "mtp_context", "common_speculative_init", "/work/tiny-gemma4.gguf")
+    log = fake_draft_log(tree, draft_load=mtp, arch_draft=None)
+    assert any("--model-draft was not loaded" in p
+               for p in judge.judge(log, TIMINGS, rules, EXPECT_DRAFT))  # fmt: skip
+
+
+def test_a_draft_model_of_another_arch_fails(rules: Any, tree: Path) -> None:
+    log = fake_draft_log(tree, arch_draft=render(tree, "arch", "print_info", "gemma4"))
+    assert judge.judge(log, TIMINGS, rules, EXPECT_DRAFT) == [
+        f"the draft model loaded is gemma4, not gemma4-assistant ({rules.where['arch']})"
+    ]
+    log = fake_draft_log(tree, arch_draft=None)  # loaded, but no arch line after it
+    assert any("of no logged arch, not gemma4-assistant" in p
+               for p in judge.judge(log, TIMINGS, rules, EXPECT_DRAFT))  # fmt: skip
+    log = fake_draft_log(tree, arch_target=render(tree, "arch", "print_info", "qwen35"))
+    assert judge.judge(log, TIMINGS, rules, EXPECT_DRAFT) == [
+        f"the target model is qwen35, not gemma4 ({rules.where['arch']})"
+    ]
+
+
+def test_an_assistant_that_drafts_nothing_fails(rules: Any, tree: Path) -> None:
+    idle = render(tree, "statistics", "draft-mtp", 1, 0, 0, 0, 0, 0, 0, "", "")
+    problems = judge.judge(fake_draft_log(tree, stats_mtp=idle), TIMINGS, rules, EXPECT_DRAFT)
+    assert problems == [f"'draft-mtp' generated no drafts ({rules.where['statistics']})"]
+    problems = judge.judge(fake_draft_log(tree, stats_mtp=None), TIMINGS, rules, EXPECT_DRAFT)
+    assert any("no 'draft-mtp' statistics line" in p for p in problems)
+
+
 def test_gpu_check_drafts_as_the_locks_llama_targets_do() -> None:
     lock = json.loads((REPO / "locks" / "digests.json").read_text())
     spec = {n: t["serve"]["command"][t["serve"]["command"].index("--spec-type") + 1]
@@ -157,6 +238,12 @@ def test_gpu_check_drafts_as_the_locks_llama_targets_do() -> None:
     assert default is not None
     assert default.group(1) == spec["llama-cuda"] == spec["llama-cuda-slots"]
     assert spec["llama-cuda-mtp"] in default.group(1).split(",")
+    # llama-cuda and llama-cuda-slots draft with --model-draft, as run.sh's second server
+    drafted = {n for n, t in lock["targets"].items()
+               if "--model-draft" in t["serve"].get("command", [])}  # fmt: skip
+    assert {"llama-cuda", "llama-cuda-slots"} <= drafted
+    run = (GPU_CHECK / "run.sh").read_text()
+    assert '--model-draft "$assistant"' in run and "--arch gemma4 --assistant" in run
 
 
 @pytest.mark.parametrize(("left", "full", "build"), [
@@ -192,6 +279,28 @@ def test_the_tiny_model_has_an_mtp_block_for_draft_mtp(tmp_path: Path) -> None:
     assert int(fields["qwen35.nextn_predict_layers"].parts[-1][0]) >= 1
 
 
+def test_the_tiny_gemma4_assistant_carries_the_targets_hidden_size(
+    tmp_path: Path, gguf_py: Path
+) -> None:
+    target, assistant = tmp_path / "g4.gguf", tmp_path / "g4-assistant.gguf"
+    subprocess.run([sys.executable, str(GPU_CHECK / "make_tiny_gguf.py"), "--arch", "gemma4",
+                    "--assistant", str(assistant), str(target)], check=True,
+                   capture_output=True, env={**os.environ, "PYTHONPATH": str(gguf_py)})  # fmt: skip
+    import gguf
+
+    t, a = gguf.GGUFReader(target).fields, gguf.GGUFReader(assistant).fields
+
+    def val(fields: Any, key: str) -> int:
+        return int(fields[key].parts[-1][0])
+
+    assert bytes(t["general.architecture"].parts[-1]).decode() == "gemma4"
+    assert bytes(a["general.architecture"].parts[-1]).decode() == "gemma4-assistant"
+    arch = "gemma4-assistant"
+    assert val(a, f"{arch}.embedding_length_out") == val(t, "gemma4.embedding_length")
+    assert val(a, f"{arch}.embedding_length") != val(t, "gemma4.embedding_length")
+    assert val(a, f"{arch}.nextn_predict_layers") == val(a, f"{arch}.block_count")
+
+
 def test_a_line_the_pinned_cpu_build_logged_is_read(rules: Any) -> None:
     # logged by b10069's CPU llama-server under run.sh (docs/llama-shapes.md, "GPU check")
     line = ("llama_kv_cache: size = 2.12 MiB (4096 cells, 2 layers, 1/1 seqs), "
@@ -223,16 +332,26 @@ def test_the_negative_check_needs_the_rule_to_see_flash_attention_moved(
     assert subprocess.run(argv, capture_output=True, text=True).returncode == 1
 
 
+def write_run(tree: Path, out: Path) -> str:
+    """run.sh's files for the verdict (FAKE GPU LOGs, made-up answers): OUT's, and the
+    --model-draft run's answer (under WORK), whose path is returned."""
+    (out / "server.log").write_text(fake_gpu_log(tree))
+    (out / "server-draft.log").write_text(fake_draft_log(tree))
+    (out / "completion.json").write_text(json.dumps({"timings": TIMINGS}))
+    (out / "metrics-after.txt").write_text("llamacpp:prompt_tokens_total 14\n")
+    draft = out.parent / f"{out.name}-completion-draft.json"
+    draft.write_text(json.dumps({"timings": TIMINGS}))
+    return str(draft)
+
+
 def test_the_verdict_says_which_build_and_pair_it_measured(tree: Path, tmp_path: Path) -> None:
     """run.sh's last call, on a FAKE GPU LOG and a made-up answer: result.json names the
     build, why it was chosen, the pair, the negative check and the tree's rules."""
-    (tmp_path / "server.log").write_text(fake_gpu_log(tree))
-    (tmp_path / "completion.json").write_text(json.dumps({"timings": TIMINGS}))
-    (tmp_path / "metrics-after.txt").write_text("llamacpp:prompt_tokens_total 14\n")
+    draft = write_run(tree, tmp_path)
     why = "TIME_LEFT=900s fits the full build (300s measured here)"
     argv = [sys.executable, str(GPU_CHECK / "judge.py"), "verdict", str(tree), str(tmp_path),
             "ON", "q8_0", "q5_1", "draft-mtp,ngram-mod", "ON", why, "build=300 serve=4",
-            "not run: this build has the mixed pair's kernels, and serves it"]  # fmt: skip
+            "not run: this build has the mixed pair's kernels, and serves it", draft]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True)
     assert done.returncode == 0 and "gpu-check: PASS" in done.stdout, done.stderr
     result = json.loads((tmp_path / "result.json").read_text())
@@ -245,17 +364,22 @@ def test_the_verdict_says_which_build_and_pair_it_measured(tree: Path, tmp_path:
     )
     assert result["phase_seconds"] == {"build": 300, "serve": 4} and result["problems"] == []
     assert set(m["draft_stats"]) == {"draft-mtp", "ngram-mod"}
+    assert set(m["draft_stats_model_draft"]) == {"draft-mtp", "ngram-mod"}
+    # the same run, its --model-draft log without the draft model: FAIL
+    (tmp_path / "server-draft.log").write_text(fake_draft_log(tree, draft_load=None))
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 1 and "--model-draft gemma4-assistant: no 'loading draft model'" in (
+        done.stderr
+    ), done.stderr
 
 
 def test_a_cpu_verdict_does_not_claim_a_cuda_kernel_set(tree: Path, tmp_path: Path) -> None:
     """The CPU dry run (GGML_CUDA=OFF) builds no CUDA kernels: result.json must not say
     the full FA_ALL_QUANTS set was measured."""
-    (tmp_path / "server.log").write_text(fake_gpu_log(tree))
-    (tmp_path / "completion.json").write_text(json.dumps({"timings": TIMINGS}))
-    (tmp_path / "metrics-after.txt").write_text("llamacpp:prompt_tokens_total 14\n")
+    draft = write_run(tree, tmp_path)
     argv = [sys.executable, str(GPU_CHECK / "judge.py"), "verdict", str(tree), str(tmp_path),
             "OFF", "q8_0", "q5_1", "draft-mtp,ngram-mod", "ON", "asked", "build=300 serve=4",
-            "not run"]  # fmt: skip
+            "not run", draft]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True)
     assert "gpu-check: PASS" in done.stdout, done.stderr
     m = json.loads((tmp_path / "result.json").read_text())["measured"]
