@@ -98,13 +98,18 @@ def marks_builds(client: Any, url: str) -> bool:
     """Whether the service at ``url`` puts RUN steps in a cgroup named by the request."""
     if url not in _MARKS:
         try:
-            host = client.info()["host"]
+            info = client.info()
         except Exception:  # an old or odd service: builds go unmarked
-            host = {}
+            info = {}
+        # an answer of another shape is an odd service too: each step is a dict, or unmarked
+        host = info.get("host") if isinstance(info, dict) else None
+        host = host if isinstance(host, dict) else {}
+        security = host.get("security")
         _MARKS[url] = (
             url.startswith("unix://")
             and host.get("cgroupManager") == "cgroupfs"
-            and host.get("security", {}).get("rootless") is False
+            and isinstance(security, dict)
+            and security.get("rootless") is False
         )
     return _MARKS[url]
 

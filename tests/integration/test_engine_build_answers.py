@@ -15,8 +15,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+import socketserver
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -165,6 +169,8 @@ class FakePodman(FakeServer):
         super().__init__(_PodmanHandler)
         self.listed: object = LISTED
         self.pull: list[bytes] = []
+        self.info: object = {}
+        self.builds: list[str] = []
 
 
 class _PodmanHandler(FakeHandler):
@@ -178,8 +184,8 @@ class _PodmanHandler(FakeHandler):
             self.send_json(200, self.server.listed)
         elif path.endswith("/json"):  # the base, by its pinned reference
             self.send_json(200, {"Id": BASE_ID})
-        else:  # /info: an odd service, whose builds go unmarked
-            self.send_json(200, {})
+        else:  # /info: by default an odd service, whose builds go unmarked
+            self.send_json(200, self.server.info)
 
     def do_POST(self) -> None:
         self.read_body()
@@ -187,6 +193,7 @@ class _PodmanHandler(FakeHandler):
         if path.endswith("/images/pull"):
             self.send_bytes(200, b"".join(line + b"\n" for line in self.server.pull))
         else:  # /build
+            self.server.builds.append(self.path)
             self.send_bytes(200, json.dumps({"stream": IMAGE.removeprefix("sha256:")}).encode())
 
 
@@ -232,6 +239,53 @@ def test_podman_answers_of_another_shape_are_one_error(
     assert line.startswith("error: podman ") and words in line, line
     assert "lockpipe doctor" in line, line
     assert not (tmp_path / "state/records/podman/app.json").exists()
+
+
+class UnixFakePodman(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """The FAKE podman service on a unix socket, as only a local service's builds are
+    marked with a cgroup of their own: its /info answers ``info``."""
+
+    daemon_threads = True
+
+    def __init__(self, path: Path, info: object) -> None:
+        super().__init__(str(path), _PodmanHandler)
+        self.listed, self.pull, self.info = LISTED, _lines(PULLED), info
+        self.builds: list[str] = []
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+PULLED = ({"stream": "Copying blob\n"}, {"id": BASE_ID})
+ROOTFUL = {"cgroupManager": "cgroupfs", "security": {"rootless": False}}
+
+
+@pytest.mark.parametrize(
+    ("info", "marked"),
+    [
+        ({"host": ROOTFUL}, True),
+        ({"host": {"cgroupManager": "cgroupfs", "security": None}}, False),
+        ({"host": {"cgroupManager": "cgroupfs", "security": []}}, False),
+        ({"host": []}, False),
+        ({"host": None}, False),
+        ([], False),
+    ],
+)  # fmt: skip
+def test_a_podman_info_of_another_shape_leaves_builds_unmarked(
+    info: object, marked: bool, tmp_path: Path
+) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="lp-", dir="/tmp"))  # a socket path is short
+    podman = UnixFakePodman(folder / "podman.sock", info)
+    try:
+        out = _run_build(
+            tmp_path, "podman", {"LOCKPIPE_PODMAN_URL": f"unix://{folder}/podman.sock"}
+        )
+    finally:
+        podman.shutdown()
+        podman.server_close()
+        shutil.rmtree(folder)
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == 0, out.stderr
+    (build,) = podman.builds
+    assert ("cgroupparent=" in build) is marked, build
 
 
 FAKE_BUILDAH = """#!/bin/sh
