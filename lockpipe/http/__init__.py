@@ -186,6 +186,25 @@ def follow(
         if secret_body and data is not None and not same_origin(there, origin):
             return Answer(response=resp, url=url, authorized=mine, looped=False)
         url, params = there, None
-        resp.close()
+        drain(resp)
     assert resp is not None
     return Answer(response=resp, url=url, authorized=False, looped=True)
+
+
+DRAIN = 1 << 20  # the most bytes of an answer not wanted (a redirect's, an error's) read
+
+
+def drain(resp: requests.Response) -> None:
+    """Close an answer whose body is not wanted. A body up to :data:`DRAIN` is read first,
+    so its connection goes back to the pool for the next request; a longer one (or one
+    that breaks off) closes the connection instead."""
+    try:
+        got = 0
+        for chunk in resp.iter_content(1 << 16):
+            got += len(chunk)
+            if got > DRAIN:
+                break
+    except requests.RequestException:
+        pass
+    finally:
+        resp.close()

@@ -31,14 +31,24 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 from urllib.parse import urlsplit
 
 import requests
 
 from lockpipe.errors import LockpipeError
-from lockpipe.http import MAX_REDIRECTS, Answer, Data, NoAnswer, Retries, follow, retryable, until
+from lockpipe.http import (
+    MAX_REDIRECTS,
+    Answer,
+    Data,
+    NoAnswer,
+    Retries,
+    drain,
+    follow,
+    retryable,
+    until,
+)
 from lockpipe.urls import origin, redact
 
 # What requests raises for a hop it will not send: a URL it cannot parse (the one asked, or
@@ -85,6 +95,10 @@ class Policy:
     retries: Retries
     timeout: float | tuple[float, float]  # seconds, or (to connect, to read)
     host_failures: int = 10  # failed tries in a row after which a host's requests get one try
+    # The most bytes read of an answer that is not streamed (JSON, a manifest, a config):
+    # a server that answers without end must not take the machine's memory. No API,
+    # manifest or config lockpipe reads comes near it; a Req's ``limit`` may be lower.
+    max_body: int = 64 << 20
 
     @property
     def timeouts(self) -> tuple[float, float]:
@@ -146,6 +160,7 @@ class Req:
     data: Data = None
     stream: bool = False
     secret_body: bool = False  # the body is a credential: it goes to req.url's origin alone
+    limit: int | None = None  # the most bytes read of the answer (not streamed); None: Policy's
 
     @property
     def rewindable(self) -> bool:
@@ -241,23 +256,29 @@ class Transport:
         fixes = self.fixes
         if fixes is None:
             raise TypeError("Transport.request needs the client's Fixes; this one only sends")
-        try:
-            answer = self.send(req)
+        try:  # streamed either way: an answer that is not is read below, to its limit
+            answer = self.send(req if req.stream else replace(req, stream=True))
         except NoAnswer as no:
             fields = _fields(no.url, None, attempt, cause=type(no.cause).__name__)
             if isinstance(no.cause, UNSENDABLE):
                 raise fixes.error(what, CANNOT_SEND, fields) from None
             return _Again(None, fixes.error(what, fixes.unreachable, fields))
         if answer.looped:
-            answer.response.close()
+            drain(answer.response)
             raise fixes.error(what, fixes.loop, _fields(req.url, answer, attempt))
         if self.watch:
             self.watch(answer, what)
         status = answer.status
         if status in ok:
+            if not req.stream:
+                try:
+                    self._read(answer.response, req, what, fixes)
+                except requests.RequestException as exc:  # the body broke off: no answer
+                    fields = _fields(req.url, None, attempt, cause=type(exc).__name__)
+                    return _Again(None, fixes.error(what, fixes.unreachable, fields))
             self._answered(host)
             return answer.response
-        answer.response.close()
+        drain(answer.response)
         challenge = host.challenge if status == 401 else None
         if challenge and challenge(answer, scope=req.scope, what=what, again=renewed):
             return None
@@ -272,6 +293,22 @@ class Transport:
             fields = _fields(req.url, answer, attempt, wait=until(now, asked or 0.0))
             raise fixes.error(what, fixes.pick(fixes.waits, status), fields)
         return _Again(asked, error)
+
+    def _read(self, resp: requests.Response, req: Req, what: str, fixes: Fixes) -> None:
+        """Read ``resp``'s body into it (``resp.content`` then works as unstreamed), or
+        raise the client's error once it passes the request's limit."""
+        cap, body = req.limit or self.policy.max_body, bytearray()
+        with resp:
+            for chunk in resp.iter_content(1 << 16):
+                body += chunk
+                if len(body) > cap:
+                    raise fixes.error_class(
+                        f"{what}: {redact(req.url)} answered more than {cap:,} bytes, the most "
+                        f"lockpipe reads of such an answer; is {_netloc(redact(req.url))} "
+                        f"{fixes.name}?"
+                    )
+        # what requests itself keeps after reading an unstreamed body (models.Response)
+        resp._content, resp._content_consumed = bytes(body), True  # type: ignore[attr-defined]
 
     def _retry(self, host: Host, attempt: int, rewindable: bool, asked: float | None) -> bool:
         """Count a failed try at ``host``; after the pause, True when another is allowed."""

@@ -34,6 +34,9 @@ RETRY_AFTER_CAP = 60.0  # a Retry-After asking for longer fails at once: no run 
 BACKOFF_BASE, BACKOFF_CAP = 0.5, 8.0
 LOW_RATELIMIT = 10
 MIRROR_FIX = "use a mirror (registries.conf)"
+# containers/image (podman, buildah, skopeo) reads no manifest past 4 MiB
+# (internal/iolimits MaxManifestBodySize); the same here, whatever the registry sends
+MAX_MANIFEST = 4 << 20
 
 
 class Registry:
@@ -92,8 +95,9 @@ class Registry:
         """Send one API request, authenticating and retrying as the registry asks."""
         what = redact(f"{method} {self.host}/{repository} {path.split('?', 1)[0]}")
         scope = f"repository:{repository}:{actions}"
+        limit = MAX_MANIFEST if path.startswith("manifests/") else None
         req = Req(method=method, url=self.url(repository, path), scope=scope, headers=headers,
-                  data=data)  # fmt: skip
+                  data=data, limit=limit)  # fmt: skip
         return self.transport.request(req, what=what, ok=ok)
 
     def fixes(self) -> Fixes:
