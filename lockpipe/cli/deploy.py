@@ -41,6 +41,7 @@ from lockpipe.engines.base import env_of
 from lockpipe.engines.buildah import tool_json
 from lockpipe.errors import DeployError, EngineError, UsageError
 from lockpipe.fs import write_atomic
+from lockpipe.lock.fingerprint import served
 from lockpipe.lock.model import Lock, checkout_root, load_lock
 from lockpipe.log import echo, result
 from lockpipe.payloads.store import default_store
@@ -105,6 +106,11 @@ def _store(args: argparse.Namespace, lock: Lock, name: str, verdict: Verdict) ->
     return store
 
 
+def _served(lock: Lock, name: str) -> dict[str, str]:
+    """What a smoke run must have served for this unit: the lock's serve and payload pins."""
+    return served(lock, lock.target(name))
+
+
 def _inputs(args: argparse.Namespace, name: str, opts: DeployOptions) -> DeployInputs:
     lock = load_lock(args.lock)
     state = state_dir(args, lock)
@@ -112,13 +118,14 @@ def _inputs(args: argparse.Namespace, name: str, opts: DeployOptions) -> DeployI
     ext = external_target(lock, name)
     if ext is not None:
         image = ext.pinned()
-        verdict = check_reference(report, name, image, force=args.force)
+        verdict = check_reference(report, name, image, served=_served(lock, name),
+                                  force=args.force, external=True)  # fmt: skip
         return inputs_for_external(ext, _facts(args, image), _noted(opts, verdict))
     if args.image or args.published:
         return _published_inputs(args, lock, name, report, opts)
     pinned = pinned_image(state, name, args.engine)
     check_fingerprint(pinned, lock.fingerprints.get(name), force=args.force)
-    verdict = check_built(report, pinned, force=args.force)
+    verdict = check_built(report, pinned, served=_served(lock, name), force=args.force)
     store = _store(args, lock, name, verdict)
     facts = _facts(args, pinned.image)
     return inputs_for_target(lock, name, pinned, store, facts, _noted(opts, verdict))
@@ -132,7 +139,7 @@ def _published_inputs(
 
     image = image_for(args, name)
     require_digest(image)  # before the gate, whose fix would name the tag
-    verdict = check_reference(report, name, image, force=args.force)
+    verdict = check_reference(report, name, image, served=_served(lock, name), force=args.force)
     store = _store(args, lock, name, verdict)
     facts = _facts(args, image)
     return inputs_for_published(lock, name, image, store, facts, _noted(opts, verdict))

@@ -3,12 +3,15 @@
 The image is the one the build record holds, by image ID (never its tag, which the next
 build moves). The smoke report (``smoke.json``, one result per target and image) must
 show this target's latest run on that same image passing: no result is a refusal like a
-failed one. ``--force`` overrides every refusal with a loud warning.
+failed one. That run must also have served what the lock says now: its recorded digests
+of the serve section and the payload pins (fingerprint.served, which the build
+fingerprint leaves out) must equal the lock's; a result without them predates the check
+and is refused too. ``--force`` overrides every refusal with a loud warning.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,15 +97,28 @@ def _store(r: SmokeRecord) -> Path | None:
     return Path(r.store) if r.store else None
 
 
+def _changed(target: str, recorded: Mapping[str, str], now: Mapping[str, str]) -> str:
+    """What of ``target``'s serving differs from what its smoke run recorded ("" if none)."""
+    what = {
+        "serve": f"serve section (targets.{target}.serve: command, env, port, …)",
+        "payloads": f"payload pins (the revisions and files of targets.{target}.payloads)",
+    }
+    return " and its ".join(what[k] for k in what if recorded.get(k) != now.get(k))
+
+
 def check_smoke(
     report: Path, target: str, image: str, matches: Callable[[SmokeRecord], bool], *,
-    force: bool, fix: str,
+    served: Mapping[str, str], force: bool, fix: str, again: str,
 ) -> Verdict:  # fmt: skip
-    """Refuse unless ``report``'s latest result for ``target`` on this ``image`` passed.
+    """Refuse unless ``report``'s latest result for ``target`` on this ``image`` passed,
+    serving what the lock says now.
 
     ``matches`` picks the results of this image (by image ID, or by published reference);
     ``image`` is how the messages name it. No result for it, or a failed one, is refused
-    (``--force`` deploys anyway, with a red warning); the verdict names what was checked."""
+    (``--force`` deploys anyway, with a red warning), and so is a passing one whose
+    recorded digests (``served``: fingerprint.served) differ from the lock's now or are
+    absent; ``again`` is the smoke command that tests it again. The verdict names what
+    was checked."""
     runs = smoke_records(report, target)
     mine = [r for r in runs if matches(r)]
     if not mine:
@@ -124,23 +140,49 @@ def check_smoke(
         )
         return Verdict(note=f"Smoke: failed on {image} (forced).", store=_store(last))
     when = f" at {last.at}" if last.at else ""
+    if last.served is None:
+        _refuse(
+            f"{target}: its smoke run that passed on image {image}{when} in {report} predates "
+            "the record of what a run served (serve command, env, port and payload pins), so "
+            f"it does not show that this lock's serving was tested; run `{again}` again",
+            force,
+        )
+        return Verdict(note=f"Smoke: passed on {image}{when}, serving unrecorded (forced).",
+                       store=_store(last))  # fmt: skip
+    changed = _changed(target, last.served, served)
+    if changed:
+        _refuse(
+            f"{target}: the lock's {changed} changed since its smoke run passed on image "
+            f"{image}{when} in {report}, so that run did not test what this unit would "
+            f"serve; run `{again}` again",
+            force,
+        )
+        return Verdict(note=f"Smoke: passed on {image}{when}, but the lock's {changed} "
+                       "changed since (forced).", store=_store(last))  # fmt: skip
     return Verdict(note=f"Smoke: passed on {image}{when} ({report}).", store=_store(last))
 
 
-def check_built(report: Path, pinned: Pinned, *, force: bool) -> Verdict:
-    """The gate for a local build: a passing result on the build record's image ID."""
+def check_built(report: Path, pinned: Pinned, *, served: Mapping[str, str], force: bool) -> Verdict:
+    """The gate for a local build: a passing result on the build record's image ID, which
+    served what ``served`` (the lock's fingerprint.served now) digests."""
     target = pinned.record.target
+    again = f"lockpipe smoke --gpu {target}"
     return check_smoke(
         report, target, pinned.short,
-        lambda r: r.image_id.removeprefix("sha256:") == pinned.image, force=force,
-        fix=f"run `lockpipe smoke --gpu {target}` against this image and fix what fails",
+        lambda r: r.image_id.removeprefix("sha256:") == pinned.image, served=served,
+        force=force, fix=f"run `{again}` against this image and fix what fails", again=again,
     )  # fmt: skip
 
 
-def check_reference(report: Path, target: str, image: str, *, force: bool) -> Verdict:
-    """The gate for an image deployed by reference (published, external): that reference."""
+def check_reference(
+    report: Path, target: str, image: str, *, served: Mapping[str, str], force: bool,
+    external: bool = False,
+) -> Verdict:  # fmt: skip
+    """The gate for an image deployed by reference (published, external): that reference,
+    which served what ``served`` digests. An ``external`` target's smoke runs its pinned
+    digest without --image."""
+    again = f"lockpipe smoke --gpu {'' if external else f'--image {image} '}{target}"
     return check_smoke(
-        report, target, image, lambda r: r.image == image, force=force,
-        fix=f"run `lockpipe smoke --gpu --image {image} {target}` on a host that holds it "
-        "and fix what fails",
+        report, target, image, lambda r: r.image == image, served=served, force=force,
+        fix=f"run `{again}` on a host that holds it and fix what fails", again=again,
     )  # fmt: skip

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any
 
 from lockpipe.errors import DriftError, LockError
@@ -63,6 +65,39 @@ def fingerprint(lock: Lock, target: Target) -> str:
     }
     blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()
+
+
+def _digest(material: object) -> str:
+    blob = json.dumps(material, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def served(lock: Lock, target: Target) -> dict[str, str]:
+    """What a smoke run of ``target`` served, as two sha256 digests: ``serve`` (its serve
+    section as the lock parses it: command, env, port, runtime, model, …) and ``payloads``
+    (each payload it mounts: name, repository, revision, every file's path, size and hash).
+
+    The fingerprint leaves both out (they do not change the image), so smoke records these
+    and deploy's gate compares them with the lock's now (docs/deploy.md)."""
+    serve = {f.name: _plain(getattr(target.serve, f.name)) for f in fields(target.serve)}
+    payloads = {}
+    for name in target.payloads:
+        p = lock.payloads[name]
+        files = [
+            {"path": f.path, "size": f.size, "sha256": f.sha256, "git_sha1": f.git_sha1}
+            for f in p.files
+        ]
+        payloads[name] = {"repository": p.repository, "revision": p.revision,
+                          "snapshot": p.snapshot, "files": files}  # fmt: skip
+    return {"serve": _digest(serve), "payloads": _digest(payloads)}
 
 
 def check_pip(lock: Lock, target: Target) -> None:

@@ -3,7 +3,9 @@
 ``smoke.json`` accumulates: it keeps one result per target and image, and a run replaces
 only the entries of the targets and images it ran (so a later run of another target
 never erases a failure; deploy's gate reads it back with :func:`read_records`, which
-checks its shape). Each entry records the payload store the run mounted.
+checks its shape). Each entry records the payload store the run mounted, and ``served``:
+digests of the serve section and payload pins it ran with (fingerprint.served), which
+the gate compares with the lock's now.
 
 JUnit is the shape CI reads (GitHub Actions reporters, Jenkins' junit step): one
 <testsuite> per target of this run, one <testcase> per check, a <failure> with a one-line
@@ -67,6 +69,8 @@ class SmokeReport:
     results: tuple[CheckResult, ...]
     log_path: Path | None = None
     store: Path | None = None  # the payload store mounted at /store (None: no payloads)
+    # fingerprint.served: {"serve": sha256, "payloads": sha256} (None: it never started one)
+    served: Mapping[str, str] | None = None
 
     @property
     def failures(self) -> list[CheckResult]:
@@ -121,6 +125,7 @@ def to_json(report: SmokeReport) -> dict[str, Any]:
         "seconds": round(report.seconds, 3),
         "log_path": str(report.log_path) if report.log_path else None,
         "store": str(report.store) if report.store else None,
+        "served": dict(report.served) if report.served is not None else None,
         "results": [
             {
                 "name": r.name,
@@ -149,6 +154,9 @@ class SmokeRecord:
     reason: str  # the first failure's first line ("" when none failed)
     store: str | None  # the payload store the run mounted
     at: str | None  # when it was written (UTC, ISO 8601); None in files before it was kept
+    # digests of the serve section and payload pins it ran with; None: not recorded (a
+    # file written before they were kept, or a run that started nothing)
+    served: Mapping[str, str] | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -159,9 +167,10 @@ class SmokeRecord:
 FIX = "move it aside (or remove it) and run lockpipe smoke again to write a new one"
 _FIELDS: dict[str, tuple[type, ...]] = {
     "target": (str,), "image": (str,), "image_id": (str,), "ok": (bool,), "results": (list,),
-    "store": (str, type(None)), "at": (str, type(None)),
+    "store": (str, type(None)), "at": (str, type(None)), "served": (dict, type(None)),
 }  # fmt: skip
-_OPTIONAL = ("store", "at")  # absent in files written before they were kept
+_OPTIONAL = ("store", "at", "served")  # absent in files written before they were kept
+SERVED = ("serve", "payloads")  # the digests of ``served``
 
 
 def _kind(value: object) -> str:
@@ -178,6 +187,9 @@ def _record(entry: object, where: str) -> SmokeRecord:
         if name not in entry or not isinstance(entry[name], types):
             found = _kind(entry[name]) if name in entry else "missing"
             raise ValueError(f"{where}.{name} is {found}")
+    served = entry.get("served")
+    if served is not None and not all(isinstance(served.get(k), str) for k in SERVED):
+        raise ValueError(f"{where}.served is not an object of two strings, serve and payloads")
     failed: list[str] = []
     reason = ""
     for i, r in enumerate(entry["results"]):
@@ -191,7 +203,8 @@ def _record(entry: object, where: str) -> SmokeRecord:
                 reason = detail.strip().splitlines()[0]
     return SmokeRecord(target=entry["target"], image=entry["image"], image_id=entry["image_id"],
                        ok=entry["ok"], failed=tuple(failed), reason=reason,
-                       store=entry.get("store"), at=entry.get("at"))  # fmt: skip
+                       store=entry.get("store"), at=entry.get("at"),
+                       served=served)  # fmt: skip
 
 
 def read_records(

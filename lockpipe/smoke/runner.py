@@ -24,6 +24,7 @@ from lockpipe.errors import CheckFailed, LockpipeError, SmokeError
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, read_record
 from lockpipe.imagebuild.run import build_key
+from lockpipe.lock.fingerprint import served
 from lockpipe.lock.model import PLACEHOLDER, Lock, Target
 from lockpipe.log import echo
 from lockpipe.payloads.store import is_snapshot_dir
@@ -270,7 +271,8 @@ def smoke_target(lock: Lock, name: str, spec: SmokeSpec, engine: Engine,
         c.skip("log scan", f"no known fatal lines for {target.serve.runtime}; log kept")
     return SmokeReport(target=name, image=tag, image_id=image_id, engine=engine.name,
                        results=tuple(c.results), log_path=log_path,
-                       store=store if target.payloads else None)  # fmt: skip
+                       store=store if target.payloads else None,
+                       served=served(lock, target))  # fmt: skip
 
 
 def _run_checks(c: _Checks, spec: SmokeSpec, engine: Engine, container: str, image: str) -> None:

@@ -245,7 +245,7 @@ def _app(tmp_path: Path, port: int) -> Path:
         engine="podman", engine_version="5.4.2", reproducible=True, reproducible_how="test",
         fingerprint=loaded.fingerprints["app"], source_date_epoch=0, built_at="now", seconds=0.0,
     ))  # fmt: skip
-    smoke_json(tmp_path, {"reports": [result("app")]})
+    smoke_json(tmp_path, {"reports": [result("app", lock=loaded)]})
     return lock
 
 

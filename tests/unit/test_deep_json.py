@@ -34,7 +34,9 @@ def deep(tmp_path: Path, name: str = "deep.json") -> Path:
 
 READERS: dict[str, Callable[[Path], object]] = {
     "smoke.json (read by smoke and serve)": read_records,
-    "smoke.json (deploy's gate)": lambda p: check_built(p, pinned("llama-cuda", "t"), force=False),
+    "smoke.json (deploy's gate)": lambda p: check_built(
+        p, pinned("llama-cuda", "t"), served={}, force=False
+    ),
     "smoke baselines": load_baselines,
     "preflight calibrations": config.load,
     "published images": read_images,

@@ -20,11 +20,13 @@ from lockpipe.cli.main import main
 from lockpipe.deploy.unit import parse_unit
 from lockpipe.errors import DeployError, UsageError
 from lockpipe.imagebuild.records import write_record
-from lockpipe.lock.model import load_lock
+from lockpipe.lock.fingerprint import served
+from lockpipe.lock.model import Lock, load_lock
 from lockpipe.payloads.store import file_path
 from tests.unit.test_deploy_render import IMAGE_ID, LOCK, REPO, pinned
 
 TARGET = "llama-cpu"  # no GPU, one payload, port 8080
+LOCKED = load_lock(LOCK)
 
 
 def built(state: Path, target: str = TARGET) -> None:
@@ -36,13 +38,16 @@ def built(state: Path, target: str = TARGET) -> None:
 
 
 def result(target: str = TARGET, *, ok: bool = True, image_id: str = f"sha256:{IMAGE_ID}",
-           store: Path | None = None, **extra: Any) -> dict[str, Any]:  # fmt: skip
-    """One smoke.json entry, as ``lockpipe smoke`` writes it."""
+           store: Path | None = None, lock: Lock = LOCKED,
+           **extra: Any) -> dict[str, Any]:  # fmt: skip
+    """One smoke.json entry, as ``lockpipe smoke`` writes it (of ``lock``, by default the
+    frozen one)."""
     entry: dict[str, Any] = {
         "target": target, "image": "localhost/lockpipe/llama-cpu:b10069", "image_id": image_id,
         "engine": "podman", "ok": ok, "seconds": 1.0, "log_path": None,
         "results": [{"name": "generation[0]", "status": "PASS" if ok else "FAIL",
                      "detail": "" if ok else "no answer"}],
+        "served": served(lock, lock.target(target)),  # what the run served
     }  # fmt: skip
     if store is not None:
         entry["store"] = str(store)
