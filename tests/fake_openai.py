@@ -12,6 +12,8 @@ one on the host port the smoke runner chose and whose ``stop`` stops it, so
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from lockpipe.engines.base import RunSpec
@@ -28,6 +30,17 @@ GOOD: dict[str, Any] = {
                                                       "content": "It is red."}}]},
     STREAM: {"choices": [{"text": " the", "index": 0}]},
 }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Trickle:
+    """An answer that is never whole: ``status``, a ``Content-Length`` of ``length``,
+    then one byte every ``every`` seconds (a server stuck mid-answer). With ``every``
+    0 it sends ``length`` bytes as fast as it can: an answer without end."""
+
+    status: int = 200
+    length: int = 100_000
+    every: float = 0.5
 
 
 # llama-server's counters, growing with the tokens served; answers["/metrics"] replaces it
@@ -53,23 +66,41 @@ class _Handler(FakeHandler):
 
     def do_GET(self) -> None:
         if self.path == "/health":
-            self.send_json(200, {"status": "ok"})
+            self.answer(self.server.answers.get("/health", {"status": "ok"}))
         elif self.path == "/metrics":
             with self.server.lock:
                 tokens = self.server.tokens
-            text = self.server.answers.get("/metrics", METRICS).format(
-                tokens=tokens, prompt_seconds=tokens / 100, gen_seconds=tokens / 50
-            )
+            metrics = self.server.answers.get("/metrics", METRICS)
+            if isinstance(metrics, Trickle):
+                self.trickle(metrics)
+                return
+            text = metrics.format(tokens=tokens, prompt_seconds=tokens / 100,
+                                  gen_seconds=tokens / 50)  # fmt: skip
             self.send_bytes(200, text.encode(), {"Content-Type": "text/plain; version=0.0.4"})
         else:
             self.answer(self.server.answers[self.path])
 
     def answer(self, answer: Any) -> None:
         """``answer`` as JSON, or as it is when it is bytes (what no JSON encoder writes)."""
-        if isinstance(answer, bytes):
+        if isinstance(answer, Trickle):
+            self.trickle(answer)
+        elif isinstance(answer, bytes):
             self.send_bytes(200, answer, {"Content-Type": "application/json"})
         else:
             self.send_json(200, answer)
+
+    def trickle(self, answer: Trickle) -> None:
+        self.send_response(answer.status)
+        self.send_header("Content-Length", str(answer.length))
+        self.end_headers()
+        block = b"x" if answer.every else b"x" * (1 << 16)
+        try:
+            for _ in range(0, answer.length, len(block)):
+                self.wfile.write(block)
+                self.wfile.flush()
+                time.sleep(answer.every)
+        except OSError:  # the client gave up, as it should
+            pass
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -77,6 +108,9 @@ class _Handler(FakeHandler):
             self.server.tokens += 4
         if not body.get("stream"):
             self.answer(self.server.answers[self.path])
+            return
+        if isinstance(self.server.answers[STREAM], Trickle):
+            self.trickle(self.server.answers[STREAM])
             return
         events = [self.server.answers[STREAM], {"choices": [], "usage": {"completion_tokens": 4}}]
         sse = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"

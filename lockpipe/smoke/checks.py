@@ -5,17 +5,22 @@ expected and what came back; the runner turns those into report rows. Every
 answer is read through :class:`~lockpipe.jsonshape.Reader`: one of another shape
 (a list where an object belongs, a missing ``choices[0]``) is a failed check
 naming the endpoint and the path, never an exception of its own.
+
+Every answer is also read through :func:`ask`, to a deadline for the whole request
+and to :data:`MAX_ANSWER` bytes: a server that sends its body a byte at a time, or
+without end, fails its check when the time is up instead of holding the run.
 """
 
 from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import requests
+import urllib3.exceptions
 
 from lockpipe.errors import CheckFailed
 from lockpipe.jsonshape import Reader
@@ -29,6 +34,60 @@ class Generation:
     completion_tokens: int
     seconds: float
     timings: Mapping[str, Any] = field(default_factory=dict)  # llama-server's, where given
+
+
+MAX_ANSWER = 8 << 20  # bytes: the most of one answer read (vLLM's /metrics is ~100 KB)
+ANSWER_SECONDS = 10.0  # the whole of a short answer: /v1/models, /metrics
+GENERATION_SECONDS = 300.0  # the whole of one completion or chat answer
+STREAM_SECONDS = 1800.0  # the whole of a streamed completion, a throughput probe's
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reply:
+    status: int
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode(errors="replace")
+
+
+def chunks(resp: requests.Response, url: str, end: float) -> Iterator[bytes]:
+    """``resp``'s body as it arrives, each wait for bytes bounded by what is left to
+    ``end`` (a monotonic time), to :data:`MAX_ANSWER` bytes; CheckFailed past either.
+
+    ``read1`` returns what one read of the socket gives, so a body trickling in a byte
+    at a time cannot hold a read open past ``end``, as a read of a fixed size can.
+    """
+    got = 0
+    while True:
+        left = end - time.monotonic()
+        sock = getattr(resp.raw.connection, "sock", None)
+        if sock is not None and left > 0:
+            sock.settimeout(left)
+        try:
+            chunk = resp.raw.read1(1 << 16) if left > 0 else None
+        except (TimeoutError, urllib3.exceptions.TimeoutError):
+            chunk = None
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            raise CheckFailed(f"{url} broke off its answer after {got:,} bytes: {exc}") from exc
+        if chunk is None:
+            raise CheckFailed(f"{url} did not finish its answer in time ({got:,} bytes so far)")
+        if not chunk:
+            return
+        got += len(chunk)
+        if got > MAX_ANSWER:
+            raise CheckFailed(f"{url} answered more than {MAX_ANSWER:,} bytes; is it the server?")
+        yield chunk
+
+
+def ask(method: str, url: str, seconds: float, body: object = None) -> Reply:
+    """One request to ``url`` and its whole answer, within ``seconds`` and
+    :data:`MAX_ANSWER` bytes (CheckFailed past either). No answer at all raises
+    requests' own error, as a server not listening yet does."""
+    end = time.monotonic() + seconds
+    with requests.request(method, url, json=body, stream=True, timeout=seconds) as resp:
+        return Reply(status=resp.status_code, content=b"".join(chunks(resp, url, end)))
 
 
 def wait_ready(base: str, deadline: float, exited: Callable[[], str | None]) -> float:
@@ -49,10 +108,14 @@ def wait_ready(base: str, deadline: float, exited: Callable[[], str | None]) -> 
         if gone is not None:
             raise CheckFailed(f"the server exited before it was ready: {gone}")
         try:
-            resp = requests.get(f"{base}/health", timeout=2)
-            if resp.status_code == 200:
-                return time.monotonic() - start
-            last = f"HTTP {resp.status_code} {resp.text[:200]!r}"
+            seconds = min(2.0, max(deadline - time.monotonic(), 0.1))
+            with requests.get(f"{base}/health", stream=True, timeout=seconds) as resp:
+                shown = b"".join(chunks(resp, f"{base}/health", time.monotonic() + seconds))
+                if resp.status_code == 200:
+                    return time.monotonic() - start
+                last = f"HTTP {resp.status_code} {shown[:200]!r}"
+        except CheckFailed as exc:
+            last = str(exc)
         except requests.RequestException as exc:
             last = type(exc).__name__
         time.sleep(0.5)
@@ -66,8 +129,9 @@ def _answer(url: str, root: str = "the answer") -> Reader:
 def model_ids(base: str) -> list[str]:
     """The ids ``/v1/models`` lists."""
     url = f"{base}/v1/models"
-    resp = requests.get(url, timeout=10)
-    resp.raise_for_status()
+    resp = ask("GET", url, ANSWER_SECONDS)
+    if resp.status != 200:
+        raise CheckFailed(f"/v1/models answered {resp.status}: {resp.text[:300]}")
     answer = _answer(url)
     doc = answer.parse(resp.content)
     listed = answer.get(doc, ("data",), list, default=[])
@@ -87,10 +151,10 @@ def complete(
         body["ignore_eos"] = True
     url = f"{base}/v1/completions"
     start = time.monotonic()
-    resp = requests.post(url, json=body, timeout=300)
+    resp = ask("POST", url, GENERATION_SECONDS, body)
     seconds = time.monotonic() - start
-    if resp.status_code != 200:
-        raise CheckFailed(f"/v1/completions answered {resp.status_code}: {resp.text[:300]}")
+    if resp.status != 200:
+        raise CheckFailed(f"/v1/completions answered {resp.status}: {resp.text[:300]}")
     answer = _answer(url)
     doc = answer.parse(resp.content)
     return Generation(
@@ -126,20 +190,18 @@ def chat(base: str, model: str, parts: list[dict[str, object]], max_tokens: int 
     body = {"model": model, "temperature": 0, "max_tokens": max_tokens,
             "messages": [{"role": "user", "content": parts}]}  # fmt: skip
     url = f"{base}/v1/chat/completions"
-    resp = requests.post(url, json=body, timeout=300)
-    if resp.status_code != 200:
-        raise CheckFailed(f"/v1/chat/completions answered {resp.status_code}: {resp.text[:300]}")
+    resp = ask("POST", url, GENERATION_SECONDS, body)
+    if resp.status != 200:
+        raise CheckFailed(f"/v1/chat/completions answered {resp.status}: {resp.text[:300]}")
     answer = _answer(url)
     return answer.get(answer.parse(resp.content), ("choices", 0, "message", "content"), str)
 
 
 def metrics_text(base: str) -> str:
     """The Prometheus text of ``/metrics``; CheckFailed if the server does not serve it."""
-    resp = requests.get(f"{base}/metrics", timeout=10)
-    if resp.status_code != 200:
-        raise CheckFailed(
-            f"{base}/metrics answered {resp.status_code}; llama-server needs --metrics"
-        )
+    resp = ask("GET", f"{base}/metrics", ANSWER_SECONDS)
+    if resp.status != 200:
+        raise CheckFailed(f"{base}/metrics answered {resp.status}; llama-server needs --metrics")
     return resp.text
 
 
@@ -155,10 +217,10 @@ def stream_timing(base: str, model: str, prompt: str, max_tokens: int) -> tuple[
     start = time.monotonic()
     first = None
     tokens = 0
-    with requests.post(url, json=body, stream=True, timeout=1800) as resp:
+    with requests.post(url, json=body, stream=True, timeout=STREAM_SECONDS) as resp:
         if resp.status_code != 200:
             raise CheckFailed(f"streaming /v1/completions answered {resp.status_code}")
-        for raw in resp.iter_lines():
+        for raw in _lines(chunks(resp, url, start + STREAM_SECONDS)):
             line = raw.decode(errors="replace")
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
@@ -170,3 +232,13 @@ def stream_timing(base: str, model: str, prompt: str, max_tokens: int) -> tuple[
     end = time.monotonic()
     first = first or end
     return first - start, end - first, tokens
+
+
+def _lines(parts: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of a body arriving in ``parts``, without their line ends."""
+    pending = b""
+    for part in parts:
+        *done, pending = (pending + part).split(b"\n")
+        yield from (line.rstrip(b"\r") for line in done)
+    if pending:
+        yield pending

@@ -11,6 +11,7 @@ shape must be a failed check whose one-line reason names the endpoint; the run g
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,14 @@ from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, write_record
 from lockpipe.imagebuild.run import build_key
 from lockpipe.lock.model import load_lock
-from tests.fake_openai import GOOD, IMAGE, METRICS, STREAM, ServingEngine
+from lockpipe.smoke import checks as smoke_checks
+from tests.fake_openai import GOOD, IMAGE, METRICS, STREAM, ServingEngine, Trickle
 from tests.lockfactory import doc, make_repo
 
 pytestmark = pytest.mark.integration
 
 
-def _repo(tmp_path: Path) -> tuple[Path, Path, Path]:
+def _repo(tmp_path: Path, ready: float = 20) -> tuple[Path, Path, Path]:
     """(lock, state, expectations): target ``app`` on the CPU, with a vision check and a
     throughput probe, and a build record of IMAGE by the fake engine."""
     document = doc()
@@ -46,7 +48,7 @@ def _repo(tmp_path: Path) -> tuple[Path, Path, Path]:
     ))  # fmt: skip
     expect = tmp_path / "smoke.json"
     expect.write_text(json.dumps({"version": 1, "targets": {"app": {
-        "ready_seconds": 20,
+        "ready_seconds": ready,
         "generation": [{"prompt": "1, 2, 3, 4, 5,", "expect": ["6"]}],
         "image": {"prompt": "Which colour?", "expect": ["red"], "rgb": [255, 0, 0]},
         "probes": {"kv=default,ctx=default,par=default": {"pp@64": {"value": 1, "unit": "t/s"}}},
@@ -54,10 +56,10 @@ def _repo(tmp_path: Path) -> tuple[Path, Path, Path]:
     return lock, state, expect
 
 
-def _smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-           answers: dict[str, Any]) -> tuple[int, dict[str, Any]]:  # fmt: skip
+def _smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers: dict[str, Any],
+           ready: float = 20) -> tuple[int, dict[str, Any]]:  # fmt: skip
     """Exit code of ``lockpipe smoke app`` and its checks by name, from smoke.json."""
-    lock, state, expect = _repo(tmp_path)
+    lock, state, expect = _repo(tmp_path, ready)
     monkeypatch.setattr(serve, "get_engine", lambda name: ServingEngine(answers))
     out = tmp_path / "out"
     code = main(["smoke", "app", "--engine", "podman", "--lock", str(lock), "--state",
@@ -66,6 +68,18 @@ def _smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     assert (out / "smoke.junit.xml").is_file()
     (report,) = json.loads((out / "smoke.json").read_text())["reports"]
     return code, {c["name"]: c for c in report["results"]}
+
+
+def _failing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+             capsys: pytest.CaptureFixture[str], answers: dict[str, Any],
+             ready: float = 20) -> tuple[dict[str, str], dict[str, Any]]:  # fmt: skip
+    """(the failed checks' details, all checks) of a smoke run that must fail as a check
+    does: its exit code, and no traceback or error line on stderr."""
+    code, checks = _smoke(tmp_path, monkeypatch, answers, ready)
+    err = capsys.readouterr().err
+    assert code == CheckFailed.return_code, err
+    assert "Traceback" not in err and "error:" not in err
+    return {n: c["detail"] for n, c in checks.items() if c["status"] == "FAIL"}, checks
 
 
 def test_right_answers_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,11 +130,7 @@ def test_a_wrong_shape_is_a_failed_check_naming_the_endpoint(
     endpoint: str, answer: Any, check: str, reason: str, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    code, checks = _smoke(tmp_path, monkeypatch, {**GOOD, endpoint: answer})
-    err = capsys.readouterr().err
-    assert code == CheckFailed.return_code, err
-    assert "Traceback" not in err and "error:" not in err
-    failed = {n: c["detail"] for n, c in checks.items() if c["status"] == "FAIL"}
+    failed, checks = _failing(tmp_path, monkeypatch, capsys, {**GOOD, endpoint: answer})
     assert list(failed) == [check], failed
     assert reason in failed[check] and "\n" not in failed[check], failed[check]
     assert checks["log scan"]["status"] == "PASS"  # the run went on to the end
@@ -139,3 +149,37 @@ def test_a_counter_that_is_not_a_number_fails_the_checks_that_read_it(
     assert list(failed) == ["metrics counters", "throughput probes"], failed
     for detail in failed.values():
         assert f"llamacpp:prompt_seconds_total is {value.lstrip('+').lower()}" in detail, detail
+
+
+# A trickle that would take 60 s to end, against deadlines of a few seconds: each read
+# of the answer used to wait for bytes with no limit on the whole, and held the run.
+SLOW = Trickle(length=120, every=0.5)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "answer", "check", "reason"),
+    [
+        ("/health", Trickle(status=503, length=120, every=0.5), "ready",
+         "/health not ready before the deadline (last: http://127.0.0.1:"),
+        ("/v1/models", SLOW, "models", "/v1/models did not finish its answer in time"),
+        ("/v1/completions", SLOW, "generation[0]",
+         "/v1/completions did not finish its answer in time"),
+        ("/v1/chat/completions", SLOW, "image",
+         "/v1/chat/completions did not finish its answer in time"),
+        (STREAM, SLOW, "throughput probes", "/v1/completions did not finish its answer in time"),
+        ("/metrics", SLOW, "metrics", "/metrics did not finish its answer in time"),
+        ("/v1/models", Trickle(length=64 << 20, every=0), "models",
+         "/v1/models answered more than 8,388,608 bytes"),
+    ],
+)  # fmt: skip
+def test_an_answer_that_never_ends_fails_its_check_at_the_deadline(
+    endpoint: str, answer: Trickle, check: str, reason: str, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    for name in ("ANSWER_SECONDS", "GENERATION_SECONDS", "STREAM_SECONDS"):
+        monkeypatch.setattr(smoke_checks, name, 3.0)
+    start = time.monotonic()
+    failed, _ = _failing(tmp_path, monkeypatch, capsys, {**GOOD, endpoint: answer}, ready=3)
+    took = time.monotonic() - start
+    assert check in failed, failed
+    assert reason in failed[check], failed[check]
+    assert took < 40, f"the run took {took:.0f} s: a deadline of 3 s was not kept"
