@@ -12,6 +12,7 @@ measured in (``"probes": {"kv=bfloat16,ctx=131072,par=2": {"pp@67k": {…}}}``, 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,8 @@ TARGET_KEYS = ("ready_seconds", "generation", "image", "audio", "probes", "toler
 GENERATION_KEYS = ("prompt", "expect", "max_tokens")
 MEDIA_KEYS = {"rgb": ("prompt", "expect", "rgb"), "say": ("prompt", "expect", "say")}
 PROBE_KEYS = ("value", "unit", "tolerance")
+MAX_READY = 24 * 3600  # seconds: a day; a model that loads for longer is not "starting"
+MAX_TOKENS = 1 << 20  # more than any served context
 
 
 def _strict(where: str, raw: Any, known: tuple[str, ...]) -> None:
@@ -76,12 +79,33 @@ def _words(where: str, raw: Any) -> tuple[str, ...]:
     return tuple(raw)
 
 
+def _number(where: str, raw: Any, *, whole: bool, most: float, what: str) -> float:
+    """``raw`` as a number above 0 and at most ``most`` (a whole one if ``whole``), or
+    SmokeConfigError naming ``where``: NaN, a string, a list or ``true`` is none."""
+    kinds = (int,) if whole else (int, float)
+    if type(raw) not in kinds or not (0 < raw <= most) or not math.isfinite(raw):
+        kind = "a whole number" if whole else "a number"
+        raise SmokeConfigError(
+            f"{where}: must be {kind} of {what} above 0, at most {most:,.0f}; not {_shown(raw)}"
+        )
+    return float(raw) if not whole else int(raw)
+
+
+def _shown(raw: Any) -> str:
+    """``raw`` as the file wrote it, cut to a line's worth."""
+    text = json.dumps(raw)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _generation(where: str, raw: Any) -> Generation:
     _strict(where, raw, GENERATION_KEYS)
     if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str):
         raise SmokeConfigError(f'{where}: needs {{"prompt": "...", "expect": ["word", ...]}}')
+    tokens = raw.get("max_tokens", 16)
     return Generation(
-        raw["prompt"], _words(f"{where}.expect", raw.get("expect")), int(raw.get("max_tokens", 16))
+        raw["prompt"],
+        _words(f"{where}.expect", raw.get("expect")),
+        int(_number(f"{where}.max_tokens", tokens, whole=True, most=MAX_TOKENS, what="tokens")),
     )
 
 
@@ -92,14 +116,20 @@ def _media(where: str, raw: Any, key: str) -> MediaCheck | None:
     if not isinstance(raw, dict) or not isinstance(raw.get("prompt"), str) or key not in raw:
         raise SmokeConfigError(f'{where}: needs "prompt", "expect" and "{key}"')
     value = raw[key]
-    rgb = tuple(value) if key == "rgb" else None
-    if rgb is not None and (len(rgb) != 3 or not all(isinstance(c, int) for c in rgb)):
-        raise SmokeConfigError(f"{where}.rgb: must be three integers 0-255")
+    if key == "rgb" and not (
+        isinstance(value, list) and len(value) == 3
+        and all(type(c) is int and 0 <= c <= 255 for c in value)
+    ):  # fmt: skip
+        raise SmokeConfigError(
+            f"{where}.rgb: must be three integers 0-255, not {json.dumps(value)}"
+        )
+    if key == "say" and not (isinstance(value, str) and value.strip()):
+        raise SmokeConfigError(f"{where}.say: must be the words to speak, not {_shown(value)}")
     return MediaCheck(
         prompt=raw["prompt"],
         expect=_words(f"{where}.expect", raw.get("expect")),
-        rgb=rgb,
-        say=str(value) if key == "say" else None,
+        rgb=(value[0], value[1], value[2]) if key == "rgb" else None,
+        say=value if key == "say" else None,
     )
 
 
@@ -122,9 +152,12 @@ def load_smoke(path: Path) -> dict[str, SmokeSpec]:
         gens = raw.get("generation")
         if not isinstance(gens, list) or not gens:
             raise SmokeConfigError(f"{where}.generation: needs at least one prompt")
+        ready = raw.get("ready_seconds", 300)
         out[name] = SmokeSpec(
             target=name,
-            ready_seconds=float(raw.get("ready_seconds", 300)),
+            ready_seconds=_number(
+                f"{where}.ready_seconds", ready, whole=False, most=MAX_READY, what="seconds"
+            ),
             generations=tuple(
                 _generation(f"{where}.generation[{i}]", g) for i, g in enumerate(gens)
             ),

@@ -19,7 +19,7 @@ import pytest
 
 from lockpipe.cli import serve
 from lockpipe.cli.main import main
-from lockpipe.errors import CheckFailed
+from lockpipe.errors import CheckFailed, SmokeConfigError
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, write_record
 from lockpipe.imagebuild.run import build_key
@@ -31,7 +31,7 @@ from tests.lockfactory import doc, make_repo
 pytestmark = pytest.mark.integration
 
 
-def _repo(tmp_path: Path, ready: float = 20) -> tuple[Path, Path, Path]:
+def _repo(tmp_path: Path, ready: object = 20) -> tuple[Path, Path, Path]:
     """(lock, state, expectations): target ``app`` on the CPU, with a vision check and a
     throughput probe, and a build record of IMAGE by the fake engine."""
     document = doc()
@@ -57,7 +57,7 @@ def _repo(tmp_path: Path, ready: float = 20) -> tuple[Path, Path, Path]:
 
 
 def _smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers: dict[str, Any],
-           ready: float = 20) -> tuple[int, dict[str, Any]]:  # fmt: skip
+           ready: object = 20) -> tuple[int, dict[str, Any]]:  # fmt: skip
     """Exit code of ``lockpipe smoke app`` and its checks by name, from smoke.json."""
     lock, state, expect = _repo(tmp_path, ready)
     monkeypatch.setattr(serve, "get_engine", lambda name: ServingEngine(answers))
@@ -183,3 +183,19 @@ def test_an_answer_that_never_ends_fails_its_check_at_the_deadline(
     assert check in failed, failed
     assert reason in failed[check], failed[check]
     assert took < 40, f"the run took {took:.0f} s: a deadline of 3 s was not kept"
+
+
+def test_an_expectation_of_the_wrong_kind_stops_the_run_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "ready_seconds": "5m" was float()'s traceback, after the engine was asked."""
+    lock, state, expect = _repo(tmp_path, ready="5m")
+    monkeypatch.setattr(serve, "get_engine", lambda name: ServingEngine(GOOD))
+    code = main(["smoke", "app", "--engine", "podman", "--lock", str(lock), "--state",
+                 str(state), "--store", str(tmp_path / "store"), "--expect", str(expect),
+                 "--out", str(tmp_path / "out"), "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == SmokeConfigError.return_code, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert f"{expect}: targets.app.ready_seconds: must be a number of seconds" in err, err
+    assert not (tmp_path / "out" / "smoke.json").exists()

@@ -53,6 +53,55 @@ def test_smoke_json_missing_or_without_probes_is_a_smoke_config_error(tmp_path: 
         load_smoke(_smoke(tmp_path, {"generation": GEN}))
 
 
+IMAGE = {"prompt": "Which colour?", "expect": ["red"]}
+TOKENS = "targets.t.generation[0].max_tokens"
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "shown"),
+    [
+        ({"ready_seconds": "5m"}, "targets.t.ready_seconds", '"5m"'),
+        ({"ready_seconds": [1]}, "targets.t.ready_seconds", "[1]"),
+        ({"ready_seconds": float("nan")}, "targets.t.ready_seconds", "NaN"),
+        ({"ready_seconds": float("inf")}, "targets.t.ready_seconds", "Infinity"),
+        ({"ready_seconds": -5}, "targets.t.ready_seconds", "-5"),
+        ({"ready_seconds": 0}, "targets.t.ready_seconds", "0"),
+        ({"ready_seconds": True}, "targets.t.ready_seconds", "true"),
+        ({"generation": [{**GEN[0], "max_tokens": "many"}]}, TOKENS, '"many"'),
+        ({"generation": [{**GEN[0], "max_tokens": -3}]}, TOKENS, "-3"),
+        ({"generation": [{**GEN[0], "max_tokens": 1.9}]}, TOKENS, "1.9"),
+        ({"image": {**IMAGE, "rgb": 255}}, "targets.t.image.rgb", "255"),
+        ({"image": {**IMAGE, "rgb": "red"}}, "targets.t.image.rgb", '"red"'),
+        ({"image": {**IMAGE, "rgb": [255, 0, 999]}}, "targets.t.image.rgb", "[255, 0, 999]"),
+        ({"image": {**IMAGE, "rgb": {"r": 1, "g": 2, "b": 3}}}, "targets.t.image.rgb", '{"r": 1'),
+        ({"audio": {**IMAGE, "say": ["hello"]}}, "targets.t.audio.say", '["hello"]'),
+        ({"audio": {**IMAGE, "say": ""}}, "targets.t.audio.say", '""'),
+    ],
+)  # fmt: skip
+def test_a_smoke_value_of_the_wrong_kind_is_one_line_naming_it(
+    tmp_path: Path, change: dict[str, Any], key: str, shown: str
+) -> None:
+    """ "5m" or [1] was a traceback from float(); NaN, -5 or 1e999 seconds were taken
+    (a deadline already past, or never); 1.9 tokens became 1; an rgb of 255 was a
+    TypeError and one of "red" a wrong error."""
+    path = _smoke(tmp_path, {"generation": GEN, "probes": {}, **change})
+    with pytest.raises(SmokeConfigError) as err:
+        load_smoke(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: {key}: must be "), message
+    assert f"not {shown}" in message and "\n" not in message, message
+
+
+def test_smoke_values_within_their_bounds_are_kept(tmp_path: Path) -> None:
+    spec = load_smoke(_smoke(tmp_path, {
+        "ready_seconds": 0.5, "generation": [{**GEN[0], "max_tokens": 1}], "probes": {},
+        "image": {**IMAGE, "rgb": [255, 0, 0]}, "audio": {**IMAGE, "say": "red"},
+    }))["t"]  # fmt: skip
+    assert spec.ready_seconds == 0.5 and spec.generations[0].max_tokens == 1
+    assert spec.image and spec.image.rgb == (255, 0, 0)
+    assert spec.audio and spec.audio.say == "red"
+
+
 def test_a_misspelt_preflight_key_is_refused_with_a_hint() -> None:
     doc = {"version": 1, "targets": {"t": {"crad": "rtx3090"}}}
     with pytest.raises(LockError, match=r"targets\.t\.crad: unknown key \(did you mean card\?\)"):
