@@ -298,12 +298,20 @@ def compare(
 
 
 def _probe(where: str, raw: Any, default_tol: float) -> Probe:
-    if not isinstance(raw, dict) or not isinstance(raw.get("value"), int | float):
-        raise MetricsError(f'{where}: must be {{"value": number, "unit": "…"}}')
+    """A baseline; its value a finite number above 0: NaN, below which nothing is, passed
+    every run, and an integer past a float's range was OverflowError's traceback."""
+    value: Any = raw.get("value") if isinstance(raw, dict) else None
+    if not (_real(value) and value > 0) or not isinstance(raw.get("unit", ""), str):
+        raise MetricsError(f'{where}: must be {{"value": number above 0, "unit": "…"}}')
     tol = raw.get("tolerance", default_tol)
-    if not isinstance(tol, int | float) or not 0 <= tol < 1:
+    if not _real(tol) or not 0 <= tol < 1:
         raise MetricsError(f"{where}.tolerance: {tol!r} must be a fraction in [0, 1)")
-    return Probe(float(raw["value"]), str(raw.get("unit", "")), float(tol))
+    return Probe(float(value), raw.get("unit", ""), float(tol))
+
+
+def _real(value: Any) -> bool:
+    """``value`` is a JSON number a float holds: not a bool, NaN, infinite or too large."""
+    return type(value) in (int, float) and abs(value) < 1e300 and math.isfinite(value)
 
 
 def load_baselines(path: Path) -> dict[str, dict[str, dict[str, Probe]]]:

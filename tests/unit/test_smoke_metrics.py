@@ -232,6 +232,14 @@ def _probes(probes: object) -> dict[str, object]:
         (_probes({BF16: {"pp@1": 5}}), rf"probes\.{BF16}\.pp@1: must be"),
         (_probes({BF16: {"tg@1": {"value": 1, "tolerance": 2}}}),
          rf"{BF16}\.tg@1\.tolerance: 2 must be a fraction"),
+        # NaN is below no floor (every run passed), 10**400 was OverflowError's traceback
+        *((_probes({BF16: {"tg@1": {"value": bad}}}), rf"{BF16}\.tg@1: must be .*above 0")
+          for bad in (float("nan"), float("inf"), 10**400, -3, 0, True, "9")),
+        (_probes({BF16: {"tg@1": {"value": 1, "unit": ["t/s"]}}}), rf"{BF16}\.tg@1: must be"),
+        (_probes({BF16: {"tg@1": {"value": 1, "tolerance": float("nan")}}}),
+         rf"{BF16}\.tg@1\.tolerance: nan must be a fraction"),
+        (_probes({BF16: {"tg@1": {"value": 1, "tolerance": True}}}),
+         rf"{BF16}\.tg@1\.tolerance: True must be a fraction"),
     ],
 )  # fmt: skip
 def test_load_baselines_errors_name_the_file_and_key(
