@@ -100,6 +100,21 @@ def whole_seconds(text: str) -> int:
     return int(digits)
 
 
+def model_len(text: str) -> int:
+    """An argparse type: vLLM's ``--max-model-len`` as a whole number of tokens, with
+    ``auto`` for -1 (``human_readable_int_or_auto``); a value vLLM refuses (0, -5) is
+    judged by preflight, which says so."""
+    value = text.strip()
+    if value.lower() == "auto":
+        return -1
+    digits = value.removeprefix("-")
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of tokens: write it whole (128000 for 128k, 131072 for 128K), or auto"
+        )
+    return int(value)
+
+
 def _env(var: str) -> str | None:
     return os.environ.get(var) or None
 
@@ -237,7 +252,11 @@ def add_preflight_options(p: argparse.ArgumentParser) -> None:
     what_if.add_argument("--kv-cache-dtype", metavar="DTYPE",
                          help="vLLM --kv-cache-dtype; llama.cpp -ctk and -ctv (f16, bf16, "
                          "q8_0, q4_0, …)")  # fmt: skip
-    what_if.add_argument("--max-model-len", type=int, help="vLLM --max-model-len")
+    what_if.add_argument(
+        "--max-model-len",
+        type=model_len,
+        help="vLLM --max-model-len, in tokens; -1 or auto: fit to memory",
+    )
     what_if.add_argument("--attention-backend", help="vLLM --attention-backend")
     what_if.add_argument(
         "--env",

@@ -263,7 +263,7 @@ def extract_args(target: Target, over: Overrides) -> vllm_args.VllmArgs:
         parsed,
         kv_dtype=over.kv_dtype or parsed.kv_dtype,
         backend=over.attention_backend or parsed.backend,
-        max_model_len=over.max_model_len or parsed.max_model_len,
+        max_model_len=parsed.max_model_len if over.max_model_len is None else over.max_model_len,
     )
 
 

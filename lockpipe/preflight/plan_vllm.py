@@ -14,7 +14,7 @@ from lockpipe.preflight.host import Card
 from lockpipe.preflight.shape import ModelShape
 from lockpipe.preflight.verdict import MIB, Check, Figure, mib
 from lockpipe.preflight.vllm_args import VllmArgs, default_batched_tokens, utilization
-from lockpipe.preflight.vllm_rules import choose_backend, rule_checks, skip_set
+from lockpipe.preflight.vllm_rules import AUTO_LENGTH, choose_backend, rule_checks, skip_set
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +35,7 @@ def validation_request(t: VllmTarget) -> dict[str, Any]:
     """The facts vLLM's own functions are asked about (:func:`.vllm_validate.request`)."""
     a, shape = t.args, t.shape
     backend = choose_backend(a, shape, t.card.compute_cap, t.facts)
-    length = a.max_model_len or shape.trained_context or 0
+    length = served_length(a, shape)
     k = knobs(t, backend, a.kv_dtype, length)
     try:
         raw = vllm_kv.pages(shape, k)
@@ -167,6 +167,13 @@ def reserve(t: VllmTarget, requested: int) -> tuple[int, str]:
     return mib_ * MIB, f"reserve_mib {mib_} (an assumption: no measured pool)"
 
 
+def served_length(a: VllmArgs, shape: ModelShape) -> int:
+    """The max_model_len vLLM sizes with: the flag's, else (unset, or -1 for auto) the
+    trained one; 0 when neither is known. One below 1 is refused by rule_checks."""
+    given = a.max_model_len
+    return given if given is not None and given > 0 else shape.trained_context or 0
+
+
 def _forced_by(a: VllmArgs) -> str:
     if not a.forced_backend:
         return "chosen by vLLM's rules"
@@ -186,7 +193,7 @@ def evaluate(t: VllmTarget) -> tuple[list[Check], list[Figure], dict[str, Any]]:
         cap=card.compute_cap,
         env=t.env,
     )
-    length = a.max_model_len or shape.trained_context or 0
+    length = served_length(a, shape)
     figures = [
         Figure(
             name="backend",
@@ -286,7 +293,18 @@ def evaluate(t: VllmTarget) -> tuple[list[Check], list[Figure], dict[str, Any]]:
     ]
     figures += [dtype_row(t, dtype, available, length) for dtype in COMPARE if dtype != a.kv_dtype]
     want = t.declared_parallel or 1
-    if sessions < 1:
+    if sessions < 1 and a.max_model_len == AUTO_LENGTH:
+        checks.append(
+            Check(
+                name="pool",
+                status="warn",
+                fix="the --max-model-len you mean to serve, to judge it",
+                detail=f"--max-model-len -1: vLLM lowers it at start to what fits; one request "
+                f"at the trained {length:,} tokens needs {mib(per_request)}, "
+                f"{mib(available)} is left for KV",
+            )
+        )
+    elif sessions < 1:
         checks.append(
             Check(
                 name="pool",

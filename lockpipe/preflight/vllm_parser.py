@@ -150,7 +150,7 @@ def asked(command: Sequence[str], over: Overrides) -> tuple[str, ...]:
         extra += ["--kv-cache-dtype", over.kv_dtype]
     if over.attention_backend:
         extra += ["--attention-backend", over.attention_backend]
-    if over.max_model_len:
+    if over.max_model_len is not None:
         extra += ["--max-model-len", str(over.max_model_len)]
     return (*command, *extra)
 

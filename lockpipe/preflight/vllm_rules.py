@@ -24,7 +24,11 @@
   ``5,11`` matches no layer, and with a ``turboquant_*`` dtype vLLM sorts the patterns
   with ``key=int`` (``engine/arg_utils.py:2113-2122``), which raises on it;
 - ``--max-model-len`` above the config's ``max_position_embeddings`` is refused unless
-  ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` (``config/model.py`` ``_get_and_verify_max_len``).
+  ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` (``config/model.py`` ``_get_and_verify_max_len``);
+  one below 1 is refused (``ModelConfig.max_model_len``'s ``ge=-1`` and "max_model_len
+  must be a positive integer"), but for -1 (``auto``): the trained length, lowered at
+  start to what the KV memory holds (``v1/core/kv_cache_planning.py``
+  ``_auto_fit_max_model_len``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ from lockpipe.preflight.shape import ModelShape
 from lockpipe.preflight.verdict import Check
 from lockpipe.preflight.vllm_args import VllmArgs
 from lockpipe.preflight.vllm_release import rules_for
+
+# --max-model-len -1 (or auto): the trained length, fitted to the KV memory at start
+AUTO_LENGTH = -1
 
 
 def release(version: str) -> Mapping[str, Any]:
@@ -228,6 +235,16 @@ def rule_checks(
         dtypes = layer_dtypes(shape, args.kv_dtype, skip)
         out += _backend_checks(facts, backend, shape, dtypes, cap)
     limit, length = shape.trained_context, args.max_model_len
+    if length is not None and length < 1 and length != AUTO_LENGTH:
+        out.append(
+            Check(
+                name="max-model-len",
+                status="fail",
+                detail=f"--max-model-len {length}: vLLM takes a length of 1 or more, or -1 "
+                "(auto: what the KV memory holds)",
+                fix="a positive --max-model-len, or -1 to fit the KV memory",
+            )
+        )
     if limit and length and length > limit and env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") != "1":
         out.append(
             Check(

@@ -196,3 +196,36 @@ def test_no_card_anywhere_says_why_the_host_gave_none(
     text = str(info.value)
     assert "no NVIDIA driver tools" in text and "preflight --gpu CARD" in text
     assert "targets.llama-cuda.card" in text
+
+
+@pytest.mark.parametrize("length", ["0", "-5"])
+def test_a_length_vllm_refuses_is_a_failed_check(tmp_path: Path, length: str) -> None:
+    """0 was taken as "not given" (the lock's own length judged, PASS) and -5 sized a pool
+    of -1,614 tokens; vLLM refuses both (ModelConfig.max_model_len: ge=-1, then "must be a
+    positive integer")."""
+    code, by = run(tmp_path, "--gpu", "rtx3090", "--max-model-len", length, "frank-small")
+    assert code == CheckFailed.return_code
+    check = next(c for c in by["frank-small"]["checks"] if c["name"] == "max-model-len")
+    assert check["status"] == "fail", check
+    assert f"--max-model-len {length}: vLLM takes a length of 1 or more" in check["detail"]
+
+
+@pytest.mark.parametrize("length", ["-1", "auto"])
+def test_auto_length_is_judged_at_the_trained_window(tmp_path: Path, length: str) -> None:
+    """-1 (auto) is vLLM's "the trained length, fitted to memory"; it was sized as a
+    length of -1: a pool of -1,614 tokens and 1,614 sessions, PASS."""
+    _, by = run(tmp_path, "--gpu", "rtx3090", "--max-model-len", length, "frank-small")
+    numbers = by["frank-small"]["numbers"]
+    assert numbers["max_model_len"] == 262_144, numbers  # gemma-4's max_position_embeddings
+    assert numbers["pool_tokens"] > 0, numbers
+    assert "max-model-len" not in {c["name"] for c in by["frank-small"]["checks"]}
+
+
+def test_a_length_written_as_vllm_s_shorthand_is_refused_with_its_whole_number(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        run(tmp_path, "--gpu", "rtx3090", "--max-model-len", "128k", "frank-small")
+    assert "'128k' is not a number of tokens: write it whole (128000 for 128k" in (
+        capsys.readouterr().err
+    )
