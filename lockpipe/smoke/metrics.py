@@ -328,6 +328,8 @@ def load_baselines(path: Path) -> dict[str, dict[str, dict[str, Probe]]]:
         raise MetricsError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
     except ValueError as exc:  # not UTF-8, or nested too deeply (jsonshape.TooDeep)
         raise MetricsError(f"{path}: not valid JSON ({exc})") from None
+    except OSError as exc:  # a folder, or unreadable
+        raise MetricsError(f"{path}: cannot read it ({exc.strerror}); pass a file") from None
     if not isinstance(doc, dict) or doc.get("version") != 1:
         raise MetricsError(f'{path}: needs "version": 1 at the top level')
     targets = doc.get("targets")

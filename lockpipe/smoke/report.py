@@ -201,6 +201,8 @@ def _record(entry: object, where: str) -> SmokeRecord:
             detail = r.get("detail")
             if not reason and isinstance(detail, str) and detail.strip():
                 reason = detail.strip().splitlines()[0]
+    if entry["ok"] and failed:
+        raise ValueError(f"{where}.ok is true, but its check {failed[0]} failed")
     return SmokeRecord(target=entry["target"], image=entry["image"], image_id=entry["image_id"],
                        ok=entry["ok"], failed=tuple(failed), reason=reason,
                        store=entry.get("store"), at=entry.get("at"),

@@ -20,7 +20,7 @@ import pytest
 
 from lockpipe.cli import serve
 from lockpipe.cli.main import main
-from lockpipe.errors import CheckFailed, DeployError, SmokeError
+from lockpipe.errors import CheckFailed, DeployError, SmokeConfigError, SmokeError
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, write_record
 from lockpipe.imagebuild.run import build_key
@@ -243,3 +243,34 @@ def test_an_external_target_is_refused_after_its_serve_env_changed(
     err = capsys.readouterr().err
     assert f"{ext}: the lock's serve section (targets.{ext}.serve" in err
     assert f"run `lockpipe smoke --gpu {ext}` again" in err
+
+
+def test_a_result_marked_ok_that_lists_a_failed_check_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A damaged (or hand-edited) entry saying ok while one of its checks failed passed the
+    gate: the gate read only ``ok``."""
+    repo = _repo(tmp_path)
+    assert _smoke(monkeypatch, repo, FAILING, WRONG)[0] == CheckFailed.return_code
+    path = repo[1] / "smoke" / "smoke.json"
+    edited = json.loads(path.read_text())
+    edited["reports"][0]["ok"] = True
+    path.write_text(json.dumps(edited))
+    capsys.readouterr()
+    assert _deploy(repo, FAILING) == DeployError.return_code
+    err = capsys.readouterr().err
+    assert f"{path}: not a smoke report: reports[0].ok is true, but its check" in err
+    assert "failed" in err and "Traceback" not in err
+
+
+def test_an_expectations_path_that_is_a_folder_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock, state, _ = _repo(tmp_path)
+    folder = tmp_path / "expectations"
+    folder.mkdir()
+    code = _smoke(monkeypatch, (lock, state, folder), PASSING, GOOD)[0]
+    err = capsys.readouterr().err
+    assert code == SmokeConfigError.return_code, err
+    assert f"{folder}: cannot read it (Is a directory); pass a file" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
