@@ -26,13 +26,14 @@ import datetime
 import http.client
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import IO
 from urllib.parse import urljoin
 
 import requests
+import urllib3
 import urllib3.exceptions
 
 from lockpipe.urls import same_origin
@@ -50,10 +51,51 @@ def retryable(status: int) -> bool:
     return status in (408, 429) or status >= 500
 
 
+MAX_DIGITS = 20  # past 2**64: no size, count or wait a server means; int() refuses 4300
+
+
 def whole_number(text: str | None) -> int | None:
-    """``text`` (a header's value) as a whole number of ASCII digits; None for anything else.
-    ``str.isdigit`` alone takes Latin-1's ``²`` for a digit, which ``int`` then refuses."""
-    return int(text) if text and text.isascii() and text.isdigit() else None
+    """``text`` (a header's value) as a whole number of at most :data:`MAX_DIGITS` ASCII
+    digits; None for anything else. ``str.isdigit`` alone takes Latin-1's ``²`` for a
+    digit, which ``int`` then refuses, and ``int`` refuses more than 4300 digits."""
+    if not text or len(text) > MAX_DIGITS or not (text.isascii() and text.isdigit()):
+        return None
+    return int(text)
+
+
+class Late(Exception):
+    """An answer's body did not finish by its deadline."""
+
+
+def arriving(resp: requests.Response, end: float, per_read: float) -> Iterator[bytes]:
+    """``resp``'s body (decoded, as requests decodes it) as it arrives, each wait for bytes
+    bounded by ``per_read`` seconds and by what is left to ``end`` (a monotonic time);
+    :class:`Late` once ``end`` passes. A connection that breaks raises what urllib3 raises.
+
+    ``read1`` returns what one read of the socket gives, so a body trickling in a byte at
+    a time cannot hold the answer open past ``end``, as reads of a fixed size, each with
+    its own timeout, can (a 4 MiB manifest a byte per 29 s: 4 years).
+    """
+    raw = resp.raw
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            raise Late
+        sock = getattr(getattr(raw, "connection", None), "sock", None)
+        if sock is not None:
+            sock.settimeout(min(left, per_read))
+        try:
+            if isinstance(raw, urllib3.BaseHTTPResponse):
+                chunk = raw.read1(1 << 16, decode_content=True)
+            else:  # a file-like body (a test's)
+                chunk = raw.read(1 << 16)
+        except (TimeoutError, urllib3.exceptions.TimeoutError):
+            if left <= per_read:  # the wait was the deadline's
+                raise Late from None
+            raise
+        if not chunk:
+            return
+        yield chunk
 
 
 def retry_after(value: str | None, now: float | None = None) -> float | None:

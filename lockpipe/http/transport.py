@@ -40,10 +40,13 @@ import requests
 from lockpipe.errors import LockpipeError
 from lockpipe.http import (
     MAX_REDIRECTS,
+    NET_ERRORS,
     Answer,
     Data,
+    Late,
     NoAnswer,
     Retries,
+    arriving,
     drain,
     follow,
     retryable,
@@ -99,12 +102,21 @@ class Policy:
     # a server that answers without end must not take the machine's memory. No API,
     # manifest or config lockpipe reads comes near it; a Req's ``limit`` may be lower.
     max_body: int = 64 << 20
+    # Seconds the whole of such an answer may take (None: 4 read timeouts): the read
+    # timeout bounds each wait for bytes, and a body trickling in a byte at a time
+    # never trips it.
+    answer_time: float | None = None
 
     @property
     def timeouts(self) -> tuple[float, float]:
         """(to connect, to read)."""
         t = self.timeout
         return t if isinstance(t, tuple) else (t, t)
+
+    @property
+    def answer_seconds(self) -> float:
+        """How long reading an unstreamed answer's body may take in all."""
+        return self.answer_time if self.answer_time is not None else 4 * self.timeouts[1]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -274,7 +286,8 @@ class Transport:
                 try:
                     self._read(answer.response, req, what, fixes)
                 except requests.RequestException as exc:  # the body broke off: no answer
-                    fields = _fields(req.url, None, attempt, cause=type(exc).__name__)
+                    cause = type(exc.__cause__ or exc).__name__
+                    fields = _fields(req.url, None, attempt, cause=cause)
                     return _Again(None, fixes.error(what, fixes.unreachable, fields))
             self._answered(host)
             return answer.response
@@ -298,15 +311,25 @@ class Transport:
         """Read ``resp``'s body into it (``resp.content`` then works as unstreamed), or
         raise the client's error once it passes the request's limit."""
         cap, body = req.limit or self.policy.max_body, bytearray()
+        seconds = self.policy.answer_seconds
         with resp:
-            for chunk in resp.iter_content(1 << 16):
-                body += chunk
-                if len(body) > cap:
-                    raise fixes.error_class(
-                        f"{what}: {redact(req.url)} answered more than {cap:,} bytes, the most "
-                        f"lockpipe reads of such an answer; is {_netloc(redact(req.url))} "
-                        f"{fixes.name}?"
-                    )
+            try:
+                for chunk in arriving(resp, time.monotonic() + seconds, self.policy.timeouts[1]):
+                    body += chunk
+                    if len(body) > cap:
+                        raise fixes.error_class(
+                            f"{what}: {redact(req.url)} answered more than {cap:,} bytes, the "
+                            f"most lockpipe reads of such an answer; is "
+                            f"{_netloc(redact(req.url))} {fixes.name}?"
+                        )
+            except Late:
+                raise fixes.error_class(
+                    f"{what}: {redact(req.url)} did not finish its answer in {seconds:g} s "
+                    f"({len(body):,} bytes came, too slowly); try again later, or check the "
+                    f"network and any proxy between this host and {_netloc(redact(req.url))}"
+                ) from None
+            except NET_ERRORS as exc:  # the body broke off: no answer
+                raise requests.exceptions.ChunkedEncodingError(type(exc).__name__) from exc
         # what requests itself keeps after reading an unstreamed body (models.Response)
         resp._content, resp._content_consumed = bytes(body), True  # type: ignore[attr-defined]
 

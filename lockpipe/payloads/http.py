@@ -105,14 +105,15 @@ def _opened(resp: requests.Response, cand: Candidate, start: int, url: str) -> O
         total = whole_number(resp.headers.get("Content-Length"))
         return Opened(response=resp, start=0, total=total, ranged=False, url=url)
     match = _CONTENT_RANGE.fullmatch(resp.headers.get("Content-Range", "").strip())
-    if not match or int(match[1]) != start:
+    total = None if not match or match[3] == "*" else whole_number(match[3])
+    if not match or whole_number(match[1]) != start or (match[3] != "*" and total is None):
         resp.close()
         raise HTTPFatal(
             f"{url}: asked for bytes from {start}, got Content-Range "
-            f"{resp.headers.get('Content-Range')!r}; the server's Range support is broken",
+            f"{(resp.headers.get('Content-Range') or '')[:100]!r}; "
+            "the server's Range support is broken",
             206,
         )
-    total = None if match[3] == "*" else int(match[3])
     return Opened(response=resp, start=start, total=total, ranged=True, url=url)
 
 

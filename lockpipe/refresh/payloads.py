@@ -24,6 +24,7 @@ from lockpipe.refresh.model import Change, Link, Moved, Warn
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")  # a commit, or a git blob id
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+HUGE = 2**63  # no size the Hub gives: its sizes are signed 64-bit
 
 
 def _revision(hub: Api, repo: str, rev: str, what: str) -> tuple[str, str | None]:
@@ -47,10 +48,15 @@ def _pins(entry: dict[str, Any], what: str) -> dict[str, Any]:
         key, oid, shape = "sha256", lfs.get("oid"), _SHA256
     else:
         key, oid, shape = "git_sha1", entry.get("oid"), _COMMIT
-    if type(size) is not int or size < 0 or not isinstance(oid, str) or not shape.fullmatch(oid):
+    if (
+        type(size) is not int
+        or not 0 <= size < HUGE
+        or not isinstance(oid, str)
+        or not shape.fullmatch(oid)
+    ):
         raise FetchError(f"{what}: the Hub's tree entry for {entry.get('path')!r} has no size "
-                         f"and {key} as the Hub gives them (size {size!r}, oid {str(oid)[:80]!r}); "
-                         "is HF_ENDPOINT a Hugging Face Hub?")  # fmt: skip
+                         f"and {key} as the Hub gives them (size {repr(size)[:40]}, "
+                         f"oid {str(oid)[:80]!r}); is HF_ENDPOINT a Hugging Face Hub?")  # fmt: skip
     return {"size": size, key: oid}
 
 
