@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -16,6 +18,9 @@ from lockpipe.errors import LockError
 from lockpipe.lock.refs import ReferenceError, parse_ref
 from lockpipe.lock.schema import LOCK_SCHEMA
 
+# Changes with what schema_errors checks beyond the schema's text (a "$" ending a pattern
+# is the string's end), so a lock a laxer check passed is checked again.
+_CHECKS = 2
 MAX_DIGITS = 19  # every integer in a lock fits in 64 bits; a longer one is an error
 _PATTERN_HINTS = {
     "^sha256:[0-9a-f]{64}$": "must be 'sha256:' and 64 lowercase hex digits",
@@ -106,17 +111,28 @@ def decode(text: str, path: Path) -> Any:
 def schema_key(text: str) -> str:
     """Names a (lock text, schema) pair that validated, for load_lock's marker."""
     schema = json.dumps(LOCK_SCHEMA, sort_keys=True)
-    return hashlib.sha256(f"{schema}\0{text}".encode()).hexdigest()
+    return hashlib.sha256(f"{schema}\0{_CHECKS}\0{text}".encode()).hexdigest()
 
 
 def _json_path(parts: Any) -> str:
     return ".".join(str(p) for p in parts) or "(top level)"
 
 
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[Any]:
+    """JSON Schema's ``pattern``, with a ``$`` that ends it meaning the end of the
+    string: Python's also matches before a last newline ("sha256:<hex>\\n")."""
+    import jsonschema
+
+    whole = pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern
+    if validator.is_type(instance, "string") and not re.search(whole, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
 def schema_errors(doc: Any) -> list[str]:
     import jsonschema  # only when a lock is new to this checkout (see load_lock)
 
-    validator = jsonschema.Draft202012Validator(LOCK_SCHEMA)
+    extend: Any = jsonschema.validators.extend  # untyped in jsonschema's stubs
+    validator = extend(jsonschema.Draft202012Validator, {"pattern": _pattern})(LOCK_SCHEMA)
     out = []
     for err in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
         msg = err.message

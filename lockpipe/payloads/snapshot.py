@@ -126,10 +126,16 @@ def _quantization(at: str, qc: Any, want: Any) -> list[str]:
                    f"expect.quantization.format wants {want['format']!r}")  # fmt: skip
     if "bits" in want:
         groups = qc.get("config_groups")
-        bits = {
-            name: (g.get("weights") or {}).get("num_bits") if isinstance(g, dict) else None
-            for name, g in (groups.items() if isinstance(groups, dict) else [])
+        groups = groups if isinstance(groups, dict) else {}
+        weights = {
+            n: g.get("weights") or {} if isinstance(g, dict) else {} for n, g in groups.items()
         }
+        odd = [n for n, w in weights.items() if not isinstance(w, dict)]
+        if odd:  # a list or a number where vLLM reads an object: it fails to load too
+            return [*out, f"{at}: quantization_config.config_groups.{odd[0]}.weights is "
+                    f"{type(weights[odd[0]]).__name__}, not an object with num_bits; the "
+                    "config.json is malformed: pin another revision of the repository"]  # fmt: skip
+        bits = {n: w.get("num_bits") for n, w in weights.items()}
         if not bits:
             out.append(f"{at}: quantization_config has no config_groups with weights.num_bits; "
                        f"expect.quantization.bits wants {want['bits']}")  # fmt: skip

@@ -12,12 +12,13 @@ import re
 from lockpipe.refresh.model import Kind, Warn
 
 SIZE_JUMP = 0.05  # a model file whose size moves by more than this share is worth a look
-_BUILD = re.compile(r"^b(\d+)$")
+_BUILD = re.compile(r"b(\d{1,18})")  # past 18 digits no build number: int() refuses 4300
 
 
 def build_number(tag: str | None) -> int | None:
-    """llama.cpp's release tags are ``bNNNN``: the number, or None for any other name."""
-    m = _BUILD.match(tag or "")
+    """llama.cpp's release tags are ``bNNNN``: the number, or None for any other name
+    (``b`` and more than 18 digits, or a trailing newline, included)."""
+    m = _BUILD.fullmatch(tag or "")
     return int(m[1]) if m else None
 
 
@@ -80,9 +81,10 @@ def label_unchanged(name: str, old: str | None, new: str | None, moved: bool) ->
 
 def size_jump(name: str, path: str, old: int | None, new: int | None) -> list[Warn]:
     """A model file whose size moved by more than 5 %: another quantisation or a broken upload."""
-    if not old or new is None or abs(new - old) / old <= SIZE_JUMP:
+    if not old or new is None or abs(new - old) * 100 <= old * round(SIZE_JUMP * 100):
         return []
-    share = (new - old) / old * 100
+    tenths = abs(new - old) * 1000 // old  # whole numbers: a float overflows past 10**308
+    share = f"{'-' if new < old else '+'}{tenths // 10:,}.{tenths % 10}"
     return [Warn(kind="payloads", name=name, rule="size-jump",
-                 message=f"{path}: size {old:,} -> {new:,} B ({share:+.1f} %), more than "
+                 message=f"{path}: size {old:,} -> {new:,} B ({share} %), more than "
                  f"{SIZE_JUMP:.0%}; check it is the same model")]  # fmt: skip

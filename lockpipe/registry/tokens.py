@@ -78,9 +78,16 @@ class TokenServers:
         """A token for ``scope`` from the challenge's realm, and its lifetime in seconds."""
         realm = challenge.params["realm"]
         cred = self.credential
-        if cred and self.scheme == "https" and urlsplit(realm).scheme.lower() != "https":
+        try:
+            realm_scheme = urlsplit(realm).scheme.lower()
+        except ValueError:  # "https://[::1/token": an unclosed bracket
             raise RegistryError(
-                f"{what}: {self.host} names the token server {realm}, not https; lockpipe "
+                f"{what}: {self.host} names the token server {redact(realm)[:200]!r}, which is "
+                "not a URL; fix the registry's auth realm to the URL of its token server"
+            ) from None
+        if cred and self.scheme == "https" and realm_scheme != "https":
+            raise RegistryError(
+                f"{what}: {self.host} names the token server {redact(realm)}, not https; lockpipe "
                 "sends no credentials unencrypted: fix the registry's auth realm to https"
             )
         params = {"service": challenge.params.get("service", ""), "scope": scope}
@@ -107,12 +114,14 @@ class TokenServers:
         if status in REDIRECTS:  # a secret body's redirect off its origin, not followed
             there, how = urljoin(realm, resp.headers.get("Location", "")), f" ({status})"
         elif same_origin(str(resp.url), realm):
-            return refused(what, f"the token server at {realm}", status, self.credential, scope)
+            return refused(
+                what, f"the token server at {redact(realm)}", status, self.credential, scope
+            )
         else:  # followed without the credentials, and that host wants them
             there, how = str(resp.url), f", which answers {status}"
         where = urlsplit(there)
         return RegistryError(
-            f"{what}: the token server at {realm} sends the request on to "
+            f"{what}: the token server at {redact(realm)} sends the request on to "
             f"{redact(f'{where.scheme}://{where.netloc}')}{how}; lockpipe sends the "
             "credentials for the token server to its own host alone, never to another host "
             "or over http: fix the registry's auth realm to name the server that issues its "
@@ -129,14 +138,14 @@ def _token(resp: requests.Response, realm: str, what: str) -> tuple[str, float]:
     token = _field(body, "token") or _field(body, "access_token")
     if not isinstance(body, Mapping) or not isinstance(token, str) or not token:
         raise RegistryError(
-            f"{what}: the token server at {realm} answered without a token (no 'token' or "
+            f"{what}: the token server at {redact(realm)} answered without a token (no 'token' or "
             "'access_token' in its JSON); it is not a registry token server, or it is "
             "misconfigured: check the registry's auth settings"
         )
     if not _HEADER_SAFE.fullmatch(token):  # a newline was a retried 'unreachable' per request
         raise RegistryError(
-            f"{what}: the token server at {realm} answered a token that cannot be sent in a "
-            "header (it holds a space, a control character or non-ASCII text); it is "
+            f"{what}: the token server at {redact(realm)} answered a token that cannot be sent in "
+            "a header (it holds a space, a control character or non-ASCII text); it is "
             "misconfigured: check the registry's auth settings"
         )
     expires = body.get("expires_in")
