@@ -110,7 +110,8 @@ def model_len(text: str) -> int:
     digits = value.removeprefix("-")
     if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number of tokens: write it whole (128000 for 128k, 131072 for 128K), or auto"
+            f"{text!r} is not a number of tokens: write it whole (128000 for 128k, "
+            "131072 for 128K), or auto"
         )
     return int(value)
 

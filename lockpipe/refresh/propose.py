@@ -16,7 +16,6 @@ than ``min_age`` ago is listed as held.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -32,9 +31,9 @@ from lockpipe.refresh import firstseen
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.model import Kind
 from lockpipe.refresh.proposal import Proposal, Verdict
+from lockpipe.refresh.rules import build_number
 from lockpipe.refresh.versions import newer, parse_tag
 
-_BUILD = re.compile(r"^b(\d+)$")
 ListTags = Callable[[str], Sequence[str]]
 
 
@@ -180,15 +179,15 @@ def source_proposals(lock: Lock, names: Sequence[str], up: Upstreams) -> list[Pr
     for name in sorted(names):
         source = lock.sources[name]
         pinned = pinned_tag(source) or _root_tag(source)
-        m = _BUILD.match(pinned or "")
-        if pinned is None or m is None:
+        at = build_number(pinned)
+        if pinned is None or at is None:
             continue
         what, path = f"sources.{name}", f"repos/{slug(source)}/tags"
         listed = up.github.get_all(path, what, {"per_page": "100"})
         read = Reader(where=f"{what}: {up.github.url(path)}", root="the answer", error=FetchError)
         tags = [read.get(listed, (i, "name"), str) for i in range(len(listed))]
-        builds = sorted(int(b[1]) for t in tags if (b := _BUILD.match(t)))
-        later = [b for b in builds if b > int(m[1])]
+        builds = sorted(n for t in tags if (n := build_number(t)) is not None)
+        later = [b for b in builds if b > at]
         if not later:
             continue
         targets = tuple(t for t, x in sorted(lock.targets.items()) if x.source == name)
