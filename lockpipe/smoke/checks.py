@@ -14,6 +14,7 @@ without end, fails its check when the time is up instead of holding the run.
 from __future__ import annotations
 
 import base64
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import requests
 import urllib3.exceptions
 
 from lockpipe.errors import CheckFailed
+from lockpipe.http import Late, arriving
 from lockpipe.jsonshape import Reader
 from lockpipe.log import PROGRESS_EVERY, echo
 
@@ -53,32 +55,20 @@ class Reply:
 
 
 def chunks(resp: requests.Response, url: str, end: float) -> Iterator[bytes]:
-    """``resp``'s body as it arrives, each wait for bytes bounded by what is left to
-    ``end`` (a monotonic time), to :data:`MAX_ANSWER` bytes; CheckFailed past either.
-
-    ``read1`` returns what one read of the socket gives, so a body trickling in a byte
-    at a time cannot hold a read open past ``end``, as a read of a fixed size can.
-    """
+    """``resp``'s body as it arrives (:func:`lockpipe.http.arriving`: each wait for bytes
+    bounded by what is left to ``end``), to :data:`MAX_ANSWER` bytes; CheckFailed past
+    either, or when the answer breaks off."""
     got = 0
-    while True:
-        left = end - time.monotonic()
-        sock = getattr(resp.raw.connection, "sock", None)
-        if sock is not None and left > 0:
-            sock.settimeout(left)
-        try:
-            chunk = resp.raw.read1(1 << 16) if left > 0 else None
-        except (TimeoutError, urllib3.exceptions.TimeoutError):
-            chunk = None
-        except (OSError, urllib3.exceptions.HTTPError) as exc:
-            raise CheckFailed(f"{url} broke off its answer after {got:,} bytes: {exc}") from exc
-        if chunk is None:
-            raise CheckFailed(f"{url} did not finish its answer in time ({got:,} bytes so far)")
-        if not chunk:
-            return
-        got += len(chunk)
-        if got > MAX_ANSWER:
-            raise CheckFailed(f"{url} answered more than {MAX_ANSWER:,} bytes; is it the server?")
-        yield chunk
+    try:
+        for chunk in arriving(resp, end, per_read=math.inf):
+            got += len(chunk)
+            if got > MAX_ANSWER:
+                raise CheckFailed(f"{url} answered more than {MAX_ANSWER:,} bytes; a server?")
+            yield chunk
+    except Late:
+        raise CheckFailed(f"{url} did not finish its answer in time ({got:,} bytes)") from None
+    except (OSError, urllib3.exceptions.HTTPError) as exc:
+        raise CheckFailed(f"{url} broke off its answer after {got:,} bytes: {exc}") from exc
 
 
 def ask(method: str, url: str, seconds: float, body: object = None) -> Reply:
