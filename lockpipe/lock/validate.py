@@ -19,8 +19,9 @@ from lockpipe.lock.refs import ReferenceError, parse_ref
 from lockpipe.lock.schema import LOCK_SCHEMA
 
 # Changes with what schema_errors checks beyond the schema's text (a "$" ending a pattern
-# is the string's end), so a lock a laxer check passed is checked again.
-_CHECKS = 2
+# is the string's end; an "integer" is a JSON number without a fraction or exponent), so a
+# lock a laxer check passed is checked again.
+_CHECKS = 3
 MAX_DIGITS = 19  # every integer in a lock fits in 64 bits; a longer one is an error
 _PATTERN_HINTS = {
     "^sha256:[0-9a-f]{64}$": "must be 'sha256:' and 64 lowercase hex digits",
@@ -128,11 +129,19 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterat
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
+def _integer(checker: Any, instance: Any) -> bool:
+    """JSON Schema's "integer" takes 8080.0; a lock's integers reach podman and buildah as
+    text ("8080.0" is no port), so only a number written without a fraction is one."""
+    return type(instance) is int
+
+
 def schema_errors(doc: Any) -> list[str]:
     import jsonschema  # only when a lock is new to this checkout (see load_lock)
 
     extend: Any = jsonschema.validators.extend  # untyped in jsonschema's stubs
-    validator = extend(jsonschema.Draft202012Validator, {"pattern": _pattern})(LOCK_SCHEMA)
+    base = jsonschema.Draft202012Validator
+    types = base.TYPE_CHECKER.redefine("integer", _integer)
+    validator = extend(base, {"pattern": _pattern}, type_checker=types)(LOCK_SCHEMA)
     out = []
     for err in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
         msg = err.message
@@ -140,6 +149,11 @@ def schema_errors(doc: Any) -> list[str]:
             msg = f"{err.instance!r} {_PATTERN_HINTS.get(str(err.validator_value), msg)}"
         elif err.validator == "additionalProperties" and err.path:
             msg = f"{msg} (check the spelling against README.md's lock fields)"
+        elif err.validator == "type" and err.validator_value == "integer":
+            if isinstance(err.instance, float):
+                msg = f"must be a whole number, not {err.instance!r}"
+                if err.instance.is_integer():
+                    msg += f" (write {int(err.instance)})"
         elif err.validator in ("maximum", "minimum"):
             msg = f"{err.instance} is out of range ({err.validator} {err.validator_value})"
         out.append(f"{_json_path(err.absolute_path)}: {msg}")

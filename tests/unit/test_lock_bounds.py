@@ -148,3 +148,34 @@ def test_a_control_character_in_a_snapshot_path_is_refused(tmp_path: Path) -> No
         return json.dumps(d)
 
     assert "must not contain control characters" in _load_error(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "error"),
+    [
+        ('"port": 8080', '"port": 8080.0', "serve.port: must be a whole number, not 8080.0"),
+        ("1700000000", "1.7e9", "source_date_epoch: must be a whole number, not 1700000000.0 ("),
+    ],
+)
+def test_a_float_where_an_integer_belongs_is_refused_through_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str, error: str
+) -> None:
+    """8080.0 passed jsonschema's "integer" and reached podman (PublishPort=...:8080.0)."""
+    from lockpipe.cli.main import main
+
+    path = _write(tmp_path, lambda d: json.dumps(d).replace(old, new))
+    assert main(["plan", "app", "--lock", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert error in err
+    assert "Traceback" not in err
+
+
+def test_a_float_size_and_count_are_refused(tmp_path: Path) -> None:
+    def text(d: dict[str, Any]) -> str:
+        d["payloads"] = {"m": {**PAYLOAD, "size": 7}}
+        d["targets"]["app"]["serve"]["context"] = 8192
+        return json.dumps(d).replace('"size": 7', '"size": 7.0').replace("8192", "8192.0")
+
+    error = _load_error(_write(tmp_path, text))
+    assert "payloads.m.size: must be a whole number, not 7.0" in error
+    assert "targets.app.serve.context: must be a whole number, not 8192.0" in error
