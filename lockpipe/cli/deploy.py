@@ -124,7 +124,7 @@ def _inputs(args: argparse.Namespace, name: str, opts: DeployOptions) -> DeployI
     if args.image or args.published:
         return _published_inputs(args, lock, name, report, opts)
     pinned = pinned_image(state, name, args.engine)
-    check_fingerprint(pinned, lock.fingerprints.get(name), force=args.force)
+    check_fingerprint(pinned, lock.fingerprints.get(name), lock=lock.path, force=args.force)
     verdict = check_built(report, pinned, served=_served(lock, name), force=args.force)
     store = _store(args, lock, name, verdict)
     facts = _facts(args, pinned.image)

@@ -59,9 +59,12 @@ def _refuse(message: str, force: bool) -> None:
     echo(f"WARNING (--force): {message}", style="bold red")
 
 
-def check_fingerprint(pinned: Pinned, fingerprint: str | None, *, force: bool) -> None:
-    """Refuse an image built from other inputs than the lock pins now."""
-    if fingerprint is not None and pinned.record.fingerprint != fingerprint:
+def check_fingerprint(pinned: Pinned, fingerprint: str | None, *, lock: Path, force: bool) -> None:
+    """Refuse an image built from other inputs than the lock pins now, and a lock that does
+    not say which inputs those are (plan and build refuse it too: fingerprint.check)."""
+    if fingerprint is None:
+        _refuse(f"{lock}: fingerprints.{pinned.record.target} is missing; run nox -s lock", force)
+    elif pinned.record.fingerprint != fingerprint:
         _refuse(
             f"{pinned.record.target}: the image {pinned.short} was built from other inputs than "
             f"the lock pins now (fingerprint {pinned.record.fingerprint[:12]}, lock "

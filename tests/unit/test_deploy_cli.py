@@ -200,6 +200,32 @@ def test_a_list_for_a_smoke_report_is_no_traceback_from_the_command_line(tmp_pat
     assert f"error: {path}: not a smoke report: expected an object" in out.stderr
 
 
+def test_a_lock_without_the_targets_fingerprint_is_refused_like_plan_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Deploy skipped the fingerprint check when the lock had none for the target, and
+    pinned an image built from any inputs; plan and build refuse that lock (exit 3)."""
+    doc = json.loads(LOCK.read_text())
+    del doc["fingerprints"][TARGET]
+    lock = tmp_path / "repo" / "locks" / "digests.json"
+    lock.parent.mkdir(parents=True)
+    lock.write_text(json.dumps(doc))
+    (tmp_path / "repo" / "images").symlink_to(REPO / "images")
+    built(tmp_path / "state")
+    fetched(tmp_path / "home" / ".cache" / "lockpipe" / "store")
+    smoke_json(tmp_path, {"reports": [result()]})
+    argv = ["deploy", TARGET, "--lock", str(lock), "--state", str(tmp_path / "state"),
+            "--podman-version", "5.4", "--no-inspect", "--no-verify",
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    assert main(argv) == DeployError.return_code
+    err = capsys.readouterr().err
+    assert f"{lock}: fingerprints.{TARGET} is missing; run nox -s lock" in err
+    assert "--force" in err and "Traceback" not in err
+    assert not (tmp_path / "out" / f"{TARGET}.container").exists()
+    assert main([*argv, "--force"]) == 0
+    assert f"WARNING (--force): {lock}: fingerprints.{TARGET} is missing" in capsys.readouterr().err
+
+
 # --- 2. the payload store ------------------------------------------------------------------
 
 

@@ -106,9 +106,10 @@ def test_a_published_image_is_judged_by_its_reference(tmp_path: Path) -> None:
 
 
 def test_fingerprint_drift_refuses() -> None:
+    lock = Path("locks/digests.json")
     with pytest.raises(DeployError, match="rebuild: lockpipe build llama-cuda"):
-        check_fingerprint(pinned("llama-cuda", "t"), "0" * 64, force=False)
-    check_fingerprint(pinned("llama-cuda", "t"), "f" * 64, force=False)
+        check_fingerprint(pinned("llama-cuda", "t"), "0" * 64, lock=lock, force=False)
+    check_fingerprint(pinned("llama-cuda", "t"), "f" * 64, lock=lock, force=False)
 
 
 def test_a_pass_that_served_other_payload_pins_refuses_naming_them(
