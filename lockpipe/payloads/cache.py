@@ -9,8 +9,11 @@ holds a wrong file.
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
+from lockpipe.errors import DiskSpaceError, FetchError
 from lockpipe.fs import sha256_file
 from lockpipe.log import echo
 from lockpipe.payloads.download import download_url
@@ -22,8 +25,29 @@ def cached(cache: Path, sha256: str) -> Path:
     return cache / "sha256" / sha256[:2] / sha256
 
 
+def unwritable(cache: Path, exc: OSError) -> FetchError:
+    """An OSError of writing into ``cache`` as one line naming the option and the fix."""
+    why = f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else str(exc)
+    kind = DiskSpaceError if exc.errno == errno.ENOSPC else FetchError
+    return kind(f"--cache {cache}: cannot write the cache ({why}); set --cache or "
+                "LOCKPIPE_CACHE to a writable folder")  # fmt: skip
+
+
+def writable_folder(cache: Path, folder: Path) -> None:
+    """Make ``folder`` (in ``cache``) exist and be writable, or say so naming --cache."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(folder))
+    except OSError as exc:
+        raise unwritable(cache, exc) from None
+
+
 def fetch_verified(url: str, sha256: str, cache: Path, mirror: str | None = None) -> Path:
-    """A local path whose bytes have ``sha256``, fetched from the mirror or ``url`` if needed."""
+    """A local path whose bytes have ``sha256``, fetched from the mirror or ``url`` if needed.
+
+    A cache that is no writable folder (--cache a regular file) is a FetchError naming it;
+    what the download itself raises is left to it (a network error is an OSError too)."""
     dest = cached(cache, sha256)
     if dest.is_file():
         # Archives are small next to models: re-hash rather than trust the cache, so a
@@ -31,6 +55,10 @@ def fetch_verified(url: str, sha256: str, cache: Path, mirror: str | None = None
         if sha256_file(dest) == sha256:
             return dest
         echo(f"warning: {dest} no longer has its sha256; fetching it again", style="yellow")
-        dest.unlink()
+        try:
+            dest.unlink()
+        except OSError as exc:
+            raise unwritable(cache, exc) from None
+    writable_folder(cache, dest.parent)
     echo(f"fetching {redact(url)}" + (f" (mirror {redact(mirror)} first)" if mirror else ""))
     return download_url(url, sha256, dest, mirror=mirror, say=echo)
