@@ -161,8 +161,15 @@ def quadlet() -> Iterator[Finding]:
 
 
 def store(path: Path, lock: Lock | None) -> Iterator[Finding]:
-    """Free space where the payload store is (or would be), against the lock's payloads."""
+    """Free space where the payload store is (or would be), against the lock's payloads;
+    first, that it is (or can be made) a folder payloads can be written into."""
     there = next((p for p in (path, *path.parents) if p.exists()), Path("/"))
+    unusable = _unwritable(path, there)
+    if unusable:
+        yield Finding(area="store", name=str(path), status="warn", detail=unusable,
+                      fix="pass --store DIR (LOCKPIPE_STORE): a folder you can write, or "
+                      "one to be made under one")  # fmt: skip
+        return
     free = shutil.disk_usage(there).free
     need = sum(f.size or 0 for p in (lock.payloads.values() if lock else ()) for f in p.files)
     low = need > free
@@ -171,6 +178,18 @@ def store(path: Path, lock: Lock | None) -> Iterator[Finding]:
                   f"{need / 2**30:,.1f} GiB",
                   fix="pass --store DIR (LOCKPIPE_STORE) on a larger file system" if low
                   else "")  # fmt: skip
+
+
+def _unwritable(path: Path, there: Path) -> str:
+    """Why payloads cannot be written at ``path`` (``there``: it, or its nearest existing
+    folder above), or "" when they can."""
+    if not there.is_dir():
+        made = "" if there == path else f", so {path} cannot be made"
+        return f"{there} is a file, not a folder{made}"
+    if not os.access(there, os.W_OK | os.X_OK):
+        made = "" if there == path else f", so {path} cannot be made in it"
+        return f"{there} is not writable by this user{made}"
+    return ""
 
 
 def table(findings: list[Finding]) -> Table:

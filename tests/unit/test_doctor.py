@@ -88,3 +88,32 @@ def test_a_mirror_url_that_is_not_one_is_a_finding_not_a_traceback(
     assert mirror["status"] == "warn" and "is not a URL" in mirror["detail"], mirror
     assert "--mirror" in mirror["fix"]
     assert "s3cret-tok" not in captured.out + captured.err
+
+
+@pytest.mark.parametrize("under", ["", "store"], ids=["the-file", "a-folder-under-it"])
+def test_a_store_that_is_a_file_is_no_ok_store(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    under: str,
+) -> None:  # fmt: skip
+    """doctor measured the free space under a regular file and called the store ok."""
+    monkeypatch.setattr(doctor, "reachable", lambda host, port: "FAKE: no network in unit tests")
+    monkeypatch.setattr(doctor, "engines", lambda: iter([]))
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    store = afile / under if under else afile
+    argv = ["doctor", "--lock", str(REPO / "locks/digests.json"), "--store", str(store)]
+    assert main([*argv, "--json", "-"]) == 0
+    (found,) = [f for f in json.loads(capsys.readouterr().out)["findings"]
+                if f["area"] == "store"]  # fmt: skip
+    assert found["status"] == "warn"
+    assert f"{afile} is a file, not a folder" in found["detail"]
+    assert "pass --store DIR (LOCKPIPE_STORE)" in found["fix"]
+
+
+def test_a_store_under_a_folder_this_user_cannot_write_is_no_ok_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr("os.access", lambda path, mode: False)  # tests may run as root
+    (found,) = doctor.store(tmp_path / "store", None)
+    assert found.status == "warn"
+    assert f"{tmp_path} is not writable by this user, so {tmp_path}/store" in found.detail
