@@ -27,6 +27,7 @@ from lockpipe.errors import CheckFailed
 from lockpipe.http import Late, arriving
 from lockpipe.jsonshape import Reader
 from lockpipe.log import PROGRESS_EVERY, echo
+from lockpipe.smoke.metrics import MAX_COUNT
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,8 +150,10 @@ def complete(
     doc = answer.parse(resp.content)
     return Generation(
         text=answer.get(doc, ("choices", 0, "text"), str),
-        prompt_tokens=answer.get(doc, ("usage", "prompt_tokens"), int, default=0),
-        completion_tokens=answer.get(doc, ("usage", "completion_tokens"), int, default=0),
+        prompt_tokens=_count(url, answer.get(doc, ("usage", "prompt_tokens"), int, default=0)),
+        completion_tokens=_count(
+            url, answer.get(doc, ("usage", "completion_tokens"), int, default=0)
+        ),
         seconds=seconds,
         timings=answer.get(doc, ("timings",), dict, default={}),
     )
@@ -218,10 +221,20 @@ def stream_timing(base: str, model: str, prompt: str, max_tokens: int) -> tuple[
             if event.get("choices") and first is None:
                 first = time.monotonic()
             if events.get(event, ("usage",), dict, default={}):  # null but in the last event
-                tokens = events.get(event, ("usage", "completion_tokens"), int, default=tokens)
+                tokens = _count(
+                    url, events.get(event, ("usage", "completion_tokens"), int, default=tokens)
+                )
     end = time.monotonic()
     first = first or end
     return first - start, end - first, tokens
+
+
+def _count(url: str, tokens: int) -> int:
+    """``tokens`` from ``url``'s usage, or CheckFailed when no server counted so many (a
+    float cannot hold it, and a rate from it overflows)."""
+    if not 0 <= tokens < MAX_COUNT:
+        raise CheckFailed(f"{url}: usage counts {'past 2**53' if tokens > 0 else tokens} tokens")
+    return tokens
 
 
 def _lines(parts: Iterable[bytes]) -> Iterator[bytes]:

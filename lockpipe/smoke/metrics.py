@@ -42,6 +42,7 @@ Samples = dict[Key, float]
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?:,|$)')
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+MAX_COUNT = 1 << 53  # past this a float cannot hold a count, and no server made as many
 _COUNTER_SUFFIXES = ("_total", "_sum", "_count", "_bucket")
 _PROBE = re.compile(r"^(pp|tg|accept)(?:@(\d+)(k?))?$")
 
@@ -77,15 +78,15 @@ def parse(text: str) -> Samples:
         m = _SAMPLE.match(line)
         labels: list[tuple[str, str]] = []
         if m and m.group(2):
-            rest = m.group(2).strip()
-            while rest:
-                lm = _LABEL.match(rest)
-                if not lm:
+            rest, at = m.group(2).strip(), 0
+            while at < len(rest):  # matched where the last label ended: no copy per label
+                lm = _LABEL.match(rest, at)
+                if not lm or lm.end() == at:
                     m = None
                     break
                 unescaped = re.sub(r"\\[\\\"n]", lambda e: _ESCAPES[e.group(0)], lm.group(2))
                 labels.append((lm.group(1), unescaped))
-                rest = rest[lm.end() :]
+                at = lm.end()
         try:
             value = float(m.group(3)) if m else math.nan
         except ValueError:
@@ -107,6 +108,11 @@ def delta(before: Samples, after: Samples) -> Samples:
             out[key] = value
             continue
         d = value - before.get(key, 0.0)
+        if d < 0 and key not in before:
+            raise MetricsError(
+                f"counter {key[0]} first appeared at {value:g}: a counter is never below 0; "
+                "is /metrics the serving runtime's own?"
+            )
         if d < 0:
             raise MetricsError(
                 f"counter {key[0]} went from {before[key]:g} to {value:g}: the server restarted "
@@ -195,9 +201,10 @@ class TimingsAcceptance:
 
 def _count(timings: Mapping[str, Any], field: str) -> int:
     value = timings.get(field)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < MAX_COUNT:
+        shown = "past 2**53" if isinstance(value, int) and value >= MAX_COUNT else repr(value)
         raise MetricsError(
-            f"timings.{field} is {value!r}, not a count: the answer did not come from "
+            f"timings.{field} is {shown}, not a count: the answer did not come from "
             "llama-server's /completion or /v1/chat/completions (tools/server/server-task.cpp "
             "result_timings::to_json); send the request to llama-server"
         )

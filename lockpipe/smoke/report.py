@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from lockpipe.errors import LockpipeError, SmokeError
 from lockpipe.fs import file_lock, write_atomic
@@ -92,8 +93,11 @@ def _measured(values: Mapping[str, float]) -> str:
 
 def render(report: SmokeReport, console: Console) -> None:
     """Print the report as one table and a verdict line to ``console``."""
+    # every text from outside (a model's answer, a server's error, an image name) as Text:
+    # as a str rich reads it as markup, and "[/x]" in an answer raised MarkupError
     table = Table(
-        title=f"smoke: {report.target} ({report.image}, {report.engine})", title_justify="left"
+        title=Text(f"smoke: {report.target} ({report.image}, {report.engine})"),
+        title_justify="left",
     )
     table.add_column("check")
     table.add_column("result")
@@ -104,14 +108,15 @@ def render(report: SmokeReport, console: Console) -> None:
     for r in report.results:
         first = r.detail.splitlines()[0] if r.detail else ""
         table.add_row(
-            r.name, f"[{style[r.status]}]{r.status}[/]", f"{r.seconds:.1f} s",
-            _measured(r.measured), first, end_section=False,
+            Text(r.name), Text(r.status, style=style[r.status]), f"{r.seconds:.1f} s",
+            Text(_measured(r.measured)), Text(first), end_section=False,
         )  # fmt: skip
     print_to(console, table)
     failed = report.failures
     verdict = "[green]passed[/]" if not failed else f"[bold red]{len(failed)} failed[/]"
     log = f"; server log: {report.log_path}" if report.log_path else ""
-    console.print(f"{report.target}: {verdict} in {report.seconds:.1f} s{log}")
+    console.print(Text.assemble(f"{report.target}: ", Text.from_markup(verdict),
+                                f" in {report.seconds:.1f} s{log}"))  # fmt: skip
 
 
 def to_json(report: SmokeReport) -> dict[str, Any]:
@@ -319,4 +324,5 @@ def _case_properties(case: ET.Element, r: CheckResult) -> None:
 def write_junit(reports: Sequence[SmokeReport], path: Path) -> None:
     """Write the JUnit XML for ``reports`` to ``path`` (UTF-8, with an XML declaration)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    junit_tree(reports).write(path, encoding="utf-8", xml_declaration=True)
+    text = ET.tostring(junit_tree(reports).getroot(), encoding="unicode", xml_declaration=True)
+    write_atomic(path, text + "\n")  # never a truncated file in place of the last good one

@@ -10,6 +10,7 @@ shape must be a failed check whose one-line reason names the endpoint; the run g
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from pathlib import Path
@@ -120,6 +121,10 @@ def test_right_answers_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
          "/v1/models: data[1].id is not text: it holds the lone surrogate '\\ud800'"),
         ("/v1/completions", {"choices": [{"text": " 6\udc80"}]}, "generation[0]",
          "/v1/completions: choices[0].text is not text: it holds the lone surrogate '\\udc80'"),
+        ("/v1/completions", {"choices": [{"text": "6"}], "usage": {"completion_tokens": 10**400}},
+         "generation[0]", "/v1/completions: usage counts past 2**53 tokens"),
+        (STREAM, {"choices": [], "usage": {"completion_tokens": -2}}, "throughput probes",
+         "/v1/completions: usage counts -2 tokens"),
         (STREAM, ["the"], "throughput probes",
          "/v1/completions (streamed): an event is a list, not an object"),
         (STREAM, {"choices": [], "usage": 4}, "throughput probes",
@@ -199,3 +204,21 @@ def test_an_expectation_of_the_wrong_kind_stops_the_run_in_one_line(
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert f"{expect}: targets.app.ready_seconds: must be a number of seconds" in err, err
     assert not (tmp_path / "out" / "smoke.json").exists()
+
+
+def test_an_answer_that_looks_like_markup_is_shown_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The table read each detail as rich markup: an answer holding "[/x]" raised
+    MarkupError before smoke.json was written, and "[red]" vanished from the line."""
+    answers = copy.deepcopy(GOOD)
+    answers["/v1/completions"]["choices"][0]["text"] = " 6, 7 [/x] [red]8"
+    lock, state, expect = _repo(tmp_path)
+    monkeypatch.setattr(serve, "get_engine", lambda name: ServingEngine(answers))
+    code = main(["smoke", "app", "--engine", "podman", "--lock", str(lock), "--state",
+                 str(state), "--store", str(tmp_path / "store"), "--expect", str(expect),
+                 "--out", str(tmp_path / "out")])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0 and "Traceback" not in err, err
+    assert "[/x] [red]8" in out.replace("\n", ""), out
+    assert json.loads((tmp_path / "out" / "smoke.json").read_text())["reports"][0]["ok"]

@@ -314,3 +314,24 @@ def test_timings_acceptance_rejects_impossible_counts(
 ) -> None:
     with pytest.raises(MetricsError, match=match):
         timings_acceptance(timings)
+
+
+def test_a_count_past_what_a_float_holds_is_not_a_count() -> None:
+    """10**400 drafted and accepted was OverflowError's traceback from accepted / steps."""
+    timings = {"draft_n": 10**400, "draft_n_accepted": 10**400, "predicted_n": 10**400 + 2}
+    with pytest.raises(MetricsError, match=r"timings\.draft_n is past 2\*\*53, not a count"):
+        timings_acceptance(timings)
+
+
+def test_a_counter_below_zero_at_its_first_scrape_is_named() -> None:
+    """The message read before[key] of a series absent before: a bare KeyError as reason."""
+    with pytest.raises(MetricsError, match="counter llamacpp:x_total first appeared at -3"):
+        delta({}, {("llamacpp:x_total", frozenset()): -3.0})
+
+
+def test_many_labels_on_one_line_are_all_read() -> None:
+    """Each label used to copy the rest of the line (quadratic: 28 s at 4 MiB); now they
+    are matched in place. What is read must not change."""
+    labels = ",".join(f'l{i}="v{i}"' for i in range(20_000))
+    (key,) = parse(f"m_total{{{labels}}} 5\n")
+    assert len(key[1]) == 20_000 and ("l19999", "v19999") in key[1]

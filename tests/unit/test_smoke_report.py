@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -221,3 +223,32 @@ def test_a_check_without_baseline_is_marked_in_junit(tmp_path: Path) -> None:
     assert {p.get("name") for p in accept.iterfind("properties/property")} == {"shape"}
     assert accept.findtext("system-out") == "accept = 3.1"
     assert ready.find("properties") is None
+
+
+def test_a_junit_write_cut_short_leaves_the_last_file_whole(tmp_path: Path) -> None:
+    """The XML was written straight to its path: a full disk (here a file size limit)
+    left a truncated smoke.junit.xml where the last good one was."""
+    script = f"""
+import resource, signal, sys
+from pathlib import Path
+sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+from lockpipe.smoke.report import CheckResult, SmokeReport, write_junit
+path = Path({str(tmp_path / "smoke.junit.xml")!r})
+def report(detail):
+    check = CheckResult(name="a", ok=not detail, detail=detail)
+    return SmokeReport(target="app", image="i", image_id="sha256:x", engine="podman",
+                       results=(check,))
+write_junit([report("")], path)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, resource.RLIM_INFINITY))
+try:
+    write_junit([report("x" * 2_000_000)], path)
+except OSError as exc:
+    print("refused:", exc.strerror)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=60, check=False)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "refused: File too large" in out.stdout, out.stdout
+    root = ET.parse(tmp_path / "smoke.junit.xml").getroot()  # the first file, whole
+    assert root.get("failures") == "0", ET.tostring(root)
