@@ -41,6 +41,7 @@ class Trickle:
     status: int = 200
     length: int = 100_000
     every: float = 0.5
+    in_headers: bool = False  # the trickle is one header's value: no header ever ends
 
 
 # llama-server's counters, growing with the tokens served; answers["/metrics"] replaces it
@@ -90,9 +91,12 @@ class _Handler(FakeHandler):
             self.send_json(200, answer)
 
     def trickle(self, answer: Trickle) -> None:
-        self.send_response(answer.status)
-        self.send_header("Content-Length", str(answer.length))
-        self.end_headers()
+        if answer.in_headers:
+            self.wfile.write(f"HTTP/1.1 {answer.status} OK\r\nX-Slow: ".encode())
+        else:
+            self.send_response(answer.status)
+            self.send_header("Content-Length", str(answer.length))
+            self.end_headers()
         block = b"x" if answer.every else b"x" * (1 << 16)
         try:
             for _ in range(0, answer.length, len(block)):

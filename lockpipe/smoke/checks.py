@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -77,8 +78,34 @@ def ask(method: str, url: str, seconds: float, body: object = None) -> Reply:
     :data:`MAX_ANSWER` bytes (CheckFailed past either). No answer at all raises
     requests' own error, as a server not listening yet does."""
     end = time.monotonic() + seconds
-    with requests.request(method, url, json=body, stream=True, timeout=seconds) as resp:
+    with send(method, url, end, body) as resp:
         return Reply(status=resp.status_code, content=b"".join(chunks(resp, url, end)))
+
+
+def send(method: str, url: str, end: float, body: object = None) -> requests.Response:
+    """The status and headers of one request (its body streamed, for :func:`chunks`), by
+    ``end`` (a monotonic time); CheckFailed past it. requests' timeout is per read of
+    the socket, so headers sent a byte at a time held it open without limit: the request
+    runs in a thread of its own, which is left to the server's end if it overruns."""
+    done: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def run() -> None:
+        try:
+            left = max(end - time.monotonic(), 0.01)
+            done["resp"] = requests.request(method, url, json=body, stream=True, timeout=left)
+        except BaseException as exc:  # handed to the caller, as if raised there
+            done["error"] = exc
+        finally:
+            ready.set()
+
+    threading.Thread(target=run, name=f"smoke {method} {url}", daemon=True).start()
+    if not ready.wait(max(end - time.monotonic(), 0)):
+        raise CheckFailed(f"{url} did not send its status and headers in time")
+    if "error" in done:
+        raise done["error"]
+    resp: requests.Response = done["resp"]
+    return resp
 
 
 def wait_ready(base: str, deadline: float, exited: Callable[[], str | None]) -> float:
@@ -99,9 +126,9 @@ def wait_ready(base: str, deadline: float, exited: Callable[[], str | None]) -> 
         if gone is not None:
             raise CheckFailed(f"the server exited before it was ready: {gone}")
         try:
-            seconds = min(2.0, max(deadline - time.monotonic(), 0.1))
-            with requests.get(f"{base}/health", stream=True, timeout=seconds) as resp:
-                shown = b"".join(chunks(resp, f"{base}/health", time.monotonic() + seconds))
+            end = time.monotonic() + min(2.0, max(deadline - time.monotonic(), 0.1))
+            with send("GET", f"{base}/health", end) as resp:
+                shown = b"".join(chunks(resp, f"{base}/health", end))
                 if resp.status_code == 200:
                     return time.monotonic() - start
                 last = f"HTTP {resp.status_code} {shown[:200]!r}"
@@ -210,7 +237,7 @@ def stream_timing(base: str, model: str, prompt: str, max_tokens: int) -> tuple[
     start = time.monotonic()
     first = None
     tokens = 0
-    with requests.post(url, json=body, stream=True, timeout=STREAM_SECONDS) as resp:
+    with send("POST", url, start + STREAM_SECONDS, body) as resp:
         if resp.status_code != 200:
             raise CheckFailed(f"streaming /v1/completions answered {resp.status_code}")
         for raw in _lines(chunks(resp, url, start + STREAM_SECONDS)):
