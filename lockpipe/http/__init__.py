@@ -25,11 +25,13 @@ from __future__ import annotations
 import datetime
 import http.client
 import random
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import IO
+from functools import partial
+from typing import IO, Any, TypeVar
 from urllib.parse import urljoin
 
 import requests
@@ -37,6 +39,8 @@ import urllib3
 import urllib3.exceptions
 
 from lockpipe.urls import same_origin
+
+T = TypeVar("T")
 
 MAX_REDIRECTS = 10
 # What a request can raise for reasons outside this program: requests' exceptions are
@@ -65,6 +69,34 @@ def whole_number(text: str | None) -> int | None:
 
 class Late(Exception):
     """An answer's body did not finish by its deadline."""
+
+
+HEAD_READS = 4  # a status line and headers get 4 read timeouts in all, however they trickle
+
+
+def within(call: Callable[[], T], seconds: float, name: str) -> T:
+    """``call()``'s result (or its exception) once it returns, or :class:`Late` when it
+    has not after ``seconds``. It runs in a daemon thread, left to finish on its own when
+    late: requests' timeout is per read of the socket, so an answer's status and headers
+    sent a byte at a time hold a request open past any timeout."""
+    done: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def run() -> None:
+        try:
+            done["value"] = call()
+        except BaseException as exc:  # raised in the caller, as if it were raised there
+            done["error"] = exc
+        finally:
+            ready.set()
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    if not ready.wait(max(seconds, 0.0)):
+        raise Late
+    if "error" in done:
+        raise done["error"]
+    value: T = done["value"]
+    return value
 
 
 def arriving(resp: requests.Response, end: float, per_read: float) -> Iterator[bytes]:
@@ -202,6 +234,7 @@ def follow(
     A hop without an answer raises :class:`NoAnswer`, for the caller to name.
     """
     rewindable = data is None or isinstance(data, bytes) or data.seekable()
+    head_time = HEAD_READS * (timeout[1] if isinstance(timeout, tuple) else timeout)
     resp: requests.Response | None = None
     for _ in range(MAX_REDIRECTS + 1):
         if data is not None and not isinstance(data, bytes) and rewindable:
@@ -209,16 +242,15 @@ def follow(
         mine = bool(auth) and same_origin(url, origin)
         hop = {**(headers or {}), **({"Authorization": auth} if mine and auth else {})}
         try:
-            resp = session.request(
-                method,
-                url,
-                headers=hop,
-                params=params,
-                data=data,
-                timeout=timeout,
-                stream=stream,
-                allow_redirects=False,
+            hop_request = partial(session.request, method, url, headers=hop, params=params,
+                                  data=data, timeout=timeout, stream=stream,
+                                  allow_redirects=False)  # fmt: skip
+            resp = within(hop_request, head_time, f"{method} {url}")
+        except Late:
+            late = requests.exceptions.ReadTimeout(
+                f"its status and headers did not arrive in {head_time:.0f} s"
             )
+            raise NoAnswer(url, late) from None
         except NET_ERRORS as exc:
             raise NoAnswer(url, exc) from exc
         follows = method in ("GET", "HEAD") or resp.status_code in (307, 308)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ import requests
 import urllib3.exceptions
 
 from lockpipe.errors import CheckFailed
-from lockpipe.http import Late, arriving
+from lockpipe.http import Late, arriving, within
 from lockpipe.jsonshape import Reader
 from lockpipe.log import PROGRESS_EVERY, echo
 from lockpipe.smoke.metrics import MAX_COUNT
@@ -84,28 +83,15 @@ def ask(method: str, url: str, seconds: float, body: object = None) -> Reply:
 
 def send(method: str, url: str, end: float, body: object = None) -> requests.Response:
     """The status and headers of one request (its body streamed, for :func:`chunks`), by
-    ``end`` (a monotonic time); CheckFailed past it. requests' timeout is per read of
-    the socket, so headers sent a byte at a time held it open without limit: the request
-    runs in a thread of its own, which is left to the server's end if it overruns."""
-    done: dict[str, Any] = {}
-    ready = threading.Event()
-
-    def run() -> None:
-        try:
-            left = max(end - time.monotonic(), 0.01)
-            done["resp"] = requests.request(method, url, json=body, stream=True, timeout=left)
-        except BaseException as exc:  # handed to the caller, as if raised there
-            done["error"] = exc
-        finally:
-            ready.set()
-
-    threading.Thread(target=run, name=f"smoke {method} {url}", daemon=True).start()
-    if not ready.wait(max(end - time.monotonic(), 0)):
-        raise CheckFailed(f"{url} did not send its status and headers in time")
-    if "error" in done:
-        raise done["error"]
-    resp: requests.Response = done["resp"]
-    return resp
+    ``end`` (a monotonic time); CheckFailed past it (:func:`lockpipe.http.within`)."""
+    left = max(end - time.monotonic(), 0.01)
+    try:
+        return within(
+            lambda: requests.request(method, url, json=body, stream=True, timeout=left),
+            left, f"smoke {method} {url}",
+        )  # fmt: skip
+    except Late:
+        raise CheckFailed(f"{url} did not send its status and headers in time") from None
 
 
 def wait_ready(base: str, deadline: float, exited: Callable[[], str | None]) -> float:

@@ -74,6 +74,15 @@ class _Handler(FakeHandler):
                     time.sleep(0.4)
             except (BrokenPipeError, ConnectionResetError):
                 pass
+        elif srv.mode == "slow-headers":  # one header's value, a byte every 0.4 s, no end
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+                for _ in range(60):
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+                    time.sleep(0.4)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
         elif srv.mode == "gzip":
             body = gzip.compress(json.dumps({"ok": 1}).encode())
             self.send_bytes(200, body, {"Content-Encoding": "gzip"})
@@ -153,6 +162,22 @@ def test_a_body_trickling_in_is_cut_off_at_the_answers_deadline() -> None:
         f"GET {server.host}/lib/x manifests/latest: {server.url}/v2/lib/x/manifests/latest "
         "did not finish its answer in 2 s ("
     )
+
+
+def test_headers_trickling_in_are_cut_off_at_their_deadline() -> None:
+    """requests' read timeout is per read of the socket: a status line and headers sent a
+    byte at a time held the request open for as long as the server went on (24 s here)."""
+    server = Odd("slow-headers")
+    reg = Registry(server.host, scheme="http", credential=None, timeout=0.5)
+    start = time.monotonic()
+    try:
+        with pytest.raises(RegistryError) as err:
+            reg.request("GET", "lib/x", "manifests/latest")
+    finally:
+        server.stop()
+    # each try ends after 4 read timeouts (2 s), not the trickle's 24 s: 5 tries, not 120 s
+    assert time.monotonic() - start < 60
+    assert "unreachable (ReadTimeout) after 5 tries" in str(err.value), err.value
 
 
 def test_a_gzipped_answer_is_still_read_decoded() -> None:
