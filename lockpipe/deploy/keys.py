@@ -77,7 +77,8 @@ MISSPELLED = {
 }
 # (key, value) pairs that need a newer podman than the key itself.
 VALUE_SINCE: Mapping[tuple[str, str], Version] = {("Notify", "healthy"): (5, 0)}
-_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+# whole numbers of at most 6 digits: int() refuses more than 4,300, and no podman has more
+_VERSION = re.compile(r"(?<!\d)(\d{1,6})\.(\d{1,6})(?!\d)", re.ASCII)
 
 
 def parse_version(text: str) -> Version:
@@ -85,7 +86,7 @@ def parse_version(text: str) -> Version:
     m = _VERSION.search(text)
     if m is None:
         raise DeployError(
-            f"cannot read a podman version from {text.strip()!r}; pass --podman-version X.Y"
+            f"cannot read a podman version from {text.strip()[:60]!r}; pass --podman-version X.Y"
         )
     return int(m.group(1)), int(m.group(2))
 

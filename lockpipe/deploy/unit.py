@@ -157,10 +157,15 @@ def sections(*pairs: tuple[str, Iterable[Entry]]) -> tuple[Section, ...]:
     return tuple(Section(name=name, entries=tuple(e)) for name, e in pairs)
 
 
+_LINE_END = re.compile("\r\n|[\n\r\0]")
+
+
 def parse_unit(text: str) -> Unit:
     """Sections and (key, value) lines of a unit file this module rendered (no continuations)."""
     found: list[tuple[str, list[Entry]]] = []
-    for line in text.splitlines():
+    # systemd's line ends (fileio.c categorize_eol); splitlines() also splits at \x1c,
+    # \x85, \u2028 and 5 more, which a value may hold: verify then read another command
+    for line in _LINE_END.split(text):
         if line.startswith("[") and line.endswith("]"):
             found.append((line[1:-1], []))
         elif "=" in line and not line.startswith(("#", ";")) and found:

@@ -54,3 +54,10 @@ def test_parse_version(text: str, version: keys.Version) -> None:
 def test_unparsable_version_names_the_option() -> None:
     with pytest.raises(DeployError, match="--podman-version"):
         keys.parse_version("podman: command not found")
+
+
+@pytest.mark.parametrize("text", ["1" * 5000 + ".2", "5.4" + "0" * 5000, "\u0665.\u0664"])
+def test_a_version_of_absurd_digits_is_no_version(text: str) -> None:
+    """5,000 digits were int()'s ValueError traceback (its 4,300-digit limit)."""
+    with pytest.raises(DeployError, match=r"cannot read a podman version from .*--podman-version"):
+        keys.parse_version(text)

@@ -27,6 +27,7 @@ from lockpipe.deploy.render import (
 from lockpipe.deploy.unit import (
     Unit,
     label,
+    parse_unit,
     quote_word,
     sections,
     split_args,
@@ -234,3 +235,14 @@ def test_labels_are_one_line_with_percent_doubled() -> None:
 def test_quote_word_writes_a_word_as_podmans_quadlet_does(word: str, quoted: str) -> None:
     assert quote_word(word) == quoted
     assert split_words(quoted) == [word]
+
+
+@pytest.mark.parametrize("odd", ["\x1c", "\x85", "\u2028", "\x0b"])
+def test_a_unit_is_read_back_at_systemds_line_ends_only(odd: str) -> None:
+    """parse_unit split at splitlines()'s 8 more line ends: a serve argument 'x\\x1cy' was
+    read back (and verified) as 'x', a command other than the one the unit runs."""
+    text = f"[Container]\nExec=--alias x{odd}y\r\nImage=i\rNotify=true\n"
+    unit = parse_unit(text)
+    assert unit.values("Container", "Exec") == [f"--alias x{odd}y"]
+    assert unit.values("Container", "Image") == ["i"]  # \r\n and \r end lines, as in systemd
+    assert unit.values("Container", "Notify") == ["true"]
