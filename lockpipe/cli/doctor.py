@@ -20,6 +20,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from rich.table import Table
+from rich.text import Text
 
 from lockpipe import cmd
 from lockpipe.cli import jsonout
@@ -198,7 +199,9 @@ def table(findings: list[Finding]) -> Table:
         t.add_column(column, overflow="fold")
     style = {"ok": "green", "warn": "yellow", "fail": "bold red"}
     for f in findings:
-        t.add_row(f.area, f.name, f"[{style[f.status]}]{f.status}[/]", f.detail, f.fix)
+        # as Text: a path or an engine's answer holding "[/x]" is no rich markup
+        t.add_row(Text(f.area), Text(f.name), Text(f.status, style=style[f.status]),
+                  Text(f.detail), Text(f.fix))  # fmt: skip
     return t
 
 

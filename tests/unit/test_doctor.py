@@ -117,3 +117,16 @@ def test_a_store_under_a_folder_this_user_cannot_write_is_no_ok_store(
     (found,) = doctor.store(tmp_path / "store", None)
     assert found.status == "warn"
     assert f"{tmp_path} is not writable by this user, so {tmp_path}/store" in found.detail
+
+
+def test_a_path_that_looks_like_markup_is_shown_as_it_is(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The table read each cell as rich markup: --store 'a[/x]' was MarkupError's
+    traceback, and engine or registry text in a detail could be too."""
+    monkeypatch.setattr(doctor, "reachable", lambda host, port: "FAKE: no network [/x]")
+    monkeypatch.setattr(doctor, "engines", lambda: iter([]))
+    store = tmp_path / "a[/x]"
+    assert main(["doctor", "--lock", str(REPO / "locks/digests.json"), "--store", str(store)]) == 0
+    out = capsys.readouterr().out.replace("\n", "")
+    assert "a[/x]" in out and "no network [/x]" in out
