@@ -20,7 +20,7 @@ STYLE = {"pass": "green", "warn": "yellow", "unknown": "bold magenta", "fail": "
 
 def table(report: TargetReport) -> Table:
     t = Table(
-        title=f"{report.target} · {report.runtime} · {report.card}",
+        title=Text(f"{report.target} · {report.runtime} · {report.card}"),
         title_justify="left",
         show_header=True,
         header_style="bold",
