@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 
-from lockpipe.errors import LockError
-from lockpipe.fs import cache_home
+from lockpipe.errors import FetchError, LockError
+from lockpipe.fs import cache_home, read_utf8
 from lockpipe.lock.model import Payload
 from lockpipe.payloads.neterrors import bad_url
 from lockpipe.urls import basic_auth, redact, split_userinfo
@@ -107,7 +107,7 @@ def hf_token(env: Mapping[str, str]) -> str | None:
     if not path:
         path = os.path.join(env.get("HF_HOME") or cache_home(env) / "huggingface", "token")
     try:
-        return Path(path).expanduser().read_text(encoding="utf-8").strip() or None
+        return read_utf8(Path(path).expanduser(), FetchError).strip() or None
     except OSError:
         return None
 

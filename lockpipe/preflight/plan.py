@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import FormatError, LockError, UsageError
+from lockpipe.fs import read_utf8
 from lockpipe.jsonshape import Reader
 from lockpipe.lock.model import Lock, Target
 from lockpipe.payloads import store as payload_store
@@ -219,6 +220,14 @@ def _llama(
     return checks + more, figures, numbers
 
 
+def read_dockerfile_env(lock: Lock, target: Target) -> dict[str, str]:
+    """The ``ENV`` the target's Dockerfile sets (vLLM reads them at start); none without one."""
+    dockerfile = lock.root / target.context / target.dockerfile
+    return (
+        vllm_args.dockerfile_env(read_utf8(dockerfile, LockError)) if dockerfile.is_file() else {}
+    )
+
+
 def _vllm_target(
     lock: Lock,
     target: Target,
@@ -241,8 +250,7 @@ def _vllm_target(
         validation = vllm_validate.NotRun(
             reason=f"vLLM's own functions run where its parser does: {by_vllm.reason}"
         )
-    dockerfile = lock.root / target.context / target.dockerfile
-    env = vllm_args.dockerfile_env(dockerfile.read_text()) if dockerfile.is_file() else {}
+    env = read_dockerfile_env(lock, target)
     return plan_vllm.VllmTarget(
         args=args,
         facts=vllm_release.rules_of(lock, version),

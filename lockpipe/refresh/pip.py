@@ -31,7 +31,7 @@ from typing import Any
 
 from lockpipe.cmd import call
 from lockpipe.errors import EngineError, FetchError, LintError, LockError, UsageError
-from lockpipe.fs import write_atomic
+from lockpipe.fs import read_utf8, write_atomic
 from lockpipe.lock import closure as cl
 from lockpipe.lock import requirements as rq
 from lockpipe.lock.fingerprint import relock
@@ -241,12 +241,12 @@ def _stale(lock: Lock, file: str, wanted: str) -> bool:
     """Whether ``file`` must be derived again: another version, or facts that do not match."""
     path = lock.root / file
     facts = cl.closure_path(path)
-    text = path.read_text()
+    text = read_utf8(path, LockError)
     derivation = rq.derived_for(text)
     if derivation is None or derivation.version != wanted or not facts.is_file():
         return True
     try:
-        closure = cl.parse_closure(facts.read_text(), str(facts))
+        closure = cl.parse_closure(read_utf8(facts, LintError), str(facts))
     except LintError:
         return True
     return closure.requirements_sha256 != cl.sha256_text(text)
@@ -261,7 +261,7 @@ def rederive(lock: Lock, *, force: bool = False) -> list[Change]:
         for name in target.pip:
             file = lock.pip[name].file
             path = lock.root / file
-            derivation = rq.derived_for(path.read_text()) if path.is_file() else None
+            derivation = rq.derived_for(read_utf8(path, LockError)) if path.is_file() else None
             if derivation is None or file in done:
                 continue
             arg = rq.version_arg(derivation.package)

@@ -22,7 +22,8 @@ from datetime import datetime, timedelta
 
 from packaging.version import Version
 
-from lockpipe.errors import FetchError, RegistryError
+from lockpipe.errors import FetchError, LockError, RegistryError
+from lockpipe.fs import read_utf8
 from lockpipe.jsonshape import Reader
 from lockpipe.lock import requirements as rq
 from lockpipe.lock.model import Base, Lock, Source, Target
@@ -62,7 +63,7 @@ def derived_files(lock: Lock) -> list[Derived]:
     for target in sorted(lock.targets.values(), key=lambda t: t.name):
         for name in target.pip:
             path = lock.root / lock.pip[name].file
-            d = rq.derived_for(path.read_text(encoding="utf-8")) if path.is_file() else None
+            d = rq.derived_for(read_utf8(path, LockError)) if path.is_file() else None
             if d is not None:
                 out.append(
                     Derived(

@@ -14,7 +14,8 @@ import re
 
 from packaging.version import Version
 
-from lockpipe.errors import FetchError
+from lockpipe.errors import FetchError, LockError
+from lockpipe.fs import read_utf8
 from lockpipe.lock import requirements as rq
 from lockpipe.lock.model import Lock
 from lockpipe.refresh.api import Api
@@ -51,7 +52,7 @@ def newer_releases(lock: Lock, names: list[str], index: Api) -> tuple[Newer, ...
     for name in names:
         file = lock.pip[name].file
         try:
-            text = (lock.root / file).read_text(encoding="utf-8")
+            text = read_utf8(lock.root / file, LockError)
         except OSError as exc:
             raise FetchError(f"pip.{name}: cannot read {file} ({exc.strerror})") from None
         for package, pinned in sorted(top_level(text).items()):
