@@ -153,7 +153,7 @@ def need_of(target: Target, payloads: Mapping[str, Payload]) -> Need:
             raise SmokeError(f"{where}: --gpu-memory-utilization {raw!r} is not a fraction "
                              "0 < it <= 1, which vLLM needs; fix it in the lock")  # fmt: skip
         tp = vllm_option(cmd, "--tensor-parallel-size", "-tp") or "1"
-        if not tp.isdigit() or int(tp) < 1:
+        if not (tp.isascii() and tp.isdigit() and len(tp) <= 4) or int(tp) < 1:
             raise SmokeError(f"{where}: --tensor-parallel-size {tp!r} is not a count of GPUs")
         return Need(runtime="vllm", utilization=util, cards=int(tp))
     files = [f for name in target.payloads for f in payloads[name].files]

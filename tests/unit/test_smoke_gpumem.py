@@ -162,3 +162,10 @@ def test_llama_cpp_counts_the_free_memory_of_every_card_together() -> None:
     message = shortage("llama-cuda", need, tight, [])
     assert message is not None and "GPUs 0, 1 together: 6000 MiB free" in message
     assert "run nvidia-smi as root" in message  # no holder listed: say why they may be hidden
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "1" * 5000, "0", "-2"])
+def test_a_tensor_parallel_size_that_is_no_count_names_the_lock_key(value: str) -> None:
+    """'²' passed str.isdigit() and 5,000 digits passed too: int() then raised ValueError."""
+    with pytest.raises(SmokeError, match=r"--tensor-parallel-size .* is not a count of GPUs"):
+        _vllm("--tensor-parallel-size", value)
