@@ -409,3 +409,42 @@ def test_a_port_timeout_over_an_hour_is_a_usage_error(
     assert "argument --port-timeout: '1e300' is over 3600 seconds" in err
     assert "ss -tanp" in err
     assert not (tmp_path / "out" / f"{TARGET}.container").exists()
+
+
+def test_a_podman_version_of_5000_digits_is_a_one_line_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """int() refuses over 4,300 digits: --podman-version 111…1.2 was its ValueError
+    traceback (podman --version output is read by the same parse)."""
+    built(tmp_path / "state")
+    assert deploy(tmp_path, "--force", "--podman-version", "1" * 5000 + ".2") == 64
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: --podman-version 1111") and "not a podman version" in line
+    assert not (tmp_path / "out" / f"{TARGET}.container").exists()
+
+
+@pytest.mark.parametrize("odd", ["\x1c", "\x85", "\u2028", "\x0b", "\x0c"])
+def test_verify_without_quadlet_checks_the_command_the_unit_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: str
+) -> None:
+    """The unit was read back with splitlines(), which ends a line at \\x1c, \\x85, \\u2028
+    and more where systemd does not: --health-cmd 'x\\x1cy' was verified as 'x', so verify
+    passed a service that runs another command than the unit's."""
+    from lockpipe.cli import deploy as deploying
+    from lockpipe.deploy.unit import split_words
+
+    checked: list[str] = []
+    monkeypatch.setattr(deploying, "find_generator", lambda: None)
+    monkeypatch.setattr(deploying, "systemd_verify",
+                        lambda text, name, *, user: checked.append(text) or "")  # fmt: skip
+    built(tmp_path / "state")
+    health = f"curl -f http://127.0.0.1:8080/health{odd}exit 0"
+    code = main(["deploy", TARGET, "--lock", str(LOCK), "--state", str(tmp_path / "state"),
+                 "--podman-version", "5.4", "--no-inspect", "--force", "--health-cmd", health,
+                 "--out", str(tmp_path / "out")])  # fmt: skip
+    assert code == 0
+    assert f"HealthCmd={health}\n" in unit_text(tmp_path)
+    (service,) = checked
+    (start,) = [x for x in service.split("\n") if x.startswith("ExecStart=")]
+    words = split_words(start.removeprefix("ExecStart="))
+    assert words[words.index("--health-cmd") + 1] == health
