@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from lockpipe.deploy.unit import unit_lines
 from lockpipe.errors import DeployError
 from lockpipe.jsonshape import loads
 from lockpipe.log import echo
@@ -69,7 +70,7 @@ def find_specs(kind: str, dirs: Sequence[Path] | None = None) -> tuple[Path, ...
 def unit_kinds(text: str) -> tuple[str, ...]:
     """The CDI device kinds a rendered ``.container`` asks for in its ``AddDevice=`` lines."""
     kinds: list[str] = []
-    for line in text.splitlines():
+    for line in unit_lines(text):  # not splitlines(): a value may hold \x1c or \x85
         key, _, value = line.partition("=")
         m = _CDI_DEVICE.match(value.strip()) if key.strip() == "AddDevice" else None
         if m and m.group(1) not in kinds:

@@ -160,12 +160,19 @@ def sections(*pairs: tuple[str, Iterable[Entry]]) -> tuple[Section, ...]:
 _LINE_END = re.compile("\r\n|[\n\r\0]")
 
 
+def unit_lines(text: str) -> list[str]:
+    """``text``'s lines where systemd ends them (fileio.c categorize_eol: \\n, \\r, NUL).
+    str.splitlines() also splits at \\x1c, \\x85, \\u2028 and 5 more, which a value may
+    hold: a reader using it sees lines the unit does not have."""
+    return _LINE_END.split(text)
+
+
 def parse_unit(text: str) -> Unit:
     """Sections and (key, value) lines of a unit file this module rendered (no continuations)."""
     found: list[tuple[str, list[Entry]]] = []
-    # systemd's line ends (fileio.c categorize_eol); splitlines() also splits at \x1c,
-    # \x85, \u2028 and 5 more, which a value may hold: verify then read another command
-    for line in _LINE_END.split(text):
+    # at systemd's line ends: splitlines() read a serve argument 'x\x1cy' back as 'x',
+    # and verify then passed a command other than the one the unit runs
+    for line in unit_lines(text):
         if line.startswith("[") and line.endswith("]"):
             found.append((line[1:-1], []))
         elif "=" in line and not line.startswith(("#", ";")) and found:

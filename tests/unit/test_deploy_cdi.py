@@ -176,3 +176,18 @@ def test_manual_mode_without_local_gpus_says_to_render_on_the_gpu_host() -> None
     assert "load the driver" in text  # smoke's own diagnosis stays first
     assert "run lockpipe deploy on the GPU host itself" in text
     assert "--gpu-mode cdi" in text.split("\n", 1)[1]
+
+
+def test_a_value_holding_a_line_end_systemd_does_not_read_adds_no_cdi_device(
+    tmp_path: Path,
+) -> None:
+    """unit_kinds read lines with splitlines(): a value holding \\x1c then 'AddDevice=…'
+    was read as a CDI device the unit does not ask for, and install then refused it."""
+    manual = render_quadlet(inputs("llama-cuda", "manual")).render()
+    text = manual.replace("[Container]\n", "[Container]\nLabel=x\x1cAddDevice=nvidia.com/gpu=all\n")
+    assert "\x1cAddDevice=nvidia.com/gpu=all" in text
+    assert cdi.unit_kinds(text) == ()
+    static, dynamic = dirs(tmp_path)
+    done = install(text, "llama-cuda", tmp_path / "units", port=free_port(), port_timeout=1.0,
+                   cdi_dirs=(static, dynamic))  # fmt: skip
+    assert done.path.read_text() == text

@@ -434,9 +434,13 @@ def test_verify_without_quadlet_checks_the_command_the_unit_holds(
     from lockpipe.deploy.unit import split_words
 
     checked: list[str] = []
+
+    def systemd_verify(text: str, name: str, *, user: bool) -> str:
+        checked.append(text)
+        return ""
+
     monkeypatch.setattr(deploying, "find_generator", lambda: None)
-    monkeypatch.setattr(deploying, "systemd_verify",
-                        lambda text, name, *, user: checked.append(text) or "")  # fmt: skip
+    monkeypatch.setattr(deploying, "systemd_verify", systemd_verify)
     built(tmp_path / "state")
     health = f"curl -f http://127.0.0.1:8080/health{odd}exit 0"
     code = main(["deploy", TARGET, "--lock", str(LOCK), "--state", str(tmp_path / "state"),
