@@ -56,7 +56,7 @@ def podman_version(override: str | None) -> keys.Version:
             return keys.parse_version(override)
         except DeployError:
             raise UsageError(
-                f"--podman-version {override}: not a podman version; give X.Y (e.g. 4.3 or "
+                f"--podman-version {override[:60]}: not a podman version; give X.Y (e.g. 4.3 or "
                 "5.4), or leave it out to ask this host's podman"
             ) from None
     return keys.parse_version(cmd.call(["podman", "--version"], quiet=True, stdout_only=True))
