@@ -186,9 +186,10 @@ def _running_in_group(pgid: int) -> bool:
         return True
     for entry in entries:
         try:
-            fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
+            # bytes: the name in (…) is the executable's file name, UTF-8 or not
+            fields = Path(f"/proc/{entry}/stat").read_bytes().rpartition(b")")[2].split()
         except OSError:
             continue  # it ended meanwhile
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
             return True
     return False

@@ -114,17 +114,18 @@ def marks_builds(client: Any, url: str) -> bool:
     return _MARKS[url]
 
 
-def kill_cgroup(name: str) -> int:
+def kill_cgroup(name: str, proc: Path = Path("/proc")) -> int:
     """SIGKILL each process of a cgroup named ``name`` (in any hierarchy); how many there were."""
-    killed = 0
-    for entry in os.listdir("/proc"):
+    killed, want = 0, os.fsencode(name)
+    for entry in os.listdir(proc):
         if not entry.isdigit():
             continue
         try:
-            lines = Path(f"/proc/{entry}/cgroup").read_text().splitlines()
+            # bytes: a cgroup is a folder, its name any bytes, UTF-8 or not
+            lines = (proc / entry / "cgroup").read_bytes().splitlines()
         except OSError:
             continue  # it ended meanwhile
-        if any(name in line.rpartition(":")[2].split("/") for line in lines):
+        if any(want in line.rpartition(b":")[2].split(b"/") for line in lines):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(entry), signal.SIGKILL)
                 killed += 1

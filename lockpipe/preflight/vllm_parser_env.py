@@ -39,7 +39,7 @@ from typing import Any
 
 from lockpipe import cmd
 from lockpipe.errors import FetchError, LockpipeError
-from lockpipe.fs import cache_home
+from lockpipe.fs import cache_home, read_utf8
 from lockpipe.lock.model import Lock, load_lock
 from lockpipe.log import Heartbeat, echo
 from lockpipe.preflight import vllm_release, vllm_rules
@@ -64,9 +64,10 @@ def versions(lock: Lock) -> list[str]:
 
 def _resolved_for(source: Path) -> str | None:
     """The Python a constraints set was resolved for: ``--python-version X.Y`` in the
-    re-resolve command of its ``.in`` (torch's file is cpXY)."""
+    re-resolve command of its ``.in`` (torch's file is cpXY); LockpipeError naming an
+    ``.in`` that is not UTF-8."""
     try:
-        found = re.search(r"--python-version\s+(\d+\.\d+)", source.read_text(encoding="utf-8"))
+        found = re.search(r"--python-version\s+(\d+\.\d+)", read_utf8(source, LockpipeError))
     except OSError:
         return None
     return found.group(1) if found else None

@@ -133,7 +133,7 @@ def pip_report(requests: Sequence[str], spec: Spec, work: Path) -> dict[str, Any
         raise FetchError(f"pip could not resolve {' '.join(requests)} from {spec.index} for "
                          f"{spec.where()}: {' '.join(said) or str(exc)[-400:]}; check the "
                          "version and that PyPI can be reached") from None  # fmt: skip
-    doc: dict[str, Any] = json.loads(report.read_text())
+    doc: dict[str, Any] = json.loads(read_utf8(report, FetchError))  # pip writes UTF-8
     env = doc.get("environment", {})
     if env.get("sys_platform") != "linux" or env.get("platform_machine") != cl.MACHINE:
         raise UsageError(f"pip evaluated markers for {env.get('sys_platform')} "

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lockpipe.errors import UsageError
-from lockpipe.fs import write_atomic
+from lockpipe.errors import LockpipeError, UsageError
+from lockpipe.fs import read_utf8, write_atomic
 from lockpipe.jsonshape import loads
 from lockpipe.refresh.proposal import Proposal, Verdict
 from lockpipe.refresh.report import md, proposal_md
@@ -73,16 +73,26 @@ def write(prs: list[PullRequest], out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:  # pragma: no cover - the workflow's step
+    """The workflow's step: a LockpipeError is one ``error:`` line and its code, as
+    ``lockpipe``'s own verbs end (not a traceback in the workflow's log)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
         raise SystemExit("usage: python -m lockpipe.refresh.prs REPORT.json OUT")
     try:
-        report = loads(Path(args[0]).read_text(encoding="utf-8"))
+        return _plan(Path(args[0]), Path(args[1]))
+    except LockpipeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.return_code
+
+
+def _plan(path: Path, out: Path) -> int:  # pragma: no cover - the workflow's step
+    try:
+        report = loads(read_utf8(path, UsageError))
     except (OSError, ValueError) as exc:
-        raise UsageError(f"{args[0]}: not a refresh report ({exc})") from None
+        raise UsageError(f"{path}: not a refresh report ({exc})") from None
     prs = pull_requests(report)
-    write(prs, Path(args[1]))
-    print(f"{len(prs)} pull request(s) planned in {args[1]}")
+    write(prs, out)
+    print(f"{len(prs)} pull request(s) planned in {out}")
     return 0
 
 

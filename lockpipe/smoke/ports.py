@@ -103,7 +103,9 @@ def socket_owners(inodes: Iterable[int], proc: Path = Path("/proc")) -> dict[int
             for fd in (pid_dir / "fd").iterdir():
                 inode = wanted.get(os.readlink(fd))
                 if inode is not None and inode not in found:
-                    comm = (pid_dir / "comm").read_text().strip()
+                    # a process is named after its executable's file: any bytes
+                    comm = (pid_dir / "comm").read_bytes().decode(errors="backslashreplace")
+                    comm = comm.strip()
                     found[inode] = f"pid {pid_dir.name} ({comm})"
         except OSError:  # gone, or another user's: best effort
             continue
