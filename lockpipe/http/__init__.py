@@ -13,6 +13,9 @@ One place decides, for a request to any host:
 - **how long to wait**: :func:`retry_after` reads the header (seconds or an HTTP
   date); :class:`Retries` turns it, or an exponential backoff with jitter, into a
   pause, and says when a server asks for longer than a run should sleep.
+- **how long an answer may take in all**: :func:`within` bounds the wait for a status
+  and headers, :func:`arriving` the body; requests' own timeout bounds one read of the
+  socket only, which a server sending a byte at a time never trips.
 
 These are the rules; :mod:`lockpipe.http.transport` is the one client that applies
 them, per host (credentials, a retry budget, Retry-After, failures into errors). What
@@ -68,7 +71,8 @@ def whole_number(text: str | None) -> int | None:
 
 
 class Late(Exception):
-    """An answer's body did not finish by its deadline."""
+    """An answer did not arrive by its deadline: its status and headers (:func:`within`)
+    or its body (:func:`arriving`)."""
 
 
 HEAD_READS = 4  # a status line and headers get 4 read timeouts in all, however they trickle

@@ -6,9 +6,10 @@ answer is read through :class:`~lockpipe.jsonshape.Reader`: one of another shape
 (a list where an object belongs, a missing ``choices[0]``) is a failed check
 naming the endpoint and the path, never an exception of its own.
 
-Every answer is also read through :func:`ask`, to a deadline for the whole request
-and to :data:`MAX_ANSWER` bytes: a server that sends its body a byte at a time, or
-without end, fails its check when the time is up instead of holding the run.
+Every answer is also read through :func:`send` and :func:`chunks` (:func:`ask` joins
+them), to a deadline for the whole request, headers included, and to
+:data:`MAX_ANSWER` bytes: a server that answers a byte at a time, or without end,
+fails its check when the time is up instead of holding the run.
 """
 
 from __future__ import annotations
