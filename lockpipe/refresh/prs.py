@@ -20,7 +20,7 @@ from typing import Any
 
 from lockpipe.errors import LockpipeError, UsageError
 from lockpipe.fs import read_utf8, write_atomic
-from lockpipe.jsonshape import loads
+from lockpipe.jsonshape import Reader, loads
 from lockpipe.refresh.proposal import Proposal, Verdict
 from lockpipe.refresh.report import md, proposal_md
 
@@ -90,10 +90,24 @@ def _plan(path: Path, out: Path) -> int:  # pragma: no cover - the workflow's st
         report = loads(read_utf8(path, UsageError))
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: not a refresh report ({exc})") from None
-    prs = pull_requests(report)
+    prs = pull_requests(_checked(path, report))
     write(prs, out)
     print(f"{len(prs)} pull request(s) planned in {out}")
     return 0
+
+
+def _checked(path: Path, report: Any) -> dict[str, Any]:
+    """``report`` if it has the JSON report's shape: an object whose ``proposals`` are
+    proposals; else a UsageError naming ``path`` and what is wrong (before, a traceback)."""
+    read = Reader(where=f"{path}: not a refresh report", root="the report", error=UsageError,
+                  fix="pass the JSON report refresh-digests wrote")  # fmt: skip
+    doc = read.get(report, (), dict)
+    for i in range(len(read.get(doc, ("proposals",), list, []))):
+        try:
+            from_json(read.get(doc, ("proposals", i), dict))
+        except (TypeError, ValueError) as exc:
+            raise read.fail(f"proposals[{i}] is not a proposal ({str(exc)[:200]})") from None
+    return doc
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,8 +10,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from lockpipe.errors import UsageError
 from lockpipe.refresh import prs
 from lockpipe.refresh.model import Outcome
 from lockpipe.refresh.proposal import Proposal, Verdict
@@ -97,3 +99,25 @@ def test_a_patch_outside_what_upgrade_writes_is_refused(tmp_path: Path) -> None:
     assert result.returncode != 0 and ".github/workflows/evil.yml" in result.stdout
     assert gh == "" or "pr create" not in gh
     assert branches(origin) == "main\n"
+
+
+@pytest.mark.parametrize(
+    ("doc", "said"),
+    [
+        ([], "the report is a list, not an object"),
+        ({"proposals": 3}, "proposals is an integer, not a list"),
+        ({"proposals": [1]}, "proposals[0] is an integer, not an object"),
+        ({"proposals": [{"name": "x"}]}, "proposals[0] is not a proposal ("),
+    ],
+)
+def test_a_report_of_another_shape_is_one_line_naming_it(
+    doc: Any, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before, ``[]`` was an AttributeError's traceback in the workflow's log."""
+    report = tmp_path / "refresh.json"
+    report.write_text(json.dumps(doc))
+    assert prs.main([str(report), str(tmp_path / "out")]) == UsageError.return_code
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {report}: not a refresh report"), err
+    assert said in err[0] and "pass the JSON report refresh-digests wrote" in err[0], err
+    assert not (tmp_path / "out").exists()
