@@ -32,6 +32,10 @@ from lockpipe.refresh.model import Change, Link, Moved, Warn
 LATEST = "latest-release"
 _GITHUB = re.compile(r"^https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$")
 _TAG_URL = re.compile(r"/archive/refs/tags/([^/]+)\.tar\.gz$")
+# A tag lockpipe puts into the API's path, the archive's URL, the lock and the report: a
+# conservative part of what `git check-ref-format` allows (no "/", blanks, control or
+# glob characters, no "..", no leading "-" or trailing ".lock"), 128 characters at most.
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +62,11 @@ def pinned_tag(source: Source) -> str | None:
     return m[1] if m else None
 
 
+def is_tag(name: str) -> bool:
+    """Whether ``name`` is a tag lockpipe uses as it is (``b10069``, ``v1.2.0-rc1``)."""
+    return bool(_TAG.fullmatch(name)) and ".." not in name and not name.endswith((".", ".lock"))
+
+
 def followed(source: Source, gh: Api) -> tuple[str, bool]:
     """(the ref to resolve, whether it is a tag)."""
     what = f"sources.{source.name}"
@@ -73,6 +82,11 @@ def followed(source: Source, gh: Api) -> tuple[str, bool]:
         tag = release.get("tag_name") if isinstance(release, dict) else None
         if not isinstance(tag, str) or not tag:
             raise FetchError(f"{what}: GitHub's latest release of {slug(source)} has no tag_name")
+        if not is_tag(tag):
+            raise FetchError(f"{what}: GitHub's latest release of {slug(source)} has tag_name "
+                             f"{tag[:60]!r}, which lockpipe does not take for a tag (letters, "
+                             "digits, '.', '_', '+', '-'; no '..', 128 at most); set follow to "
+                             "a branch, or pin the release's url by hand")  # fmt: skip
         return tag, True
     return source.follow, False
 

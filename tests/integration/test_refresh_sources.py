@@ -246,3 +246,22 @@ def test_a_tags_answer_of_another_shape_is_one_line_naming_it(
     said = f"sources.llama.cpp: not proposed: {github.url}/repos/ggml-org/llama.cpp/tags: {words}"
     assert said in result.stderr
     assert lock.read_bytes() == before
+
+
+@pytest.mark.parametrize("tag", ["../x", "b1/x", "b 1", "b1\x7f", "-b1", "b1.lock", "b" * 300])
+def test_a_latest_release_tag_that_no_tag_can_be_is_refused_before_it_is_used(
+    tag: str, github: FakeGitHub, nginx: Nginx, tmp_path: Path
+) -> None:
+    """GitHub's tag_name goes into the API's path, the archive's URL, the lock and the cache:
+    one with ``..``, ``/``, blanks or control characters is refused, named, before any use."""
+    github.repos["ggml-org/llama.cpp"].latest_release = tag
+    lock = _lock(tmp_path, follow="latest-release")
+    before = lock.read_bytes()
+    result = refresh(lock, github, nginx)
+    assert result.returncode == FetchError.return_code, result.stderr
+    assert "Traceback" not in result.stderr
+    said = "sources.llama.cpp: GitHub's latest release of ggml-org/llama.cpp has tag_name "
+    assert said + repr(tag[:60]) in result.stderr, result.stderr
+    assert "set follow to a branch, or pin the release's url by hand" in result.stderr
+    assert len(result.stderr) < 600 and not any("/commits/" in r for r in github.requests)
+    assert lock.read_bytes() == before
