@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Callable
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+LINK_SHOWN = 200  # characters of a Link header an error shows
 _NEXT = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
 # scheme://authority : it ends at the first / ? # (as urlsplit reads it), and in running text
 # at the line's end or where another URL starts. Its userinfo is everything up to its LAST
@@ -75,10 +77,25 @@ def basic_auth(user: str, secret: str) -> str:
     return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()
 
 
-def next_page(link: str, page: str) -> str | None:
+def next_page(link: str, page: str, fail: Callable[[str], Exception]) -> str | None:
     """The ``rel="next"`` target of a ``Link`` header (GitHub, the Hub, distribution's
     tags/list), resolved against ``page``, the URL that answered: RFC 8288 makes it a URI
     reference, so ``</v2/x/tags/list?last=b>`` is on the page's origin. None on the last page.
-    Whether credentials go with it is the transport's question (:func:`same_origin`)."""
+    Whether credentials go with it is the transport's question (:func:`same_origin`).
+
+    A target urllib cannot read (``<http://[::1/next>``, a port past 65535) is the caller's
+    error: ``fail`` makes it of words naming the header (cut to LINK_SHOWN characters) and
+    ``page``; never urllib's ValueError."""
     found = _NEXT.search(link)
-    return urljoin(page, found[1]) if found else None
+    if not found:
+        return None
+    target: str = found[1]
+    try:
+        url = urljoin(page, target)
+        urlsplit(url).port  # noqa: B018 (read to check it: urljoin lets 99999 through)
+    except ValueError as e:
+        shown = redact(link)
+        shown = shown if len(shown) <= LINK_SHOWN else shown[:LINK_SHOWN] + "…"
+        raise fail(f"the Link header {shown!r} of {redact(page)} names a next page that is no "
+                   f"URL ({e})") from None  # fmt: skip
+    return url

@@ -90,8 +90,12 @@ class Api:
             if not isinstance(doc, list):
                 raise FetchError(f"{what}: {redact(url)} answered {kind_of(doc)}, not a list")
             out += doc
-            url, params = next_page(link, url), None
+            url, params = next_page(link, url, self._broken(what)), None
         raise FetchError(f"{what}: more than {MAX_PAGES} pages at {self.url(path)}")
+
+    def _broken(self, what: str) -> Callable[[str], FetchError]:
+        """The error for an answer of ``what`` that is broken as its words say."""
+        return lambda why: FetchError(f"{what}: {why}; is {self.shown} {self.name}?")
 
     @cached_property
     def transport(self) -> Transport:

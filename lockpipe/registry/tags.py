@@ -36,7 +36,8 @@ def list_tags(ref: str, *, registry: Registry | None = None) -> list[str]:
         doc = read.parse(resp.content)
         listed = read.get(doc, ("tags",), list, [])  # null: a repository without tags
         out += [read.get(doc, ("tags", i), str) for i in range(len(listed))]
-        url = next_page(resp.headers.get("Link", ""), reg.url(ep.repository, "tags/list"))
+        page = reg.url(ep.repository, "tags/list")  # what a relative next link is read against
+        url = next_page(resp.headers.get("Link", ""), page, read.fail)
         if url is None:
             return out
         if not reg.owns(url):

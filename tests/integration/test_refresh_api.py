@@ -102,3 +102,13 @@ def test_the_token_never_follows_a_next_link_to_another_host(github: FakeGitHub)
         assert elsewhere.auth_seen == [None, None]  # pages 2 and 3, on another host
     finally:
         elsewhere.stop()
+
+
+def test_a_next_link_that_is_no_url_is_a_fetch_error_naming_it(github: FakeGitHub) -> None:
+    """``<http://[::1/repos/…>`` was urllib's ValueError out of get_all, a traceback."""
+    github.next_base = "http://[::1"
+    with pytest.raises(FetchError) as info:
+        _api(github.url, []).get_all("repos/o/r/tags", "sources.x")
+    text = str(info.value)
+    assert text.startswith("sources.x: the Link header '<http://[::1/repos/o/r/tags?page=2>")
+    assert f"{github.url}/repos/o/r/tags" in text and "Invalid IPv6 URL" in text

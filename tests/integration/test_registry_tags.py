@@ -75,3 +75,26 @@ def test_a_tag_too_long_to_be_a_version_is_not_proposed(
     assert any("/tags/list" in path for _, path, _ in proxy.seen)
     assert json.loads(report.read_text())["proposals"] == []
     assert lock.read_bytes() == before
+
+
+def test_a_next_link_that_is_no_url_is_one_line_naming_the_header(
+    proxy: FaultProxy,  # noqa: F811 (test_refresh's fixture: the proxy in front of the registry)
+    busybox_base: tuple[str, str],
+    tmp_path: Path,
+) -> None:
+    """``Link: <http://[::1/next>`` (an IPv6 literal never closed) was urllib's ValueError,
+    a traceback; it is the registry's broken answer, named with its header (issue 18)."""
+    ref, digest = busybox_base
+    through = f"{proxy.host}/{ref.split('/', 1)[1]}"
+    lock = _lock(tmp_path, {"busybox": {"ref": through, "digest": digest}})
+    before = lock.read_bytes()
+    proxy.extra = {"Link": "<http://[::1/next" + "x" * 5000 + '>; rel="next"'}
+    result = refresh(lock, "--kind", "bases", "--propose", "--dry-run",
+                     LOCKPIPE_CACHE=str(tmp_path / "cache"))  # fmt: skip
+    assert "Traceback" not in result.stderr
+    assert result.returncode == RegistryError.return_code, result.stderr + result.stdout
+    said = f"{through}: {proxy.host}'s tags/list: the Link header '<http://[::1/next"
+    assert said in result.stderr, result.stderr
+    assert "x" * 300 not in result.stderr  # the header clipped, not 5,000 characters
+    assert f"http://{proxy.host}/v2/" in result.stderr  # the page that sent it
+    assert lock.read_bytes() == before

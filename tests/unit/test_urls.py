@@ -20,7 +20,7 @@ from lockpipe.payloads.partial import Partial
 from lockpipe.payloads.sources import candidates
 from lockpipe.registry.creds import Credential
 from lockpipe.registry.transport import Registry
-from lockpipe.urls import basic_auth, redact, same_origin, split_userinfo
+from lockpipe.urls import basic_auth, next_page, redact, same_origin, split_userinfo
 
 CRED = Credential(username="alice", secret="s3cret", source="test")
 
@@ -178,3 +178,24 @@ def test_a_partial_file_exists_only_once_bytes_arrive(tmp_path: Path) -> None:
 def test_a_password_holding_at_or_a_space_is_never_shown_in_part(text: str, shown: str) -> None:
     assert redact(text) == shown
     assert "s3cr" not in redact(text) and "tpass" not in redact(text) and "ss@" not in redact(text)
+
+
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [
+        ("http://[::1/next", "Invalid IPv6 URL"),  # an IPv6 literal never closed
+        ("//[::1/next", "Invalid IPv6 URL"),  # the same, scheme-relative
+        ("http://r.example:99999/next", "Port out of range"),
+        ("http://\uff03/next", "invalid characters under NFKC normalization"),
+    ],
+)
+def test_a_next_link_that_is_no_url_is_the_callers_error_naming_it(target: str, why: str) -> None:
+    """urllib's ValueError was a traceback out of every caller (issue 18)."""
+    link = f'<{target}>; rel="next", <https://u:pw@r.example/{"x" * 500}>; rel="last"'
+    with pytest.raises(RegistryError) as info:
+        next_page(link, "http://r.example/v2/x/tags/list", RegistryError)
+    text = str(info.value)
+    assert text.startswith(f"the Link header '<{target}")
+    assert "of http://r.example/v2/x/tags/list names a next page that is no URL" in text
+    assert why in text and "pw" not in text and "x" * 300 not in text
+    assert next_page(f'<{target[:-4]}ok>; rel="prev"', "http://r.example/", RegistryError) is None
