@@ -139,10 +139,12 @@ def find_provenance(pinned: str) -> Found:
     for desc in referrers(reg, ep.repository, subject, artifact_type=MEDIA_TYPE):
         digest = str(desc.get("digest"))
         doc = _statement(pinned, digest)
+        shown = digest if DIGEST_RE.fullmatch(digest) else repr(digest[:90])  # the index's text
         if isinstance(doc, str):
-            skipped.append(f"referrer {digest}: {doc}")
+            skipped.append(f"referrer {shown}: {doc}")
         elif build_type(doc) != BUILD_TYPE:
-            skipped.append(f"referrer {digest}: buildType {build_type(doc)!r}, not lockpipe's")
+            kind = repr(build_type(doc))[:90]
+            skipped.append(f"referrer {digest}: buildType {kind}, not lockpipe's")
         elif why := malformed(doc):
             bad.append(f"provenance referrer {digest}: {why}")
         else:

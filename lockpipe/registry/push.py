@@ -62,8 +62,9 @@ def put_manifest(
     answered = resp.headers.get("Docker-Content-Digest")
     if answered and answered != digest:
         raise RegistryError(
-            f"PUT {reg.host}/{repository} manifests/{reference}: the registry stored {answered}, "
-            f"not {digest}; it rewrote the manifest: push to a registry that keeps bytes as sent"
+            f"PUT {reg.host}/{repository} manifests/{reference}: the registry stored "
+            f"{answered[:100]!r}, not {digest}; it rewrote the manifest: push to a registry that "
+            "keeps bytes as sent"
         )
     return digest
 

@@ -43,7 +43,7 @@ def list_tags(ref: str, *, registry: Registry | None = None) -> list[str]:
         if not reg.owns(url):
             raise RegistryError(
                 f"{ref}: tags/list's next page is on another host "
-                f"({urlsplit(url).netloc}); refusing to follow it"
+                f"({urlsplit(url).netloc[:100]!r}); refusing to follow it"
             )
         path = url  # Registry.request takes an absolute URL on its own origin as it is
     raise RegistryError(f"{ref}: more than {MAX_PAGES} pages of tags at {ep.host}")

@@ -123,8 +123,8 @@ def _chunked(
             if probe_failed:
                 raise RegistryError(
                     f"PATCH {reg.host}/{repository} upload of {digest}: the registry holds "
-                    f"{resp.headers.get('Range')!r} after bytes {start}-{end - 1}; it lost a "
-                    "chunk: run payloads publish again"
+                    f"{repr(resp.headers.get('Range'))[:100]} after bytes {start}-{end - 1}; "
+                    "it lost a chunk: run payloads publish again"
                 )
             location = resp.headers.get("Location") or location
             sent += 1
