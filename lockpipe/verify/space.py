@@ -18,10 +18,11 @@ from typing import Any, NamedTuple
 
 from lockpipe import cmd
 from lockpipe.errors import DiskSpaceError, EngineError
-from lockpipe.jsonshape import loads
+from lockpipe.jsonshape import Key, Reader, loads, render
 
 COMPRESSED_RATIO = 3
 GIB = 1 << 30
+HUGE = 2**63  # no descriptor's size: it is a signed 64-bit integer
 
 
 class Usage(NamedTuple):
@@ -32,14 +33,30 @@ class Usage(NamedTuple):
     free: int
 
 
-def space_needed(manifest: Mapping[str, Any]) -> int:
-    """Bytes an export of the image ``manifest`` describes may write, at most (an estimate)."""
-    total = int((manifest.get("config") or {}).get("size") or 0)
-    for layer in manifest.get("layers") or []:
-        size = int(layer.get("size") or 0) if isinstance(layer, dict) else 0
-        media = str(layer.get("mediaType", "")) if isinstance(layer, dict) else ""
+def space_needed(manifest: Mapping[str, Any], source: str) -> int:
+    """Bytes an export of the image ``manifest`` describes may write, at most (an estimate).
+
+    EngineError naming ``source`` where a size is no size (``"12x"``, ``1e999``, true,
+    below 0, 2**63 or more) or a descriptor no object: skopeo's manifest, as its registry
+    wrote it."""
+    fix = "check the image at its source (skopeo inspect --raw shows its manifest)"
+    read = Reader(where=source, root="the manifest", error=EngineError, fix=fix)
+    total = _size(read, manifest, ("config", "size"))
+    for i in range(len(read.get(manifest, ("layers",), list, []))):
+        media = read.get(manifest, ("layers", i, "mediaType"), str, "")
+        size = _size(read, manifest, ("layers", i, "size"))
         total += size * (COMPRESSED_RATIO if ("gzip" in media or "zstd" in media) else 1)
     return total
+
+
+def _size(read: Reader, manifest: Mapping[str, Any], path: tuple[Key, ...]) -> int:
+    """The descriptor size at ``path``: a count of bytes, 0 where there is none."""
+    size = read.get(manifest, path, int, 0)
+    if not 0 <= size < HUGE:
+        shown = size if abs(size) <= HUGE else f"{len(str(abs(size)))} digits long"
+        raise read.fail(f"{render(path)} is {shown}, not a size (0 to 2**63 - 1)")
+
+    return size
 
 
 def check_space(

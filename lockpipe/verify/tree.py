@@ -117,7 +117,7 @@ def exported(source: str, *, tls_verify: bool = True) -> Iterator[ImageTree]:
     """The image at ``source`` (a skopeo transport:reference), read; its copy removed after."""
     manifest = manifest_of(source, tls_verify=tls_verify)
     if manifest is not None:
-        check_space(space_needed(manifest), source)
+        check_space(space_needed(manifest, source), source)
     with tempfile.TemporaryDirectory(prefix="lockpipe-tree-") as tmp:
         layout = Path(tmp) / "oci"
         export(source, layout, tls_verify=tls_verify)

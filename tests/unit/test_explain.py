@@ -223,7 +223,7 @@ def test_export_space_is_checked_against_tmpdir() -> None:
     manifest = {"config": {"size": 100}, "layers": [
         {"mediaType": gz, "size": 1000}, {"mediaType": "application/vnd.oci.image.layer.v1.tar",
                                           "size": 500}]}  # fmt: skip
-    assert space_needed(manifest) == 100 + 3 * 1000 + 500
+    assert space_needed(manifest, "img") == 100 + 3 * 1000 + 500
     check_space(3600, "img", where="/t", usage=lambda _: Usage(10**9, 0, 3600))
     with pytest.raises(DiskSpaceError) as info:
         check_space(3601, "docker://r/app@sha256:x", where="/small",
