@@ -31,6 +31,11 @@ from lockpipe.payloads.store import place
 from lockpipe.payloads.transfer import Transfer
 
 CONNECTIONS = 4  # GitHub's generated archives ignore Range: one stream in practice
+# The most bytes an unpinned archive may have: a server's 206 total claiming more is refused
+# before any piece is asked for, and a stream that goes past it is cut off there. GitHub's
+# source archives are megabytes (llama.cpp's: 25 MB); without a bound, a total of 10**19
+# was believed, planned and retried for, and its zeros written until the disk was full.
+MAX_ARCHIVE = 4 << 30
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,17 +61,44 @@ def cache_error(exc: OSError, where: Path) -> FetchError:
                       "writable or point --cache (LOCKPIPE_CACHE) elsewhere")  # fmt: skip
 
 
-def fetch_unpinned(url: str, cache: Path, mirror: str | None = None) -> Fetched:
+class _Bounded(Partial):
+    """A partial file of at most ``most`` bytes: a size a server claims past it is a
+    FetchError at once, and so are bytes written past it."""
+
+    def __init__(self, path: Path, label: str, url: str, most: int) -> None:
+        super().__init__(path, label, None)
+        self.url, self.most = url, most
+
+    def _refused(self, what: str) -> FetchError:
+        return FetchError(f"{self.url}: the server {what} the {self.most:,} bytes a source "
+                          "archive may have here; check the url (a GitHub source archive is "
+                          "megabytes) or the --mirror")  # fmt: skip
+
+    def set_size(self, size: int) -> None:
+        if size > self.most:
+            raise self._refused(f"says the archive has {size:,} bytes, more than")
+        super().set_size(size)
+
+    def wrote(self, start: int, end: int) -> None:
+        if end > self.most:
+            raise self._refused("sends more than")
+        super().wrote(start, end)
+
+
+def fetch_unpinned(
+    url: str, cache: Path, mirror: str | None = None, *, most: int = MAX_ARCHIVE
+) -> Fetched:
     """The bytes of ``url`` (the mirror's copy first) in the cache; their sha256 and size.
 
-    A cache that cannot be written is a FetchError (DiskSpaceError when full) naming it."""
+    A cache that cannot be written is a FetchError (DiskSpaceError when full) naming it, and
+    so is an archive of more than ``most`` bytes (claimed or sent) naming the URL."""
     try:
-        return _fetch_unpinned(url, cache, mirror)
+        return _fetch_unpinned(url, cache, mirror, most)
     except OSError as exc:
         raise cache_error(exc, Path(exc.filename or cache)) from None
 
 
-def _fetch_unpinned(url: str, cache: Path, mirror: str | None) -> Fetched:
+def _fetch_unpinned(url: str, cache: Path, mirror: str | None, most: int) -> Fetched:
     work = cache / "refresh"
     work.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(url.encode()).hexdigest()[:16]
@@ -76,7 +108,7 @@ def _fetch_unpinned(url: str, cache: Path, mirror: str | None) -> Fetched:
         # Never resume here: without a pinned sha256, old bytes cannot be told from new ones.
         for stale in (path, path.with_name(f"{key}.lockpipe-journal")):
             stale.unlink(missing_ok=True)
-        partial = Partial(path, f"unpinned {cand.url}", None)
+        partial = _Bounded(path, f"unpinned {cand.url}", cand.url, most)
         ctx = Context(tuning=Tuning(connections=CONNECTIONS), stop=threading.Event())
         try:
             size, digest = Transfer(url, cand, partial, ctx).run()
