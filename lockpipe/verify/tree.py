@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import re
 import tarfile
@@ -135,52 +136,73 @@ def _blob(layout: Path, digest: str) -> Path:
     return layout / "blobs" / algo / hexa
 
 
-def _json(path: Path) -> dict[str, Any]:
-    """A JSON object of the layout skopeo wrote from the registry's answers: EngineError
-    naming the file when it is not one (or is nested too deeply to read)."""
-    fix = "check the image at its source; run skopeo copy by hand to see it"
-    reader = Reader(where=str(path), root="the file", error=EngineError, fix=fix)
-    return reader.parse(path.read_bytes())
+FIX = "check the image at its source; run skopeo copy by hand to see it"
+MTIMES = range(-(2**63), 2**63)  # a tar's mtime is a signed 64-bit count of seconds
+
+
+def _json(path: Path, where: str | None = None) -> tuple[Reader, dict[str, Any]]:
+    """A JSON object of the layout skopeo wrote from the registry's answers, and the Reader
+    of its values: EngineError naming ``where`` (the file by default) when it is not one,
+    is nested too deeply to read, or cannot be read."""
+    reader = Reader(where=where or str(path), root="the file", error=EngineError, fix=FIX)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise reader.fail(f"the file cannot be read ({e.strerror or e})") from None
+    return reader, reader.parse(data)
 
 
 def read_layout(layout: Path, ref: str) -> ImageTree:
     """The single image of an OCI layout: its config and every layer's entries."""
-    index = _json(layout / "index.json")
-    manifests = index.get("manifests") or []
+    read, index = _json(layout / "index.json")
+    manifests = read.get(index, ("manifests",), list, [])
     if len(manifests) != 1:
         raise EngineError(f"{layout}: expected one image in the OCI layout, found {len(manifests)}")
-    mdigest = manifests[0]["digest"]
-    manifest = _json(_blob(layout, mdigest))
-    config = _json(_blob(layout, manifest["config"]["digest"]))
-    diff_ids = list(config.get("rootfs", {}).get("diff_ids", []))
-    blobs = manifest.get("layers", [])
-    if len(diff_ids) != len(blobs):
-        raise EngineError(f"{ref}: {len(blobs)} layers but {len(diff_ids)} diff_ids in the config")
+    mdigest = read.get(index, ("manifests", 0, "digest"), str)
+    read, manifest = _json(_blob(layout, mdigest), f"{ref}: manifest {mdigest}")
+    cdigest = read.get(manifest, ("config", "digest"), str)
+    descs = [
+        (read.get(manifest, ("layers", i, "digest"), str),
+         read.get(manifest, ("layers", i, "mediaType"), str, ""))
+        for i in range(len(read.get(manifest, ("layers",), list, [])))
+    ]  # fmt: skip
+    notes = read.get(manifest, ("annotations",), dict, {})
+    annotations = {key: read.get(manifest, ("annotations", key), str) for key in notes}
+    read, config = _json(_blob(layout, cdigest), f"{ref}: config {cdigest}")
+    listed = read.get(config, ("rootfs", "diff_ids"), list, [])
+    diff_ids = [read.get(config, ("rootfs", "diff_ids", i), str) for i in range(len(listed))]
+    if len(diff_ids) != len(descs):
+        raise EngineError(f"{ref}: {len(descs)} layers but {len(diff_ids)} diff_ids in the config")
     layers = []
-    for desc, diff_id in zip(blobs, diff_ids, strict=True):
-        with _blob(layout, desc["digest"]).open("rb") as fh:
-            entries = read_entries(fh)
-        layers.append(
-            Layer(digest=desc["digest"], diff_id=diff_id, media_type=desc.get("mediaType", ""),
-                  entries=entries)
-        )  # fmt: skip
+    for n, ((digest, media), diff_id) in enumerate(zip(descs, diff_ids, strict=True), 1):
+        with _blob(layout, digest).open("rb") as fh:
+            entries = read_entries(fh, f"{ref}: layer {n} of {len(descs)} ({digest})")
+        layers.append(Layer(digest=digest, diff_id=diff_id, media_type=media, entries=entries))
     return ImageTree(
-        ref=ref, manifest_digest=mdigest, config_digest=manifest["config"]["digest"],
-        annotations=dict(manifest.get("annotations") or {}), config=config, layers=tuple(layers),
-        manifest=manifest,
+        ref=ref, manifest_digest=mdigest, config_digest=cdigest, annotations=annotations,
+        config=config, layers=tuple(layers), manifest=manifest,
     )  # fmt: skip
 
 
-def read_entries(stream: IO[bytes]) -> tuple[Entry, ...]:
-    """Every member of a layer tar (gzip, zstd-free or plain), streamed in order."""
+def read_entries(stream: IO[bytes], layer: str = "the layer") -> tuple[Entry, ...]:
+    """Every member of a layer tar (gzip, zstd-free or plain), streamed in order; EngineError
+    naming ``layer`` where it is no tar, or a member's mtime no time (a PAX header's 1e999)."""
     out = []
-    with tarfile.open(fileobj=stream, mode="r|*") as tar:
-        for member in tar:
-            out.append(_entry(member, tar.extractfile(member) if member.isreg() else None))
+    try:
+        with tarfile.open(fileobj=stream, mode="r|*") as tar:
+            for member in tar:
+                out.append(_entry(member, tar.extractfile(member) if member.isreg() else None,
+                                  layer))  # fmt: skip
+    except tarfile.TarError as e:
+        raise EngineError(f"{layer} is not a tar, plain or gzip ({e}); {FIX}") from None
     return tuple(out)
 
 
-def _entry(m: tarfile.TarInfo, data: IO[bytes] | None) -> Entry:
+def _entry(m: tarfile.TarInfo, data: IO[bytes] | None, layer: str) -> Entry:
+    # a PAX header's mtime is a float (1e999 is inf, and int() of it an OverflowError)
+    if not (math.isfinite(m.mtime) and int(m.mtime) in MTIMES):
+        raise EngineError(f"{layer}: {m.name[:200]!r} has the mtime {m.mtime}, not a time "
+                          f"(seconds within ±2**63); {FIX}")  # fmt: skip
     entry = Entry(
         path=m.name.removeprefix("./").strip("/") or ".",
         kind=KINDS.get(m.type, f"type-{m.type!r}"),
