@@ -238,7 +238,8 @@ def follow(
     A hop without an answer raises :class:`NoAnswer`, for the caller to name.
     """
     rewindable = data is None or isinstance(data, bytes) or data.seekable()
-    head_time = HEAD_READS * (timeout[1] if isinstance(timeout, tuple) else timeout)
+    read_timeout = timeout[1] if isinstance(timeout, tuple) else timeout
+    head_time = HEAD_READS * read_timeout
     resp: requests.Response | None = None
     for _ in range(MAX_REDIRECTS + 1):
         if data is not None and not isinstance(data, bytes) and rewindable:
@@ -264,7 +265,7 @@ def follow(
         if secret_body and data is not None and not same_origin(there, origin):
             return Answer(response=resp, url=url, authorized=mine, looped=False)
         url, params = there, None
-        drain(resp)
+        drain(resp, read_timeout)
     assert resp is not None
     return Answer(response=resp, url=url, authorized=False, looped=True)
 
@@ -272,17 +273,20 @@ def follow(
 DRAIN = 1 << 20  # the most bytes of an answer not wanted (a redirect's, an error's) read
 
 
-def drain(resp: requests.Response) -> None:
-    """Close an answer whose body is not wanted. A body up to :data:`DRAIN` is read first,
-    so its connection goes back to the pool for the next request; a longer one (or one
-    that breaks off) closes the connection instead."""
+def drain(resp: requests.Response, read_timeout: float) -> None:
+    """Close an answer whose body is not wanted. A body up to :data:`DRAIN` that arrives
+    within :data:`HEAD_READS` read timeouts in all is read first, so its connection goes
+    back to the pool for the next request; a longer or slower one (an error's body sent
+    a byte at a time), or one that breaks off, closes the connection instead. (requests
+    reads a redirect's body itself, inside :func:`within`'s deadline.)"""
     try:
         got = 0
-        for chunk in resp.iter_content(1 << 16):
+        end = time.monotonic() + HEAD_READS * read_timeout
+        for chunk in arriving(resp, end, read_timeout):
             got += len(chunk)
             if got > DRAIN:
                 break
-    except requests.RequestException:
+    except (Late, *NET_ERRORS, requests.RequestException):
         pass
     finally:
         resp.close()

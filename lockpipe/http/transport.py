@@ -276,7 +276,7 @@ class Transport:
                 raise fixes.error(what, CANNOT_SEND, fields) from None
             return _Again(None, fixes.error(what, fixes.unreachable, fields))
         if answer.looped:
-            drain(answer.response)
+            drain(answer.response, self.policy.timeouts[1])
             raise fixes.error(what, fixes.loop, _fields(req.url, answer, attempt))
         if self.watch:
             self.watch(answer, what)
@@ -291,7 +291,7 @@ class Transport:
                     return _Again(None, fixes.error(what, fixes.unreachable, fields))
             self._answered(host)
             return answer.response
-        drain(answer.response)
+        drain(answer.response, self.policy.timeouts[1])
         challenge = host.challenge if status == 401 else None
         if challenge and challenge(answer, scope=req.scope, what=what, again=renewed):
             return None

@@ -63,8 +63,10 @@ class _Handler(FakeHandler):
                 doc = [{"type": "file", "path": "m.gguf", "size": 10**400,
                         "lfs": {"oid": "d" * 64}}]  # fmt: skip
             self.send_json(200, doc)
-        elif srv.mode == "trickle":  # 60 bytes, one every 0.4 s, under a 0.5 s read timeout
-            self.send_response(200)
+        elif srv.mode in ("trickle", "error-trickle"):
+            # 60 bytes, one every 0.4 s, under a 0.5 s read timeout: a 200's, or the body of
+            # a 404, which is not wanted
+            self.send_response(200 if srv.mode == "trickle" else 404)
             self.send_header("Content-Length", "60")
             self.end_headers()
             try:
@@ -169,6 +171,21 @@ def test_a_body_trickling_in_is_cut_off_at_the_answers_deadline() -> None:
         f"GET {host}/lib/x manifests/latest: http://{host}/v2/lib/x/manifests/latest "
         "did not finish its answer in 2 s ("
     )
+
+
+def test_an_error_body_trickling_in_is_dropped_at_its_deadline() -> None:
+    """An error's body is read only so that its connection can be used again: before, it
+    was read for as long as the server went on (24 s here). (A redirect's body is read by
+    requests itself, inside the deadline of the hop's status and headers.)"""
+    server = Odd("error-trickle")
+    reg = Registry(server.host, scheme="http", credential=None, timeout=0.5)
+    start = time.monotonic()
+    try:
+        with pytest.raises(RegistryError, match="404"):
+            reg.request("GET", "lib/x", "manifests/latest")
+    finally:
+        server.stop()
+    assert time.monotonic() - start < 8  # 4 read timeouts, not the trickle's 24 s
 
 
 def test_headers_trickling_in_are_cut_off_at_their_deadline() -> None:
