@@ -47,6 +47,11 @@ class Unreachable(RetryableHTTP):
         self.host = host
 
 
+class TooSlow(RetryableHTTP):
+    """A body arriving under the run's slowest rate: its bytes do not make the retry
+    free, as a drop's do, or a server sending a byte at a time would be retried for ever."""
+
+
 class RangeIgnored(FetchError):
     """The server answered a ranged request with the whole file (200)."""
 

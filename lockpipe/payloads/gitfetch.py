@@ -101,7 +101,7 @@ def _get(label: str, cand: Candidate, out: _Out, size: int, ctx: Context) -> tup
                     )
                 h = git_blob_hasher(size)
                 out.restart()
-                for data in body(opened, ctx.tuning.chunk):
+                for data in body(opened, ctx.tuning):
                     if ctx.stop.is_set():
                         raise Stopped
                     if got + len(data) > size:

@@ -14,6 +14,7 @@ nothing else leaves this module, so no traceback reaches a user.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -22,8 +23,9 @@ import requests
 
 from lockpipe.http import MAX_REDIRECTS, Answer, NoAnswer, retryable, whole_number
 from lockpipe.http.transport import Req, Transport
-from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP
+from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP, TooSlow
 from lockpipe.payloads.neterrors import bad_url, classify
+from lockpipe.payloads.settings import Tuning
 from lockpipe.payloads.sources import Candidate, repo_page
 from lockpipe.urls import redact
 
@@ -117,14 +119,22 @@ def _opened(resp: requests.Response, cand: Candidate, start: int, url: str) -> O
     return Opened(response=resp, start=start, total=total, ranged=True, url=url)
 
 
-def body(opened: Opened, chunk: int) -> Iterator[bytes]:
-    """The response body in chunks; a broken connection becomes RetryableHTTP."""
+def body(opened: Opened, tuning: Tuning) -> Iterator[bytes]:
+    """The response body as it arrives, in chunks of up to ``tuning.chunk`` bytes; a
+    broken connection, or one under ``tuning.slowest`` bytes/s over ``tuning.slow_for``
+    seconds, becomes RetryableHTTP.
+
+    ``read1`` returns what one read of the socket gives: a read of a whole chunk
+    would wait for all of it, each wait of the socket under the read timeout, so a body
+    sent a byte at a time showed no progress and never failed.
+    """
     raw = opened.response.raw
     finished = False
+    since, came = time.monotonic(), 0
     try:
         while True:
             try:
-                data = raw.read(chunk)
+                data = raw.read1(tuning.chunk)
             except Exception as exc:  # urllib3 and http.client raise several kinds for one cause
                 raise RetryableHTTP(
                     f"{opened.url}: connection broken ({type(exc).__name__})"
@@ -132,6 +142,14 @@ def body(opened: Opened, chunk: int) -> Iterator[bytes]:
             if not data:
                 finished = True
                 return
+            came += len(data)
+            if (took := time.monotonic() - since) >= tuning.slow_for:
+                if came < tuning.slowest * took:
+                    raise TooSlow(
+                        f"{opened.url}: too slow ({came:,} bytes in {took:.0f} s, under "
+                        f"{tuning.slowest:,} bytes/s); the connection is dropped and retried"
+                    )
+                since, came = time.monotonic(), 0
             yield data
     finally:
         if finished:

@@ -32,6 +32,11 @@ class Tuning:
     # first, about 1.5 s with the default backoff, before the fix for this host's network.
     retries_unreachable: int = 2
     give_up_after: float = 300.0
+    # A connection bringing under ``slowest`` bytes/s over ``slow_for`` s is dropped and
+    # retried (curl's --speed-limit and --speed-time): a body sent a byte at a time, just
+    # inside the read timeout, would otherwise hold its piece for ever.
+    slowest: int = 1024
+    slow_for: float = 60.0
     backoff: float = 0.5  # doubling per failure in a row of one piece, up to backoff_cap
     backoff_cap: float = 20.0
     retry_after_cap: float = 120.0  # the longest Retry-After honoured

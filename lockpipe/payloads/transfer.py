@@ -14,7 +14,7 @@ import os
 import threading
 
 from lockpipe.errors import IntegrityError, LockpipeError
-from lockpipe.payloads.errors import HTTPFatal, RangeIgnored, RetryableHTTP, Stopped
+from lockpipe.payloads.errors import HTTPFatal, RangeIgnored, RetryableHTTP, Stopped, TooSlow
 from lockpipe.payloads.gate import Permit
 from lockpipe.payloads.hasher import OrderedHasher
 from lockpipe.payloads.http import Opened, body, open_range
@@ -189,7 +189,7 @@ class Transfer:
                         opened.response.close()
                         raise RangeIgnored(f"{opened.url}: the server stopped honouring Range")
                 asked = piece.end
-                for data in body(opened, self.ctx.tuning.chunk):
+                for data in body(opened, self.ctx.tuning):
                     if self.ctx.stop.is_set():
                         raise Stopped
                     pos = piece.pos
@@ -203,7 +203,8 @@ class Transfer:
                         f"{opened.url}: the body ended {piece.end - piece.pos:,} bytes early"
                     )
             except RetryableHTTP as exc:
-                self._retry(exc, permit, streak.failed(piece.pos > before))
+                moved = piece.pos > before and not isinstance(exc, TooSlow)
+                self._retry(exc, permit, streak.failed(moved))
             opened = None
 
     def _write(self, pos: int, data: bytes) -> None:
@@ -223,7 +224,7 @@ class Transfer:
         self.hasher.stop()
         self.hasher = OrderedHasher(p.read, None, RangeSet(), self.ctx.tuning.memory_cap)
         pos = 0
-        for data in body(opened, self.ctx.tuning.chunk):
+        for data in body(opened, self.ctx.tuning):
             if self.ctx.stop.is_set():
                 raise Stopped
             if p.pinned is not None and pos + len(data) > p.pinned:

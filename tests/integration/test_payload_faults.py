@@ -91,6 +91,30 @@ def test_a_server_that_always_fails_ends_in_a_clear_error_soon(
     assert fault.per_file[("down", "model.bin")] < 200  # a budget, not a flood
 
 
+def test_a_body_trickling_in_is_dropped_as_too_slow_and_the_run_ends(
+    fault: FaultServer, tmp_path: Path
+) -> None:
+    """A server sending 64 bytes/s, each write inside the read timeout: before, a read of a
+    1 MiB chunk waited for the whole chunk, so the run showed no progress and never ended
+    (a 64 KiB file: 17 min); now each connection under ``slowest`` over ``slow_for`` is
+    dropped, the retries spend the file's budget, and the error says why."""
+    fault.files["slow.bin"] = SMALL = os.urandom(64 * 1024)
+    slow = Tuning(slowest=1024, slow_for=1.0, retries=1, retries_per_piece=1, backoff=0.05,
+                  timeout=(2.0, 5.0))  # fmt: skip
+    lock = make_lock(tmp_path, {"m": entry(SMALL, "slow.bin")})
+    env = {"HF_ENDPOINT": f"{fault.url}/trickle", "HOME": str(tmp_path)}
+    opts = Options(store=tmp_path / "store", output="quiet", tuning=slow, env=env)
+    started = time.monotonic()
+    with pytest.raises(FetchError) as err:
+        run_payloads(lock, [], opts)
+    assert time.monotonic() - started < 30
+    message = str(err.value)
+    assert err.value.return_code == 8 and f"{fault.url}/trickle/org/model/resolve/" in message
+    assert "too slow (" in message and "under 1,024 bytes/s" in message, message
+    assert "gave up after" in message
+    assert not list((tmp_path / "store").rglob("slow.bin"))  # nothing put in place
+
+
 def test_a_refused_connection_is_a_clear_error(tmp_path: Path) -> None:
     host = f"127.0.0.1:{free_port()}"  # nothing listens there
     started = time.monotonic()
