@@ -131,9 +131,12 @@ def exported(source: str, *, tls_verify: bool = True) -> Iterator[ImageTree]:
         yield tree
 
 
-def _blob(layout: Path, digest: str) -> Path:
-    algo, _, hexa = digest.partition(":")
-    return layout / "blobs" / algo / hexa
+def _blob(layout: Path, digest: str, where: str) -> Path:
+    """The blob file of ``digest`` (named in ``where``): a digest that is not sha256 and
+    64 hex digits would name a file outside ``blobs/`` (``sha256:../../x``)."""
+    if not DIGEST.fullmatch(digest):
+        raise EngineError(f"{where}: the digest {digest[:100]!r} is not sha256:<64 hex>; {FIX}")
+    return layout / "blobs" / "sha256" / digest.removeprefix("sha256:")
 
 
 FIX = "check the image at its source; run skopeo copy by hand to see it"
@@ -159,7 +162,8 @@ def read_layout(layout: Path, ref: str) -> ImageTree:
     if len(manifests) != 1:
         raise EngineError(f"{layout}: expected one image in the OCI layout, found {len(manifests)}")
     mdigest = read.get(index, ("manifests", 0, "digest"), str)
-    read, manifest = _json(_blob(layout, mdigest), f"{ref}: manifest {mdigest}")
+    read, manifest = _json(_blob(layout, mdigest, f"{layout}/index.json"),
+                           f"{ref}: manifest {mdigest}")  # fmt: skip
     cdigest = read.get(manifest, ("config", "digest"), str)
     descs = [
         (read.get(manifest, ("layers", i, "digest"), str),
@@ -168,14 +172,15 @@ def read_layout(layout: Path, ref: str) -> ImageTree:
     ]  # fmt: skip
     notes = read.get(manifest, ("annotations",), dict, {})
     annotations = {key: read.get(manifest, ("annotations", key), str) for key in notes}
-    read, config = _json(_blob(layout, cdigest), f"{ref}: config {cdigest}")
+    read, config = _json(_blob(layout, cdigest, f"{ref}: manifest {mdigest}"),
+                         f"{ref}: config {cdigest}")  # fmt: skip
     listed = read.get(config, ("rootfs", "diff_ids"), list, [])
     diff_ids = [read.get(config, ("rootfs", "diff_ids", i), str) for i in range(len(listed))]
     if len(diff_ids) != len(descs):
         raise EngineError(f"{ref}: {len(descs)} layers but {len(diff_ids)} diff_ids in the config")
     layers = []
     for n, ((digest, media), diff_id) in enumerate(zip(descs, diff_ids, strict=True), 1):
-        with _blob(layout, digest).open("rb") as fh:
+        with _blob(layout, digest, f"{ref}: manifest {mdigest}").open("rb") as fh:
             entries = read_entries(fh, f"{ref}: layer {n} of {len(descs)} ({digest})")
         layers.append(Layer(digest=digest, diff_id=diff_id, media_type=media, entries=entries))
     return ImageTree(

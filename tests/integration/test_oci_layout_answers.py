@@ -137,6 +137,10 @@ def test_a_config_or_manifest_of_another_shape_is_one_line_naming_the_image(
          "annotations is a list, not an object"),
         ('{"config": {config}, "layers": {layers}, "annotations": {"a": 1}}',
          "annotations.a is an integer, not a string"),
+        ('{"config": {config}, "layers": [{"digest": "sha256:../../../etc/passwd"}]}',
+         "the digest 'sha256:../../../etc/passwd' is not sha256:<64 hex>"),
+        ('{"config": {"digest": "md5:x"}, "layers": {layers}}',
+         "the digest 'md5:x' is not sha256:<64 hex>"),
     ],
 )  # fmt: skip
 def test_a_manifest_skopeo_would_not_copy_is_one_line_as_read_layout_reads_it(
