@@ -44,7 +44,8 @@ _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 MAX_COUNT = 1 << 53  # past this a float cannot hold a count, and no server made as many
 _COUNTER_SUFFIXES = ("_total", "_sum", "_count", "_bucket")
-_PROBE = re.compile(r"^(pp|tg|accept)(?:@(\d+)(k?))?$")
+_PROBE = re.compile(r"^(pp|tg|accept)(?:@(\d{1,7})(k?))?$")  # digits bounded: int() of 5000 failed
+MAX_PROBE_TOKENS = 1 << 20  # a probe's prompt or generation: more than any served context
 
 NAMES: dict[str, dict[str, str]] = {
     "llama.cpp": {
@@ -285,9 +286,20 @@ def probe_tokens(name: str) -> tuple[str, int | None]:
     """``("pp", 67000)`` for ``pp@67k``; MetricsError for a name that is not a probe."""
     m = _PROBE.match(name)
     if not m:
-        raise MetricsError(f"{name!r} is not a probe name: use pp@N, tg@N (N or Nk tokens), accept")
+        raise MetricsError(
+            f"{_shown(name)} is not a probe name: use pp@N, tg@N (N or Nk tokens), accept"
+        )
     size = None if m.group(2) is None else int(m.group(2)) * (1000 if m.group(3) else 1)
+    if size is not None and not 1 <= size <= MAX_PROBE_TOKENS:  # 10**23 was OverflowError's
+        raise MetricsError(  # traceback when the probe built its prompt
+            f"{name!r}: a probe of {size:,} tokens; N must be 1 to {MAX_PROBE_TOKENS:,} tokens"
+        )
     return m.group(1), size
+
+
+def _shown(text: str) -> str:
+    """``text`` as repr, cut short: a 5000-digit name would fill the one-line error."""
+    return repr(text) if len(text) <= 60 else f"{text[:40]!r}… ({len(text):,} characters)"
 
 
 def compare(
@@ -358,7 +370,7 @@ def _shape_probes(where: str, key: str, raw: Any, tol: Any) -> dict[str, Probe]:
     shape = parse_key(key)
     if shape is None:
         raise MetricsError(
-            f"{where}: {key!r} is not a serving shape key; write {FORMAT}, e.g. {EXAMPLE} "
+            f"{where}: {_shown(key)} is not a serving shape key; write {FORMAT}, e.g. {EXAMPLE} "
             "(from the lock's targets.NAME.serve: kv_dtype, context, parallel), and put the "
             "probes measured in that shape under it"
         )
