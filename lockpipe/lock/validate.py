@@ -172,6 +172,21 @@ def _filename_error(filename: str) -> str | None:
     return None
 
 
+SHOWN_CHARS = 80  # of a lock value too long to be a path, in its error
+
+
+def _no_path(key: str, value: str, path: Path) -> str | None:
+    """The error for lock ``key`` when ``path``, made of its ``value``, can be no path at all
+    (a name past NAME_MAX or PATH_MAX: is_file() raises ENAMETOOLONG rather than say no)."""
+    try:
+        path.is_file()
+    except OSError as exc:
+        shown = value if len(value) <= SHOWN_CHARS else f"{value[:SHOWN_CHARS]}…"
+        why = exc.strerror or type(exc).__name__
+        return f"{key}: {shown!r} ({len(value)} characters) cannot be a path here ({why})"
+    return None
+
+
 def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
     out = []
     for name, base in doc["bases"].items():
@@ -185,7 +200,10 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
         if ref.tag in (None, "latest"):
             out.append(f"bases.{name}.ref: {base['ref']!r} needs a tag other than 'latest'")
     for name, pip in doc.get("pip", {}).items():
-        if not (root / pip["file"]).is_file():
+        error = _no_path(f"pip.{name}.file", pip["file"], root / pip["file"])
+        if error:
+            out.append(error)
+        elif not (root / pip["file"]).is_file():
             out.append(f"pip.{name}.file: {pip['file']} does not exist under {root}")
     for name, payload in doc.get("payloads", {}).items():
         for path in payload["files"] if "files" in payload else [payload["filename"]]:
@@ -202,7 +220,13 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
             out.append(f"targets.{tname}.tag: {target['tag']!r} is also targets."
                        f"{tags[target['tag']]}'s tag; each target needs its own")  # fmt: skip
         tags.setdefault(target["tag"], tname)
-        if not (root / target["context"] / target.get("dockerfile", "Dockerfile")).is_file():
+        context, dockerfile = root / target["context"], target.get("dockerfile", "Dockerfile")
+        error = _no_path(f"targets.{tname}.context", target["context"], context) or _no_path(
+            f"targets.{tname}.dockerfile", dockerfile, context / dockerfile
+        )
+        if error:
+            out.append(error)
+        elif not (context / dockerfile).is_file():
             out.append(
                 f"targets.{tname}.context: no Dockerfile in {root / target['context']} (paths "
                 "are relative to the nearest folder above the lock that holds images/)"
