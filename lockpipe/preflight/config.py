@@ -108,6 +108,21 @@ def _need(doc: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     return _reader(where).get(doc, (key,), kind)
 
 
+MAX_COUNT = 2**31 - 1  # the lock's bound on a context (lock/schema.py COUNT)
+
+
+def _count(doc: Mapping[str, Any], key: str, where: str) -> int:
+    """A whole number of tokens vLLM reported, 1 to MAX_COUNT: a max_model_len of 0 was a
+    ZeroDivisionError's traceback when the pool was solved from it."""
+    value: int = _need(doc, key, int, where)
+    if not 1 <= value <= MAX_COUNT:
+        raise LockError(
+            f"{where}.{key}: {value:,} is no token count vLLM reports; give the {key} from "
+            f"the measured server's log, 1 to {MAX_COUNT:,}"
+        )
+    return value
+
+
 def _origin(doc: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     origin = doc.get("origin")
     if not isinstance(origin, dict) or not origin.get("source"):
@@ -175,8 +190,8 @@ def _target(doc: Mapping[str, Any], where: str) -> TargetPlan:
             )
         pool = VllmPool(
             kv_dtype=dtype,
-            max_model_len=_need(v, "max_model_len", int, w),
-            pool_tokens=_need(v, "pool_tokens", int, w),
+            max_model_len=_count(v, "max_model_len", w),
+            pool_tokens=_count(v, "pool_tokens", w),
             origin=_origin(v, w),
         )
     plain: dict[str, Any] = {k: read.get(doc, (k,), t) for k, t in PLAIN.items() if k in doc}

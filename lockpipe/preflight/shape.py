@@ -255,6 +255,12 @@ def from_hf_config(config: Mapping[str, Any], *, source: str) -> ModelShape:
         (number("num_global_key_value_heads", kv) or kv) if text.get("attention_k_eq_v") else kv
     )
     shared = number("num_kv_shared_layers") or 0
+    if not 0 <= shared < n:  # none left holding KV: max() of no pages was a ValueError
+        raise FormatError(
+            f"{source}: num_kv_shared_layers {shared:,} of {n:,} layers leaves no layer "
+            f"holding its own KV; it must be 0 to {n - 1:,} (the config is corrupt or not "
+            "this model's)"
+        )
     layers = []
     for i, kind in enumerate(types):
         full = kind == "full_attention"

@@ -29,7 +29,7 @@ from typing import Any
 
 from lockpipe import cmd
 from lockpipe.errors import EngineError
-from lockpipe.jsonshape import loads
+from lockpipe.jsonshape import Reader, loads
 from lockpipe.lock.model import PLACEHOLDER
 from lockpipe.preflight import vllm_args
 from lockpipe.preflight.verdict import Check, Figure
@@ -110,11 +110,16 @@ def find_env(where: Path, version: str, wheel: Mapping[str, Any]) -> ParserEnv |
     """
     fix = f"nox -s vllm-parser -- {version} (builds {where}), or LOCKPIPE_VLLM_PARSER=DIR"
     try:
-        marker = loads((where / MARKER).read_text(encoding="utf-8"))
+        text = (where / MARKER).read_text(encoding="utf-8")
     except FileNotFoundError:
         return Unavailable(reason=f"vLLM {version}'s parser is not built ({where})", fix=fix)
     except (OSError, ValueError) as exc:
         return Unavailable(reason=f"{where / MARKER} is unreadable ({exc})", fix=fix)
+    try:  # JSON of another shape ("x", []) was an AttributeError's traceback
+        read = Reader(where=str(where / MARKER), root="the marker", error=EngineError)
+        marker = read.parse(text)
+    except EngineError as exc:
+        return Unavailable(reason=f"{exc} (not what the build writes)", fix=fix)
     env = ParserEnv(
         version=str(marker.get("vllm")),
         python=where / "venv" / "bin" / "python",

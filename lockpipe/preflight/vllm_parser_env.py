@@ -22,7 +22,6 @@ proves it still runs); otherwise it is built again.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -39,7 +38,7 @@ from typing import Any
 
 from lockpipe import cmd
 from lockpipe.errors import FetchError, LockpipeError
-from lockpipe.fs import cache_home, read_utf8
+from lockpipe.fs import cache_home, read_utf8, write_atomic
 from lockpipe.lock.model import Lock, load_lock
 from lockpipe.log import Heartbeat, echo
 from lockpipe.preflight import vllm_release, vllm_rules
@@ -241,8 +240,7 @@ def build(root: Path, cache: Path, version: str, where: Path | None = None) -> P
                             torch_pin=torch_pin(found.wheel_path))  # fmt: skip
             torch = {"torch": found.torch, "torch_pin": found.torch_pin}
             if {k: have.get(k) for k in torch} != torch:
-                (dest / MARKER).write_text(json.dumps({**have, **torch}, indent=1) + "\n",
-                                           encoding="utf-8")  # fmt: skip
+                write_atomic(dest / MARKER, json.dumps({**have, **torch}, indent=1) + "\n")
             echo(f"vllm-parser: {dest} is up to date (vLLM {version}, {wheel['file']}; "
                  f"{found.torch_note})")  # fmt: skip
             return found
@@ -266,14 +264,16 @@ def build(root: Path, cache: Path, version: str, where: Path | None = None) -> P
         raise LockpipeError(f"vLLM {version}'s parser built in {dest} does not run: {problem}")
     seconds = round(time.monotonic() - start, 1)
     marker = {**want, **torch, "tree_files": files, "built_seconds": seconds}
-    (dest / MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+    write_atomic(dest / MARKER, json.dumps(marker, indent=1) + "\n")  # whole, or none
     echo(f"vllm-parser: built {dest} in {seconds:.0f} s ({files} files of {wheel['file']}; "
          f"{env.torch_note})")  # fmt: skip
     return env
 
 
-def main(argv: list[str] | None = None) -> int:  # pragma: no cover - nox -s vllm-parser
-    p = argparse.ArgumentParser(prog="python -m lockpipe.preflight.vllm_parser_env")
+def main(argv: list[str] | None = None) -> int:  # nox -s vllm-parser
+    """One line on stderr and the error's exit code when it fails (a missing or garbled
+    --lock, a --cache that is a file were tracebacks)."""
+    p = vllm_release.OneLineParser(prog="python -m lockpipe.preflight.vllm_parser_env")
     p.add_argument("--lock", type=Path, default=Path("locks/digests.json"))
     p.add_argument("--cache", type=Path,
                    default=Path(os.environ.get("LOCKPIPE_CACHE") or cache_home(os.environ)
@@ -286,14 +286,18 @@ def main(argv: list[str] | None = None) -> int:  # pragma: no cover - nox -s vll
                    "constraints/vllm-parser-VERSION[-pyX.Y].txt for this Python and "
                    "lockpipe's rules for it")  # fmt: skip
     args = p.parse_args(argv)
-    lock = load_lock(args.lock)
     try:
+        lock = load_lock(args.lock)
         chosen = args.versions or (with_sets(lock.root) if args.all else versions(lock))
         for version in chosen:
             build(lock.root, args.cache, version)
     except LockpipeError as exc:
         echo(f"vllm-parser: {exc}", style="red")
         return exc.return_code
+    except OSError as exc:  # the cache a file, or not writable
+        echo(f"vllm-parser: {exc.filename}: {exc.strerror}; pass --cache a writable folder",
+             style="red")  # fmt: skip
+        return LockpipeError.return_code
     return 0
 
 

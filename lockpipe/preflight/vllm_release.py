@@ -22,13 +22,15 @@ import argparse
 import json
 import sys
 import tempfile
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from lockpipe import cmd
-from lockpipe.errors import FetchError, LockError
-from lockpipe.jsonshape import loads
+from lockpipe.errors import FetchError, LockError, LockpipeError
+from lockpipe.fs import write_atomic
+from lockpipe.jsonshape import Reader, loads
 from lockpipe.lock.model import Lock
 
 DATA = Path(__file__).with_name("data")
@@ -52,7 +54,7 @@ def rules_for(version: str, data: Path = DATA) -> Mapping[str, Any]:
     or were derived from another version's wheel (the message names the fix)."""
     path = rules_path(version, data)
     try:
-        facts: dict[str, Any] = loads(path.read_text(encoding="utf-8"))
+        doc: Any = loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise LockError(
             f"no preflight rules for vLLM {version} ({path}): derive them with "
@@ -60,6 +62,10 @@ def rules_for(version: str, data: Path = DATA) -> Mapping[str, Any]:
         ) from None
     except (OSError, ValueError) as exc:
         raise LockError(f"{path} is unreadable ({exc}): {fix_for(version, data)}") from None
+    # JSON of another shape ([]) was an AttributeError's traceback
+    read = Reader(where=str(path), root="the rules file", error=LockError,
+                  fix=f"derive them again: {fix_for(version, data)}")  # fmt: skip
+    facts: dict[str, Any] = read.get(doc, (), dict)
     found = facts.get("wheel")
     wheel: dict[str, Any] = found if isinstance(found, dict) else {}
     derived = facts.get("vllm")
@@ -131,22 +137,47 @@ def derive(version: str, data: Path = DATA, wheel: Path | None = None) -> Path:
 
     with tempfile.TemporaryDirectory(prefix="lockpipe-vllm-rules-") as tmp:
         path = wheel or fetch_wheel(version, Path(tmp))
-        facts = vllm_source.extract(path)
+        try:
+            facts = vllm_source.extract(path)
+        except OSError as exc:  # no such wheel, a folder, unreadable
+            raise LockError(f"{path}: cannot read it ({exc.strerror}); pass a vLLM wheel "
+                            "(vllm-VERSION-*.whl), or no --wheel") from None  # fmt: skip
+        except (zipfile.BadZipFile, KeyError, IndexError, SyntaxError, ValueError) as exc:
+            what = f"{type(exc).__name__}: {exc}"
+            raise LockError(f"{path}: not a vLLM wheel preflight can read ({what}); pass "
+                            f"vllm-{version}-*.whl from PyPI, or no --wheel") from None  # fmt: skip
     if facts["vllm"] != version:
         raise LockError(f"{path.name} is vLLM {facts['vllm']}, not {version}")
     out = rules_path(version, data)
-    data.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    # whole or not at all: preflight and lock --check read it, maybe while it is written
+    write_atomic(out, json.dumps(facts, indent=1, sort_keys=True) + "\n")
     return out
 
 
-def main(argv: list[str] | None = None) -> int:  # pragma: no cover - a maintainer's tool
-    p = argparse.ArgumentParser(prog="python -m lockpipe.preflight.vllm_release")
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, whose usage error is one line (``PROG: error: …; see --help``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}; see --help\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A maintainer's tool: one line on stderr and the error's exit code when it fails (a
+    missing wheel, one that is no zip, a --data that is a file were tracebacks)."""
+    p = OneLineParser(prog="python -m lockpipe.preflight.vllm_release")
     p.add_argument("version")
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--wheel", type=Path, help="a wheel already on disk (default: from PyPI)")
     args = p.parse_args(argv)
-    print(derive(args.version, args.data, args.wheel))
+    try:
+        print(derive(args.version, args.data, args.wheel))
+    except LockpipeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.return_code
+    except OSError as exc:  # --data a file, or not writable
+        print(f"error: {exc.filename}: cannot write the rules there ({exc.strerror}); "
+              "pass --data a writable folder", file=sys.stderr)  # fmt: skip
+        return LockError.return_code
     return 0
 
 
