@@ -7,15 +7,17 @@ Every module that hashes, replaces or caches a file calls these; none has its ow
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from lockpipe.errors import LockpipeError
+from lockpipe.errors import LockpipeError, UsageError
 
 
 def sha256_file(path: Path, block: int = 8 << 20) -> str:
@@ -29,19 +31,51 @@ def sha256_file(path: Path, block: int = 8 << 20) -> str:
     return sha.hexdigest()
 
 
-def read_utf8(path: Path, error: type[LockpipeError]) -> str:
+# The most read_utf8 reads: a lock, a Dockerfile, a token or pip's report is far less.
+READ_LIMIT = 64 << 20
+
+
+def _kind(mode: int) -> str:
+    for test, kind in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):  # fmt: skip
+        if test(mode):
+            return kind
+    return "no regular file"
+
+
+def read_utf8(path: Path, error: type[LockpipeError], limit: int = READ_LIMIT) -> str:
     """The text of ``path``, a file lockpipe reads from the user or the host.
 
     Bytes that are not UTF-8 raise ``error`` naming the file, the first bad byte and its
-    offset, and the fix; OSError (no such file, no permission) is the caller's to word.
+    offset, and the fix; so do a path that is no regular file (a FIFO would block, a
+    device such as /dev/zero never end) and a file over ``limit`` bytes (read whole, it
+    would be held in memory). OSError (no such file, no permission, a folder) is the
+    caller's to word. Line ends are read as ``read_text`` reads them (universal newlines).
     """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # O_NONBLOCK: a FIFO's open does not wait
     try:
-        return path.read_text(encoding="utf-8")
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{path}: {_kind(st.st_mode)}, not a file; lockpipe reads only regular "
+                        "files here: give it the path of one")  # fmt: skip
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as fh:  # at most limit + 1 bytes, also of a file still growing
+        data = fh.read(limit + 1) if st.st_size <= limit else b""
+    if (size := max(st.st_size, len(data))) > limit:
+        raise error(f"{path}: {size / (1 << 20):.1f} MiB, over the {limit / (1 << 20):g} MiB "
+                    "lockpipe reads of such a file; check that it is the file meant")  # fmt: skip
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         bad = exc.object[exc.start : exc.start + 1].hex()
         raise error(
             f"{path}: not UTF-8 text (byte 0x{bad} at offset {exc.start}); re-save it as UTF-8"
         ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def fsync_dir(path: Path) -> None:
@@ -86,17 +120,33 @@ def file_lock(path: Path, waiting: Callable[[str], None] = lambda pid: None) -> 
         os.close(fd)  # closing releases the flock
 
 
+def _shown(text: str) -> str:
+    """``text`` as it can be printed: a file name's bytes that are not UTF-8 as ``\\xff``."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so readers see the old or the new file, never half.
 
     The new file keeps the old one's mode (mkstemp's 0600 would lock other users out).
+    Text that cannot be UTF-8 (a file name of other bytes, which Python holds as lone
+    surrogates) is a UsageError naming it, and nothing is written: every file lockpipe
+    writes is read as UTF-8 (JSON, XML, a systemd unit, whose parser drops such a line).
     """
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        near = _shown(text[max(0, exc.start - 40) : exc.end + 20])
+        raise UsageError(
+            f"{_shown(str(path))}: not written: it would hold '{near}', a name that is not "
+            "UTF-8, which no reader of the file could take; use a path whose names are UTF-8"
+        ) from None
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, _mode_for(path))
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -1,0 +1,111 @@
+"""What lockpipe.fs reads and writes, held to bounds (issue 18).
+
+read_utf8 reads a regular file of at most READ_LIMIT bytes: ``plan --lock /dev/zero`` grew
+to 24 GB, a FIFO blocked for ever, and a sparse 100 MiB file was read whole. write_atomic
+writes UTF-8 only: a file name of other bytes (held as lone surrogates) in the text was
+UnicodeEncodeError's traceback, after the work it reports on; now one line, nothing written.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lockpipe import fs
+from lockpipe.cli.main import main
+from lockpipe.errors import LockError, UsageError
+from tests.unit.test_deploy_cli import TARGET, built
+from tests.unit.test_deploy_render import LOCK
+
+REPO = Path(__file__).resolve().parents[2]
+BAD_DIR = os.fsdecode(b"\xff")  # a folder name that is not UTF-8, as Python holds it
+
+
+def _limited() -> None:
+    # memory-safe: an unbounded read dies at 1 GiB, not at the host's last byte
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def _plan_lock(lock: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``lockpipe plan --lock LOCK`` in its own process, under a memory and a time limit."""
+    return subprocess.run(
+        [sys.executable, "-m", "lockpipe", "plan", "--lock", lock],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=_limited,
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+def test_a_lock_that_is_dev_zero_is_one_line_not_a_read_without_end(tmp_path: Path) -> None:
+    done = _plan_lock("/dev/zero", tmp_path)
+    assert done.returncode == LockError.return_code, done.stderr
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
+    assert "/dev/zero: a character device, not a file" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_lock_that_is_a_fifo_is_one_line_not_a_wait_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "lock.json"
+    os.mkfifo(fifo)
+    done = _plan_lock(str(fifo), tmp_path)  # before: blocked in open() until the timeout
+    assert done.returncode == LockError.return_code, done.stderr
+    assert f"{fifo}: a FIFO, not a file; lockpipe reads only regular files" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_lock_over_the_read_limit_is_refused_unread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = tmp_path / "digests.json"
+    with big.open("wb") as fh:
+        fh.truncate(100 << 20)  # sparse: no disk, but 100 MiB to read
+    assert main(["plan", "--lock", str(big)]) == LockError.return_code
+    err = capsys.readouterr().err
+    assert f"{big}: 100.0 MiB, over the 64 MiB lockpipe reads of such a file" in err
+    assert "Traceback" not in err
+
+
+def test_read_utf8_reads_up_to_its_limit_and_keeps_read_texts_line_ends(tmp_path: Path) -> None:
+    path = tmp_path / "f"
+    path.write_bytes(b"a\r\nb\rc\n")
+    assert fs.read_utf8(path, LockError) == path.read_text() == "a\nb\nc\n"
+    assert fs.read_utf8(path, LockError, limit=7) == "a\nb\nc\n"
+    with pytest.raises(LockError, match="over the"):
+        fs.read_utf8(path, LockError, limit=6)
+    assert fs.READ_LIMIT == 64 << 20
+    with pytest.raises(IsADirectoryError):  # a folder stays the caller's OSError to word
+        fs.read_utf8(tmp_path, LockError)
+
+
+def test_a_smoke_report_path_that_is_not_utf8_is_one_line_and_no_unit_is_written(
+    tmp_path: Path,
+) -> None:
+    built(tmp_path / "state")
+    report = tmp_path / BAD_DIR / "smoke.json"  # the unit's note names it: it cannot be UTF-8
+    argv = ["deploy", TARGET, "--lock", str(LOCK), "--state", str(tmp_path / "state"),
+            "--podman-version", "5.4", "--no-inspect", "--no-verify", "--out",
+            str(tmp_path / "out"), "--force", "--smoke-report", str(report)]  # fmt: skip
+    # its own process: a real stderr, which shows the --force warning's name as \udcff
+    done = subprocess.run(
+        [sys.executable, "-m", "lockpipe", *argv], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO), "HOME": str(tmp_path / "home")},
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == UsageError.return_code, done.stderr
+    assert "Traceback" not in done.stderr and "UnicodeEncodeError" not in done.stderr
+    line = next(x for x in done.stderr.splitlines() if "not written" in x)
+    assert line.startswith(f"error: {tmp_path}/out/{TARGET}.container: not written: it would")
+    assert "/\\xff/smoke.json" in line and "a name that is not UTF-8" in line
+    assert not (tmp_path / "out" / f"{TARGET}.container").exists()
+
+
+def test_write_atomic_leaves_the_old_file_and_no_temporary_one(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    path.write_text("old\n")
+    with pytest.raises(UsageError, match="not written"):
+        fs.write_atomic(path, f'{{"log": "/tmp/{BAD_DIR}/x.log"}}\n')
+    assert path.read_text() == "old\n" and os.listdir(tmp_path) == ["report.json"]
