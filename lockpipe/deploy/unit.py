@@ -11,7 +11,8 @@ Values are kept as systemd reads them. Each free-text value goes through one of:
 - :func:`quote_args` (``Exec=``, ``Environment=``, ``ExecStartPre=``): a command line the
   way systemd (and quadlet, which splits ``Exec=`` with the same rules) splits it back.
 
-:meth:`Unit.render` refuses any value that would spill onto another line.
+:meth:`Unit.render` refuses any value that would spill onto another line, and writes each
+header line through :func:`comment`, which shows a control character as its escape.
 """
 
 from __future__ import annotations
@@ -41,6 +42,27 @@ def _spills(value: str) -> str | None:
     return None
 
 
+# Control characters (C0 but the tab, DEL, C1) and Unicode's line and paragraph separators:
+# NUL and CR end a unit line for systemd, and none belongs in a line a person reads.
+CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    c = match.group()
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+def comment(text: str) -> str:
+    """``text`` as one comment line of a unit: its control characters shown as escapes
+    (``\\x00``; a NUL or CR ends a line for systemd, so a NUL in a header line read from a
+    file added ``[Service]`` and ``ExecStartPost=`` lines), and a trailing backslash too
+    (a continuation, to a reader that joins comment lines)."""
+    shown = CONTROL.sub(_escape, text)
+    if shown.endswith("\\"):
+        shown = shown[:-1] + "\\x5c"
+    return f"# {shown}" if shown else "#"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Section:
     name: str
@@ -60,7 +82,7 @@ class Unit:
 
     def render(self) -> str:
         """The unit file; DeployError for a value that would not stay on its own line."""
-        lines = [f"# {c}" if c else "#" for h in self.header for c in h.splitlines() or [""]]
+        lines = [comment(c) for h in self.header for c in h.split("\n")]
         for s in self.sections:
             if lines:
                 lines.append("")

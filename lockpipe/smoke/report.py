@@ -183,6 +183,20 @@ def _kind(value: object) -> str:
     return "null" if value is None else names.get(type(value), f"a {type(value).__name__}")
 
 
+_AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", re.ASCII)  # as write_json writes it
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= 60 else value[:59] + "…")
+
+
+def _check_at(at: str | None, where: str) -> None:
+    """``at`` reaches deploy's unit header: a NUL in it was a unit line of its own."""
+    if at is not None and not _AT.fullmatch(at):
+        raise ValueError(f"{where}.at is {_shown(at)}, not a UTC time as lockpipe smoke "
+                         "writes it (YYYY-MM-DDTHH:MM:SSZ)")  # fmt: skip
+
+
 def _record(entry: object, where: str) -> SmokeRecord:
     if not isinstance(entry, dict):
         raise ValueError(f"{where} is {_kind(entry)}, not an object")
@@ -192,6 +206,7 @@ def _record(entry: object, where: str) -> SmokeRecord:
         if name not in entry or not isinstance(entry[name], types):
             found = _kind(entry[name]) if name in entry else "missing"
             raise ValueError(f"{where}.{name} is {found}")
+    _check_at(entry.get("at"), where)
     served = entry.get("served")
     if served is not None and not all(isinstance(served.get(k), str) for k in SERVED):
         raise ValueError(f"{where}.served is not an object of two strings, serve and payloads")
