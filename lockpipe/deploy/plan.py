@@ -23,6 +23,7 @@ from lockpipe.deploy.render import (
     Health,
     health_for,
 )
+from lockpipe.deploy.store import resolved
 from lockpipe.errors import DeployError, GpuAttachError
 from lockpipe.lock.model import Lock
 from lockpipe.payloads.store import payload_path
@@ -132,7 +133,7 @@ def _served(
     opts: DeployOptions,
 ) -> DeployInputs:  # fmt: skip
     target = lock.target(name)
-    store = store.expanduser().resolve()
+    store = resolved(store, "the unit's")
     paths = {p: payload_path(store, lock.payloads[p]) for p in target.payloads}
     gpu = _gpu(opts, facts) if needs_gpu(target) else None
     serve = target.serve

@@ -18,18 +18,32 @@ from lockpipe.log import echo
 from lockpipe.payloads.store import default_store, file_path
 
 
+def resolved(store: Path, named: str) -> Path:
+    """``store`` made absolute, its links followed; DeployError naming it (``named``: where
+    it came from) when that fails: a symlink loop was RuntimeError's traceback."""
+    try:
+        return store.expanduser().resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        shown = str(store) if len(str(store)) <= 80 else str(store)[:79] + "…"
+        raise DeployError(
+            f"the payload store {shown} ({named}) cannot be resolved ({exc}); pass --store "
+            "with the folder that holds the payloads"
+        ) from None
+
+
 def unit_store(given: Path | None, smoked: Path | None, env: Mapping[str, str]) -> Path:
     """``given``, else the smoke run's ``smoked`` store, else the default (with a warning)."""
     if given is not None:
-        store = given.expanduser().resolve()
+        store = resolved(given, "--store")
         if smoked is not None and smoked != store:
             echo(f"warning: the smoke run mounted the store {smoked}; the unit mounts {store} "
                  "(--store)", style="yellow")  # fmt: skip
         return store
     if smoked is not None:
-        echo(f"store: {smoked}, the one the smoke run mounted")
-        return smoked
-    store = default_store(env).expanduser().resolve()
+        store = resolved(smoked, "the one the smoke run mounted")
+        echo(f"store: {store}, the one the smoke run mounted")
+        return store
+    store = resolved(default_store(env), "the default")
     echo(f"warning: no smoke result records a payload store; the unit mounts the default "
          f"{store}: pass --store to name another", style="yellow")  # fmt: skip
     return store
@@ -45,10 +59,15 @@ def missing_payloads(lock: Lock, name: str, store: Path) -> tuple[str, ...]:
 
 def check_payloads(lock: Lock, name: str, store: Path, *, install: bool) -> None:
     """Refuse to install (warn when only rendering) a unit whose payloads are not in ``store``."""
-    missing = missing_payloads(lock, name, store)
+    try:
+        missing = missing_payloads(lock, name, store)
+        where = f"{store} does not exist" if not store.is_dir() else f"{store} lacks them"
+    except OSError as exc:  # File name too long: exists() raises it
+        shown = str(store) if len(str(store)) <= 80 else str(store)[:79] + "…"
+        raise DeployError(f"the payload store {shown} cannot be read ({exc.strerror}); pass "
+                          "--store with the folder that holds the payloads") from None  # fmt: skip
     if not missing:
         return
-    where = f"{store} does not exist" if not store.is_dir() else f"{store} lacks them"
     fetch = f"lockpipe payloads --store {store} {name}"
     if install:
         raise DeployError(

@@ -184,6 +184,7 @@ def _kind(value: object) -> str:
 
 
 _AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", re.ASCII)  # as write_json writes it
+STORE_CHARS = 4096  # PATH_MAX: no longer path names a folder
 
 
 def _shown(value: str) -> str:
@@ -197,6 +198,21 @@ def _check_at(at: str | None, where: str) -> None:
                          "writes it (YYYY-MM-DDTHH:MM:SSZ)")  # fmt: skip
 
 
+def _check_store(store: str | None, where: str) -> None:
+    """``store`` is the folder deploy's unit mounts: an absolute path the kernel can take
+    (a NUL was ValueError's traceback from resolve(), 5000 characters OSError's)."""
+    why = (
+        "" if store is None
+        else "holds a NUL" if "\0" in store
+        else f"is longer than {STORE_CHARS} characters" if len(store) > STORE_CHARS
+        else "is not an absolute path" if not store.startswith("/")
+        else ""
+    )  # fmt: skip
+    if why and store is not None:
+        raise ValueError(f"{where}.store {_shown(store)} {why}, so it names no payload "
+                         "store a unit can mount")  # fmt: skip
+
+
 def _record(entry: object, where: str) -> SmokeRecord:
     if not isinstance(entry, dict):
         raise ValueError(f"{where} is {_kind(entry)}, not an object")
@@ -207,6 +223,7 @@ def _record(entry: object, where: str) -> SmokeRecord:
             found = _kind(entry[name]) if name in entry else "missing"
             raise ValueError(f"{where}.{name} is {found}")
     _check_at(entry.get("at"), where)
+    _check_store(entry.get("store"), where)
     served = entry.get("served")
     if served is not None and not all(isinstance(served.get(k), str) for k in SERVED):
         raise ValueError(f"{where}.served is not an object of two strings, serve and payloads")
