@@ -20,6 +20,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from lockpipe.engines import sdk
 from lockpipe.engines.base import (
     BuildRequest,
     EngineName,
@@ -93,10 +94,17 @@ class DockerEngine(SdkEngine):
             ) from None
 
         self.url = url or os.environ.get("DOCKER_HOST") or DEFAULT_HOST
+        self.timeout = timeout = sdk.API_TIMEOUT  # the SDK's default, named: all but /build
         try:
-            self.client = docker.DockerClient(base_url=url) if url else docker.from_env()
+            self.client = (
+                docker.DockerClient(base_url=url, timeout=timeout)
+                if url
+                else docker.from_env(timeout=timeout)
+            )
             self._version = str(self.client.version()["Version"])
         except Exception as exc:
+            if sdk.timed_out(exc):
+                raise EngineMissing(self.no_answer("docker version", self.timeout)) from None
             raise EngineMissing(
                 f"dockerd does not answer at {self.url} ({type(exc).__name__}); {self.start_hint()}"
             ) from None
@@ -159,7 +167,8 @@ class DockerEngine(SdkEngine):
         with context_tar(req.context, req.timestamp) as body:
             resp = post(  # the SDK's public build() cannot request BuildKit
                 url("/build"), params=params, data=body,
-                headers={"Content-Type": "application/x-tar"}, stream=True, timeout=None,
+                headers={"Content-Type": "application/x-tar"}, stream=True,
+                timeout=None,  # deliberate: a RUN step may print nothing for long; Ctrl-C stops
             )  # fmt: skip
             read = self.build_reader(req.tag)
             for item in self.build_items(req.tag, resp):

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
+from lockpipe.engines import sdk
 from lockpipe.engines.base import (
     BuildRequest,
     EngineName,
@@ -135,17 +136,20 @@ def kill_cgroup(name: str, proc: Path = Path("/proc")) -> int:
 class PodmanEngine(SdkEngine):
     name: EngineName = "podman"
 
-    def __init__(self, url: str | None = None) -> None:
+    def __init__(self, url: str | None = None, timeout: float | None = None) -> None:
         try:
             import podman
         except ImportError:
             raise EngineMissing("podman-py is not installed; pip install podman") from None
         self.url = url or service_url()
+        self.timeout = timeout or sdk.API_TIMEOUT  # without one, a hung service hangs lockpipe
         # podman-py is typed, but loosely (unions of stream and value): use it as Any.
-        self.client: Any = cast(Any, podman.PodmanClient(base_url=self.url))
+        self.client: Any = cast(Any, podman.PodmanClient(base_url=self.url, timeout=self.timeout))
         try:
             self._version = str(self.client.version()["Version"])
         except Exception as exc:
+            if sdk.timed_out(exc):
+                raise EngineMissing(self.no_answer("podman version", self.timeout)) from None
             raise EngineMissing(
                 f"podman's API service does not answer at {self.url} ({type(exc).__name__}); "
                 f"{self.start_hint()}"
@@ -155,6 +159,14 @@ class PodmanEngine(SdkEngine):
         return (
             "install podman (apt-get install podman) and start its API service: "
             f"podman system service --time=0 {self.url} &"
+        )
+
+    def stuck_hint(self) -> str:
+        user = "--user " if os.getuid() != 0 else ""
+        return (
+            f"is podman's API service running and well? restart it: systemctl {user}restart "
+            f"podman.socket podman.service, or start one: podman system service --time=0 "
+            f"{self.url} &"
         )
 
     def errors(self) -> ModuleType:
@@ -188,6 +200,7 @@ class PodmanEngine(SdkEngine):
             resp = self.client.api.post(
                 "/build", params=params, data=body,
                 headers={"Content-Type": "application/x-tar"}, stream=True,
+                timeout=self.stream_timeout(),  # a RUN step may print nothing for long
             )  # fmt: skip
             image, read = None, self.build_reader(req.tag)
             for item in self.build_items(req.tag, resp):
@@ -221,7 +234,10 @@ class PodmanEngine(SdkEngine):
         arch, _, variant = rest.partition("/")
         params = {"reference": ref, "policy": "always", "quiet": "true", "OS": os_, "Arch": arch,
                   **({"Variant": variant} if variant else {})}  # fmt: skip
-        resp = self.client.api.post("/images/pull", params=params, stream=True)
+        # quiet: nothing is read until the last layer is in, which may take long
+        resp = self.client.api.post(
+            "/images/pull", params=params, stream=True, timeout=self.stream_timeout()
+        )
         read = self._reader(f"pull {ref}", root="a line of its answer")
         for raw in resp.iter_lines():
             item = read.parse(raw) if raw.strip() else {}
@@ -242,7 +258,9 @@ class PodmanEngine(SdkEngine):
         # drops the service's answer, where a failed push says {"error": …} after a 200
         # (podman 4.3.1, measured: a refused upload streams its error, status 200).
         params = {"tlsVerify": str(tls_verify).lower(), "quiet": "false"}
-        resp = self.client.api.post(f"/images/{dest}/push", params=params, stream=True)
+        resp = self.client.api.post(  # a large layer's upload may print nothing for long
+            f"/images/{dest}/push", params=params, stream=True, timeout=self.stream_timeout()
+        )
         if resp.status_code != 200:
             raise EngineError(f"podman push {dest}: {resp.status_code} {resp.text[:300]}")
         read = self._reader(f"push {dest}", root="a line of its answer")

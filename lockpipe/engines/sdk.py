@@ -38,6 +38,12 @@ P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S", bound="SdkEngine")
 DETAIL_CHARS = 400
+# How long a call waits for the daemon's answer (to connect, and between reads): the docker
+# SDK's own default. A service that accepts the connection but never answers (a hung podman
+# service) then fails the call instead of hanging lockpipe. Builds, pulls and pushes, whose
+# answers may be silent for longer (a quiet RUN step, a pull of a large layer), wait on
+# reads without end (SdkEngine.stream_timeout): Ctrl-C stops them (stop.stopped_by).
+API_TIMEOUT = 60  # seconds
 RUN_HINT = (
     "check that the image {ref} is in {engine}'s local storage (`{engine} images`); "
     "build it first: nox -s build"
@@ -93,18 +99,31 @@ def detail_of(exc: BaseException) -> str:
     return one_line[:DETAIL_CHARS]
 
 
+def _caused_by(exc: BaseException, kinds: tuple[type[BaseException], ...]) -> bool:
+    """Whether ``exc``, or an exception it wraps, is one of ``kinds``."""
+    seen: BaseException | None = exc
+    for _ in range(5):  # the SDKs wrap once or twice (podman-py: requests' in its APIError)
+        if seen is None:
+            return False
+        if isinstance(seen, kinds):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def unreachable(exc: BaseException) -> bool:
     """Whether the daemon's socket refused or was absent (here or in a wrapped cause)."""
     import requests
 
-    seen: BaseException | None = exc
-    for _ in range(5):  # the SDKs wrap once or twice
-        if seen is None:
-            return False
-        if isinstance(seen, (requests.ConnectionError, ConnectionError, FileNotFoundError)):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    return _caused_by(exc, (requests.ConnectionError, ConnectionError, FileNotFoundError))
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether the daemon did not answer in time (here or in a wrapped cause)."""
+    import requests
+    from urllib3.exceptions import TimeoutError as Urllib3Timeout
+
+    return _caused_by(exc, (requests.Timeout, Urllib3Timeout, TimeoutError))
 
 
 def fix_for(engine: str, op: str, status: int | None, detail: str, ref: str, hint: str) -> str:
@@ -132,6 +151,7 @@ class SdkEngine:
     name: EngineName
     client: Any
     url: str  # where the daemon's API answers, for messages
+    timeout: float = API_TIMEOUT  # a call's wait for the daemon's answer (not a stream's)
     _version: str  # the daemon's, read once when the engine is made
     stopping: BuildStop | None = None  # the running build's, set by stop.stopped_by
 
@@ -142,6 +162,21 @@ class SdkEngine:
     def start_hint(self) -> str:
         """How to install and start this engine's daemon (for EngineMissing)."""
         raise NotImplementedError
+
+    def stuck_hint(self) -> str:
+        """What to check when the daemon's socket accepts but does not answer."""
+        return f"is {self.name}'s daemon running and well? restart it; {self.start_hint()}"
+
+    def no_answer(self, what: str, timeout: float) -> str:
+        """The message for a call ``what`` that the daemon left unanswered ``timeout`` s."""
+        return (
+            f"{what}: {self.name} did not answer at {self.url} within {timeout:g} s (its socket "
+            f"is there, but nothing answers on it); {self.stuck_hint()}"
+        )
+
+    def stream_timeout(self) -> tuple[float, None]:
+        """A build's, pull's or push's timeout: to connect as any call, then reads unbounded."""
+        return (self.timeout, None)
 
     def errors(self) -> ModuleType:
         """The SDK's ``errors`` module, imported only when needed."""
@@ -163,6 +198,8 @@ class SdkEngine:
     ) -> EngineError:
         """The pipeline error for ``exc``, raised while ``op`` acted on ``ref``."""
         what = f"{self.name} {op} {ref}".rstrip()
+        if timed_out(exc):
+            return EngineError(self.no_answer(what, self.timeout))
         if unreachable(exc):
             return EngineMissing(
                 f"{what}: {self.name} does not answer at {self.url} ({type(exc).__name__}); "
