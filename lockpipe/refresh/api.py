@@ -30,6 +30,9 @@ from lockpipe.urls import basic_auth, next_page, redact, split_userinfo
 
 TIMEOUT = (10.0, 60.0)
 MAX_PAGES = 50  # a tree listing of 50 pages is not a model repository
+# the bytes of all pages of one listing together: its parsed JSON is held whole, at ~20
+# times its size, so 50 pages of up to 64 MiB each would be tens of GiB of memory
+MAX_LISTING = 64 * 1024 * 1024
 # one try and three retries of a 5xx, a 429 or a dropped connection, 1 s doubling; a
 # Retry-After past 30 s fails the request at once, naming when to run again
 RETRIES = Retries(attempts=3, base=1.0, cap=8.0, longest=30.0)
@@ -83,10 +86,16 @@ class Api:
         Hub paginate."""
         out: list[Any] = []
         url: str | None = self.url(path)
+        read = 0
         for _ in range(MAX_PAGES):
             if url is None:
                 return out
-            doc, link = self._get(url, what, params)
+            doc, link, size = self._get(url, what, params)
+            read += size
+            if read > MAX_LISTING:
+                raise FetchError(f"{what}: the pages at {redact(self.url(path))} hold more than "
+                                 f"{MAX_LISTING >> 20} MiB of JSON in all (past {redact(url)}); "
+                                 f"is {self.shown} {self.name}?")  # fmt: skip
             if not isinstance(doc, list):
                 raise FetchError(f"{what}: {redact(url)} answered {kind_of(doc)}, not a list")
             out += doc
@@ -124,7 +133,8 @@ class Api:
             loop=f"more than {MAX_REDIRECTS} redirects from {{url}}; is {base} {{name}}?",
         )  # fmt: skip
 
-    def _get(self, url: str, what: str, params: dict[str, str] | None) -> tuple[Any, str]:
+    def _get(self, url: str, what: str, params: dict[str, str] | None) -> tuple[Any, str, int]:
+        """The decoded JSON at ``url``, its ``Link`` header and its size in bytes."""
         if self.offline:
             raise FetchError(f"{what}: {self.offline} is set, so {self.name} at {self.shown} "
                              f"is not asked (no network at all); unset {self.offline} to "
@@ -132,7 +142,7 @@ class Api:
         req = Req(method="GET", url=url, params=params, headers={"Accept": "application/json"})
         resp = self.transport.request(req, what=what)
         try:
-            return loads(resp.content), resp.headers.get("Link", "")
+            return loads(resp.content), resp.headers.get("Link", ""), len(resp.content)
         except TooDeep:
             raise FetchError(f"{what}: {redact(url)} answered JSON nested too deeply to read; "
                              f"is {self.shown} {self.name}?") from None  # fmt: skip

@@ -139,7 +139,9 @@ def tree_hash(archive: Path) -> Tree:
                     continue
                 if m.issym() or m.islnk():
                     mode = "120000" if m.issym() else "hardlink"
-                    digest = hashlib.sha256(m.linkname.encode()).hexdigest()
+                    # tarfile decodes names that are not UTF-8 with surrogateescape: the
+                    # hash stays a function of the archive's bytes
+                    digest = hashlib.sha256(_raw(m.linkname)).hexdigest()
                 elif m.isfile():
                     mode = "100755" if m.mode & 0o111 else "100644"
                     digest = _member_sha256(tar, m)
@@ -152,10 +154,19 @@ def tree_hash(archive: Path) -> Tree:
     if len(roots) != 1:
         raise FetchError(f"{archive}: {len(roots)} top folders, not one; the lock's root needs "
                          "an archive with a single top folder, as GitHub makes them")  # fmt: skip
+    root = roots.pop()
+    if root != _raw(root).decode("utf-8", "replace"):  # it goes into the lock, as text
+        raise FetchError(f"{archive}: its top folder {_raw(root)!r} is not UTF-8 text; the "
+                         "lock's root needs one that is, as GitHub makes them")  # fmt: skip
     h = hashlib.sha256()
     for _, row in sorted(rows):
-        h.update(row.encode())
-    return Tree(root=roots.pop(), sha256=h.hexdigest(), files=len(rows))
+        h.update(_raw(row))
+    return Tree(root=root, sha256=h.hexdigest(), files=len(rows))
+
+
+def _raw(name: str) -> bytes:
+    """A member name as the archive's bytes (tarfile decodes them with surrogateescape)."""
+    return name.encode("utf-8", "surrogateescape")
 
 
 def _member_sha256(tar: tarfile.TarFile, member: tarfile.TarInfo) -> str:

@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from lockpipe.errors import FetchError, LockError
 from lockpipe.fs import read_utf8
+from lockpipe.jsonshape import Reader
 from lockpipe.lock import requirements as rq
 from lockpipe.lock.model import Lock
 from lockpipe.refresh.api import Api
@@ -38,12 +39,18 @@ def top_level(text: str) -> dict[str, str]:
 
 
 def latest(index: Api, package: str, what: str) -> str:
+    """``info.version`` of ``package`` on the index; a FetchError naming ``what`` and the URL
+    where there is none, or where it is not text (a lone surrogate, JSON's ``"\\ud800"``,
+    which no report, log or terminal takes)."""
+    url = index.url(f"pypi/{package}/json")
     doc = index.get(f"pypi/{package}/json", what)
     info = doc.get("info") if isinstance(doc, dict) else None
     version = info.get("version") if isinstance(info, dict) else None
     if not isinstance(version, str) or not version:
-        raise FetchError(f"{what}: {index.url(f'pypi/{package}/json')} has no info.version")
-    return version
+        raise FetchError(f"{what}: {url} has no info.version")
+    read = Reader(where=f"{what}: {url}", root="the answer", error=FetchError,
+                  fix=f"is {index.shown} {index.name}?")  # fmt: skip
+    return read.get(doc, ("info", "version"), str)
 
 
 def newer_releases(lock: Lock, names: list[str], index: Api) -> tuple[Newer, ...]:

@@ -187,11 +187,18 @@ def config_digest(
     return digest
 
 
-def version_label(config: Mapping[str, Any]) -> str | None:
+def version_label(config: Mapping[str, Any], what: str = "the image config") -> str | None:
+    """The config's ``org.opencontainers.image.version`` label, None where it has none (or
+    one that is not text); a RegistryError naming ``what`` where it holds a lone surrogate
+    (JSON's ``"\\ud800"``), which no lock, log or terminal takes."""
     inner = config.get("config")
     labels = inner.get("Labels") if isinstance(inner, dict) else None
     value = labels.get("org.opencontainers.image.version") if isinstance(labels, dict) else None
-    return value if isinstance(value, str) and value else None
+    if not isinstance(value, str) or not value:
+        return None
+    read = Reader(where=what, root="the image config", error=RegistryError,
+                  fix="re-push the image with a label that is text")  # fmt: skip
+    return read.get(config, ("config", "Labels", "org.opencontainers.image.version"), str)
 
 
 def config_platform(config: Mapping[str, Any]) -> str:

@@ -19,6 +19,9 @@ from lockpipe.urls import next_page
 
 PAGE = 1000
 MAX_PAGES = 100
+# the bytes of all pages together: a repository's tags are not 64 MiB of JSON, and the
+# parsed pages are held at many times their size
+MAX_LISTING = 64 * 1024 * 1024
 
 
 def list_tags(ref: str, *, registry: Registry | None = None) -> list[str]:
@@ -31,8 +34,14 @@ def list_tags(ref: str, *, registry: Registry | None = None) -> list[str]:
     fix = "is it a registry (distribution API v2)?"
     read = Reader(where=f"{ref}: {ep.host}'s tags/list", root="the answer", error=RegistryError,
                   fix=fix)  # fmt: skip
+    size = 0
     for _ in range(MAX_PAGES):
         resp = reg.request("GET", ep.repository, path, headers={"Accept": "application/json"})
+        size += len(resp.content)
+        if size > MAX_LISTING:
+            first = reg.url(ep.repository, "tags/list")
+            raise RegistryError(f"{ref}: the tags/list pages at {first} hold more than "
+                                f"{MAX_LISTING >> 20} MiB in all; {fix}")  # fmt: skip
         doc = read.parse(resp.content)
         listed = read.get(doc, ("tags",), list, [])  # null: a repository without tags
         out += [read.get(doc, ("tags", i), str) for i in range(len(listed))]
