@@ -16,7 +16,7 @@ from pathlib import Path
 from lockpipe.errors import DiskSpaceError, FetchError
 from lockpipe.fs import sha256_file
 from lockpipe.log import echo
-from lockpipe.payloads.download import download_url
+from lockpipe.payloads.download import MAX_ARCHIVE, download_url
 from lockpipe.urls import redact
 
 
@@ -43,8 +43,13 @@ def writable_folder(cache: Path, folder: Path) -> None:
         raise unwritable(cache, exc) from None
 
 
-def fetch_verified(url: str, sha256: str, cache: Path, mirror: str | None = None) -> Path:
+def fetch_verified(
+    url: str, sha256: str, cache: Path, mirror: str | None = None, *, most: int = MAX_ARCHIVE
+) -> Path:
     """A local path whose bytes have ``sha256``, fetched from the mirror or ``url`` if needed.
+
+    No size is pinned, so a server claiming or sending more than ``most`` bytes is an
+    IntegrityError naming the URL (never a disk filled with an endless body).
 
     A cache that is no writable folder (--cache a regular file) is a FetchError naming it;
     what the download itself raises is left to it (a network error is an OSError too)."""
@@ -61,4 +66,4 @@ def fetch_verified(url: str, sha256: str, cache: Path, mirror: str | None = None
             raise unwritable(cache, exc) from None
     writable_folder(cache, dest.parent)
     echo(f"fetching {redact(url)}" + (f" (mirror {redact(mirror)} first)" if mirror else ""))
-    return download_url(url, sha256, dest, mirror=mirror, say=echo)
+    return download_url(url, sha256, dest, mirror=mirror, most=most, say=echo)

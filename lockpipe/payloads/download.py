@@ -20,15 +20,28 @@ from lockpipe.payloads.sources import Candidate, candidates
 from lockpipe.payloads.store import place
 from lockpipe.payloads.transfer import Transfer
 
+# The most bytes a file whose size is not pinned may have (a source archive: pinned by
+# sha256 only, or not at all while refresh-digests pins it). A server's 206 total or 200
+# Content-Length claiming more is refused before its bytes, and a body that goes past it
+# is cut off there. GitHub's source archives are megabytes (llama.cpp's: 25 MB); without a
+# bound, a claim of 10**19 bytes or an endless body wrote zeros until the disk was full.
+MAX_ARCHIVE = 4 << 30
+
 
 def fetch_into(
-    label: str, cands: Sequence[Candidate], partial: Partial, sha256: str, ctx: Context
+    label: str,
+    cands: Sequence[Candidate],
+    partial: Partial,
+    sha256: str,
+    ctx: Context,
+    most: int | None = None,
 ) -> None:
     """Fill ``partial`` with the bytes whose sha256 is ``sha256``, or raise naming each try.
 
     A candidate that fails moves on to the next one and keeps the bytes written
     so far. A mismatch after a resume retries that candidate once from scratch,
-    because the resumed bytes may be the wrong ones.
+    because the resumed bytes may be the wrong ones. A file whose size is not pinned may
+    have ``most`` bytes at most (None: no bound).
     """
     problems: list[str] = []
     last: FetchError | None = None
@@ -36,7 +49,7 @@ def fetch_into(
         for _ in range(2):
             resumed = partial.done.total() > 0
             try:
-                size, digest = Transfer(label, cand, partial, ctx).run()
+                size, digest = Transfer(label, cand, partial, ctx, most).run()
             except (HTTPFatal, RetryableHTTP, RangeIgnored, IntegrityError) as exc:
                 problems.append(f"{cand.kind} {exc}")
                 last = exc
@@ -66,7 +79,13 @@ def fetch_into(
 
 
 def fetch_and_place(
-    label: str, cands: Sequence[Candidate], partial: Partial, sha256: str, dest: Path, ctx: Context
+    label: str,
+    cands: Sequence[Candidate],
+    partial: Partial,
+    sha256: str,
+    dest: Path,
+    ctx: Context,
+    most: int | None = None,
 ) -> None:
     """Fill ``partial`` as :func:`fetch_into` does, then move its verified bytes to ``dest``.
 
@@ -74,7 +93,7 @@ def fetch_and_place(
     not match the pin; any other failure keeps it for the next run to resume.
     """
     try:
-        fetch_into(label, cands, partial, sha256, ctx)
+        fetch_into(label, cands, partial, sha256, ctx, most)
         place(partial.path, partial.fd, dest)
         partial.journal.unlink(missing_ok=True)
     except IntegrityError:
@@ -92,6 +111,7 @@ def download_url(
     *,
     mirror: str | None = None,
     size: int | None = None,
+    most: int = MAX_ARCHIVE,
     connections: int = DEFAULT_CONNECTIONS,
     say: Callable[[str], None] = lambda text: None,
 ) -> Path:
@@ -100,6 +120,7 @@ def download_url(
     The mirror (``{mirror}/{host}/{path}``) is tried first. Parallel ranged
     connections where the server allows them, one stream where it does not
     (GitHub's generated archives); an interrupted call resumes on the next one.
+    Without ``size``, more than ``most`` bytes (claimed or sent) is an IntegrityError.
     A lock of ``dest``'s own (in its folder's ``.lockpipe/locks/``) keeps two processes
     from fetching it at once; other files of the folder are not held up.
     """
@@ -111,5 +132,5 @@ def download_url(
         cands = candidates(url, mirror)
         ctx = Context(tuning=Tuning(connections=connections), stop=threading.Event())
         partial = Partial(dest.with_name(dest.name + ".lockpipe-partial"), sha256, size)
-        fetch_and_place(url, cands, partial, sha256, dest, ctx)
+        fetch_and_place(url, cands, partial, sha256, dest, ctx, most)
     return dest

@@ -36,8 +36,11 @@ def piece_size(size: int, tuning: Tuning) -> int:
 class Transfer:
     """One attempt at filling ``partial`` from one candidate."""
 
-    def __init__(self, label: str, cand: Candidate, partial: Partial, ctx: Context) -> None:
+    def __init__(
+        self, label: str, cand: Candidate, partial: Partial, ctx: Context, most: int | None = None
+    ) -> None:
         self.label, self.cand, self.partial, self.ctx = label, cand, partial, ctx
+        self.most = most  # the most bytes a file whose size the lock does not pin may have
         self.error: BaseException | None = None
         self.halt = threading.Event()  # set with error: connections waiting to retry quit
         self.sched = Scheduler((), 1, MiB)
@@ -78,6 +81,7 @@ class Transfer:
         if total is None:
             opened.response.close()
             raise RangeIgnored(f"{opened.url}: a 206 without the file's total size")
+        self._bound(opened, total, f"says the file has {total:,} bytes, more than")
         self.partial.set_size(total)
         self.hasher.set_size(total)
         end, largest = min(end, total), piece_size(total, t)
@@ -195,7 +199,7 @@ class Transfer:
                     pos = piece.pos
                     n = self.sched.claim(piece, len(data))
                     if n:
-                        self._write(pos, data if n == len(data) else data[:n])
+                        self._write(pos, data if n == len(data) else data[:n], opened)
                     if n < len(data):
                         break  # more than asked for, or the end moved: drop the connection
                 if piece.pos < min(asked, piece.end):
@@ -207,7 +211,20 @@ class Transfer:
                 self._retry(exc, permit, streak.failed(moved))
             opened = None
 
-    def _write(self, pos: int, data: bytes) -> None:
+    def _bound(self, opened: Opened, end: int, what: str) -> None:
+        """IntegrityError (the next source is tried, the partial file discarded) when ``end``
+        bytes are past ``most`` for a file whose size the lock does not pin."""
+        if self.most is None or self.partial.pinned is not None or end <= self.most:
+            return
+        opened.response.close()
+        raise IntegrityError(
+            f"{opened.url} {what} the {self.most:,} bytes a file whose size the "
+            "lock does not pin may have; check the url and the --mirror (a source archive "
+            "is megabytes)"
+        )
+
+    def _write(self, pos: int, data: bytes, opened: Opened) -> None:
+        self._bound(opened, pos + len(data), "sends more than")
         view, at = memoryview(data), pos
         while view:
             n = os.pwrite(self.partial.fd, view, at)
@@ -224,6 +241,10 @@ class Transfer:
         self.hasher.stop()
         self.hasher = OrderedHasher(p.read, None, RangeSet(), self.ctx.tuning.memory_cap)
         pos = 0
+        if opened.total is not None:  # a 200's Content-Length
+            self._bound(
+                opened, opened.total, f"says the file has {opened.total:,} bytes, more than"
+            )
         for data in body(opened, self.ctx.tuning):
             if self.ctx.stop.is_set():
                 raise Stopped
@@ -232,7 +253,7 @@ class Transfer:
                     f"{self.label}: {opened.url} sends more than the {p.pinned:,} bytes the "
                     "lock pins; the file changed upstream or the mirror is wrong"
                 )
-            self._write(pos, data)
+            self._write(pos, data, opened)
             pos += len(data)
         if (opened.total is not None and pos != opened.total) or (
             p.pinned is not None and pos != p.pinned

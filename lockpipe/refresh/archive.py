@@ -24,6 +24,7 @@ from pathlib import Path
 
 from lockpipe.errors import DiskSpaceError, FetchError
 from lockpipe.payloads.cache import cached
+from lockpipe.payloads.download import MAX_ARCHIVE  # the bound of every unpinned size
 from lockpipe.payloads.partial import Partial
 from lockpipe.payloads.settings import Context, Tuning
 from lockpipe.payloads.sources import candidates
@@ -31,11 +32,6 @@ from lockpipe.payloads.store import place
 from lockpipe.payloads.transfer import Transfer
 
 CONNECTIONS = 4  # GitHub's generated archives ignore Range: one stream in practice
-# The most bytes an unpinned archive may have: a server's 206 total claiming more is refused
-# before any piece is asked for, and a stream that goes past it is cut off there. GitHub's
-# source archives are megabytes (llama.cpp's: 25 MB); without a bound, a total of 10**19
-# was believed, planned and retried for, and its zeros written until the disk was full.
-MAX_ARCHIVE = 4 << 30
 
 
 @dataclass(frozen=True, kw_only=True)
