@@ -19,6 +19,11 @@ from lockpipe.payloads.settings import Context, Tuning
 from lockpipe.payloads.sources import candidates, hf_url
 from lockpipe.refresh.api import Api
 
+# The most bytes refresh-digests fetches for a file the Hub keeps in git (no LFS entry):
+# lockpipe's choice, far above the config, tokenizer and template files kept there, so a
+# tree claiming 2**62 bytes (and a body without end) cannot fill the temporary folder.
+MAX_GIT_FILE = 64 << 20
+
 
 def git_file_sha256(
     hub: Api, repository: str, commit: str, path: str, size: int, git_sha1: str, label: str

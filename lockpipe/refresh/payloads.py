@@ -19,7 +19,7 @@ from lockpipe.errors import FetchError
 from lockpipe.lock.model import Payload, PayloadFile
 from lockpipe.refresh import rules
 from lockpipe.refresh.api import Api
-from lockpipe.refresh.gitsha import git_file_sha256
+from lockpipe.refresh.gitsha import MAX_GIT_FILE, git_file_sha256
 from lockpipe.refresh.model import Change, Link, Moved, Warn
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")  # a commit, or a git blob id
@@ -57,6 +57,11 @@ def _pins(entry: dict[str, Any], what: str) -> dict[str, Any]:
         raise FetchError(f"{what}: the Hub's tree entry for {entry.get('path')!r} has no size "
                          f"and {key} as the Hub gives them (size {repr(size)[:40]}, "
                          f"oid {str(oid)[:80]!r}); is HF_ENDPOINT a Hugging Face Hub?")  # fmt: skip
+    if key == "git_sha1" and size > MAX_GIT_FILE:  # fetched whole to hash it: bounded
+        raise FetchError(f"{what}: the Hub's tree lists {entry.get('path')!r} as kept in git "
+                         f"(no lfs entry) with {size:,} bytes, more than the {MAX_GIT_FILE:,} "
+                         "bytes lockpipe fetches to hash such a file; is HF_ENDPOINT a "
+                         "Hugging Face Hub?")  # fmt: skip
     return {"size": size, key: oid}
 
 
