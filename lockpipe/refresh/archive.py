@@ -57,30 +57,6 @@ def cache_error(exc: OSError, where: Path) -> FetchError:
                       "writable or point --cache (LOCKPIPE_CACHE) elsewhere")  # fmt: skip
 
 
-class _Bounded(Partial):
-    """A partial file of at most ``most`` bytes: a size a server claims past it is a
-    FetchError at once, and so are bytes written past it."""
-
-    def __init__(self, path: Path, label: str, url: str, most: int) -> None:
-        super().__init__(path, label, None)
-        self.url, self.most = url, most
-
-    def _refused(self, what: str) -> FetchError:
-        return FetchError(f"{self.url}: the server {what} the {self.most:,} bytes a source "
-                          "archive may have here; check the url (a GitHub source archive is "
-                          "megabytes) or the --mirror")  # fmt: skip
-
-    def set_size(self, size: int) -> None:
-        if size > self.most:
-            raise self._refused(f"says the archive has {size:,} bytes, more than")
-        super().set_size(size)
-
-    def wrote(self, start: int, end: int) -> None:
-        if end > self.most:
-            raise self._refused("sends more than")
-        super().wrote(start, end)
-
-
 def fetch_unpinned(
     url: str, cache: Path, mirror: str | None = None, *, most: int = MAX_ARCHIVE
 ) -> Fetched:
@@ -104,10 +80,10 @@ def _fetch_unpinned(url: str, cache: Path, mirror: str | None, most: int) -> Fet
         # Never resume here: without a pinned sha256, old bytes cannot be told from new ones.
         for stale in (path, path.with_name(f"{key}.lockpipe-journal")):
             stale.unlink(missing_ok=True)
-        partial = _Bounded(path, f"unpinned {cand.url}", cand.url, most)
+        partial = Partial(path, f"unpinned {cand.url}", None)
         ctx = Context(tuning=Tuning(connections=CONNECTIONS), stop=threading.Event())
         try:
-            size, digest = Transfer(url, cand, partial, ctx).run()
+            size, digest = Transfer(url, cand, partial, ctx, most=most).run()
         except FetchError as exc:
             problems.append(f"{cand.kind} {exc}")
             partial.close()

@@ -74,8 +74,9 @@ def test_a_claimed_size_past_any_archive_is_refused_before_its_bytes(tmp_path: P
     finally:
         server.stop()
     said = str(err.value)
-    assert f"{url}: the server says the archive has {CLAIM:,} bytes, more than the " in said
-    assert f"{MAX_ARCHIVE:,} bytes a source archive may have" in said and "check the url" in said
+    assert f"{url} says the file has {CLAIM:,} bytes, more than the " in said
+    assert f"{MAX_ARCHIVE:,} bytes a file whose size the lock does not pin may have" in said
+    assert "check the url" in said
     assert server.seen == 1  # the probe only: no piece of the claimed file was asked for
     assert not list((tmp_path / "cache").rglob("*.lockpipe-partial"))
 
@@ -88,7 +89,5 @@ def test_a_stream_past_the_bound_is_cut_off_there(tmp_path: Path) -> None:
             fetch_unpinned(url, tmp_path / "cache", most=1 << 20)
     finally:
         server.stop()
-    assert f"{url}: the server sends more than the 1,048,576 bytes a source archive" in str(
-        err.value
-    )
+    assert f"{url} sends more than the 1,048,576 bytes a file whose size" in str(err.value)
     assert not list((tmp_path / "cache").rglob("*.lockpipe-partial"))
