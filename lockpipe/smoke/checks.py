@@ -174,7 +174,11 @@ def complete(
 
 
 def expect_words(text: str, words: Iterable[str], what: str) -> None:
-    """Every word in ``words`` occurs in ``text`` (case-insensitive), or CheckFailed."""
+    """Every word in ``words`` occurs in ``text`` (case-insensitive), or CheckFailed.
+    A blank word (load_smoke refuses one) fails too: any text holds it, it proves nothing."""
+    words = tuple(words)
+    if blank := [w for w in words if not w.strip()]:
+        raise CheckFailed(f"{what}: expected words must not be blank, got {blank}")
     missing = [w for w in words if w.lower() not in text.lower()]
     if missing:
         raise CheckFailed(f"{what}: expected {missing} in the answer, got {text!r}")

@@ -74,8 +74,17 @@ class SmokeSpec:
 
 
 def _words(where: str, raw: Any) -> tuple[str, ...]:
+    """The words an answer must hold; SmokeConfigError naming ``where`` when malformed.
+    An empty or blank word is refused: every answer holds it, even ``''``, so the check
+    would pass whatever the server said."""
     if not isinstance(raw, list) or not raw or not all(isinstance(w, str) for w in raw):
         raise SmokeConfigError(f"{where}: must be a non-empty list of words")
+    for i, word in enumerate(raw):
+        if not word.strip():
+            raise SmokeConfigError(
+                f"{where}[{i}]: must be a word the answer holds, not {_shown(word)} "
+                "(every answer holds an empty or blank word, so it would prove nothing)"
+            )
     return tuple(raw)
 
 
