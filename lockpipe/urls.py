@@ -22,6 +22,12 @@ _NEXT = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
 # at the line's end or where another URL starts. Its userinfo is everything up to its LAST
 # '@', as split_userinfo reads it, so a password holding '@' or a space is hidden whole.
 _AUTHORITY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)((?:(?!\b[a-z][a-z0-9+.-]*://)[^/?#\r\n])*)")
+# The same, read loosely: up to the next whitespace, past / ? #. A password a user typed may
+# hold them unescaped (https://user:s3cr#et@host/): what precedes the last '@' there is
+# hidden when it holds a ':' (user:password), unless that '@' starts a digest
+# (docker://host:5000/repo@sha256:…).
+_LOOSE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)((?:(?!\b[a-z][a-z0-9+.-]*://)\S)*)")
+_DIGEST_AFTER = re.compile(r"(?i)[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-f]{32,}")
 # A query parameter that signs or authorizes a URL (S3's and the Hub's CDNs' X-Amz-*,
 # GCS's X-Goog-*, CloudFront's Signature and Policy, Azure's sig, any *token* or *key*):
 # its value is a credential for as long as the URL lives.
@@ -52,12 +58,21 @@ def redact(text: str) -> str:
     """``text`` with the user and password of every URL in it, and the values of query
     parameters that sign or authorize it (``X-Amz-Signature``, ``token``, …), shown as
     ``***``; what is not a secret (the host, the path, ``X-Amz-Expires``) stays readable."""
-    return _SIGNED.sub(r"\1***", _AUTHORITY.sub(_without_userinfo, text))
+    loose = _LOOSE.sub(_without_loose_userinfo, text)
+    return _SIGNED.sub(r"\1***", _AUTHORITY.sub(_without_userinfo, loose))
 
 
 def _without_userinfo(match: re.Match[str]) -> str:
     _, at, hostport = match[2].rpartition("@")
     return match[0] if not at else f"{match[1]}***@{hostport}"
+
+
+def _without_loose_userinfo(match: re.Match[str]) -> str:
+    rest = match[2]
+    ats = [i for i, c in enumerate(rest) if c == "@" and not _DIGEST_AFTER.match(rest, i + 1)]
+    if not ats or ":" not in rest[: ats[-1]]:
+        return match[0]
+    return f"{match[1]}***{rest[ats[-1] :]}"
 
 
 def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:

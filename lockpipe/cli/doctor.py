@@ -85,7 +85,9 @@ def engines() -> Iterator[Finding]:
 def _host_port(url_or_host: str, default: int) -> tuple[str, int]:
     parts = urlsplit(url_or_host if "//" in url_or_host else f"//{url_or_host}")
     port = parts.port or (80 if parts.scheme == "http" else default)
-    return parts.hostname or url_or_host, port
+    if not parts.hostname:  # 'https://user:token@': no host to ask (never the URL itself)
+        raise ValueError("no host")
+    return parts.hostname, port
 
 
 def reachable(host: str, port: int, timeout: float = CONNECT_SECONDS) -> str | None:
@@ -110,17 +112,21 @@ def network(lock: Lock | None, hub: str, mirror: str | None) -> Iterator[Finding
     for what, where, default in places:
         try:
             host, port = _host_port(where, default)
-        except ValueError as exc:  # "Port out of range", "Invalid IPv6 URL"
+        except ValueError:  # no host, a port that is no number, "Invalid IPv6 URL"
+            # urllib's words may quote the URL (its password: "as 's3cr'"): never shown
             option = "--mirror (LOCKPIPE_MIRROR)" if what == "the mirror" else "HF_ENDPOINT"
             yield Finding(area="network", name=what, status="warn",
-                          detail=f"{redact(where)} is not a URL ({exc})",
+                          detail=f"{redact(where)} is not a URL (no host, or a port or "
+                          "IPv6 address that cannot be read)",
                           fix=f"fix {option}: scheme://host[:port]/…")  # fmt: skip
             continue
         why = reachable(host, port)
         fix = ("pass --mirror URL (LOCKPIPE_MIRROR) or a registries.conf mirror; "
                "`nox -s demo` needs only Debian's archive and PyPI") if why else ""  # fmt: skip
+        # host:port is read from the URL as given; where it held a password, the redacted URL
+        shown = f"{host}:{port}" if redact(where) == where else redact(where)
         yield Finding(area="network", name=what, status="warn" if why else "ok",
-                      detail=f"{host}:{port} " + (f"cannot be reached ({why})" if why
+                      detail=f"{shown} " + (f"cannot be reached ({why})" if why
                                                   else "answers"), fix=fix)  # fmt: skip
 
 

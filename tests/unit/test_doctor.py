@@ -130,3 +130,40 @@ def test_a_path_that_looks_like_markup_is_shown_as_it_is(
     assert main(["doctor", "--lock", str(REPO / "locks/digests.json"), "--store", str(store)]) == 0
     out = capsys.readouterr().out.replace("\n", "")
     assert "a[/x]" in out and "no network [/x]" in out
+
+
+@pytest.mark.parametrize(
+    ("env", "option", "url", "row"),
+    [("", "--mirror", "https://user:s3cr#et@mirror.example/", "the mirror"),
+     ("", "--mirror", "https://user:s3cr?et@mirror.example/", "the mirror"),
+     ("", "--mirror", "https://user:s3cr@", "the mirror"),
+     ("HF_ENDPOINT", "", "https://hf:s3cr/et@hub.example", "the Hub"),
+     ("HF_ENDPOINT", "", "https://hf:1234/s3cr@hub.example", "the Hub")],
+    ids=["hash-in-password", "question-in-password", "no-host", "hub-slash", "hub-digits"],
+)  # fmt: skip
+def test_a_password_urllib_cannot_read_is_never_shown_even_in_part(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    env: str,
+    option: str,
+    url: str,
+    row: str,
+) -> None:
+    """A password typed with '#', '/' or '?' in it, or a URL with no host after its '@':
+    the row says the URL (its password ***) is not one, never urllib's words quoting it nor
+    the raw URL as a host."""
+    monkeypatch.setattr(doctor, "reachable", lambda host, port: "FAKE: no network")
+    monkeypatch.setattr(doctor, "engines", lambda: iter([]))
+    if env:
+        monkeypatch.setenv(env, url)
+    else:
+        monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    extra = [option, url] if option else []
+    code = main(["doctor", "--lock", str(REPO / "locks/digests.json"), *extra, "--json", "-"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Traceback" not in captured.out + captured.err
+    (found,) = [f for f in json.loads(captured.out)["findings"] if f["name"] == row]
+    assert found["status"] == "warn" and "\n" not in found["detail"], found
+    assert "s3cr" not in captured.out + captured.err, found
+    assert "***@" in found["detail"], found

@@ -199,3 +199,19 @@ def test_a_next_link_that_is_no_url_is_the_callers_error_naming_it(target: str, 
     assert "of http://r.example/v2/x/tags/list names a next page that is no URL" in text
     assert why in text and "pw" not in text and "x" * 300 not in text
     assert next_page(f'<{target[:-4]}ok>; rel="prev"', "http://r.example/", RegistryError) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("mirror https://user:s3cr#et@mirror.example/ x", "mirror https://***@mirror.example/ x"),
+        ("https://hf:s3cr/et@hub.example", "https://***@hub.example"),
+        ("https://u:s3cr?t@h/y?a=1", "https://***@h/y?a=1"),
+        ("https://user:s3cr@", "https://***@"),
+        ("ftp://h/@z", "ftp://h/@z"),  # no ':' before the '@': a path, not a password
+        (f"docker://h:5000/r@sha256:{'a' * 64}", f"docker://h:5000/r@sha256:{'a' * 64}"),
+        (f"docker://u:s3cr#x@h/r@sha256:{'a' * 64}", f"docker://***@h/r@sha256:{'a' * 64}"),
+    ],
+)  # fmt: skip
+def test_a_password_holding_hash_slash_or_question_mark_is_hidden(text: str, shown: str) -> None:
+    assert redact(text) == shown
