@@ -26,6 +26,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from lockpipe.errors import EngineError, EngineMissing
 from lockpipe.log import echo
@@ -80,7 +81,9 @@ def call(
         echo(f"+ {shown}", style="dim")
     if stdout_only:
         return _call_stdout(shown, argv, env=env, cwd=cwd, error=error)
-    proc = subprocess.Popen(
+    proc = _start(
+        shown,
+        error,
         argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -106,10 +109,10 @@ def call(
 
 def _call_stdout(shown: str, argv: list[str], *, env: Mapping[str, str] | None,
                  cwd: Path | None, error: type[EngineError]) -> str:  # fmt: skip
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-        text=True, errors="replace", env=None if env is None else dict(env), cwd=cwd,
-        start_new_session=True,
+    proc = _start(
+        shown, error, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, text=True, errors="replace",
+        env=None if env is None else dict(env), cwd=cwd, start_new_session=True,
     )  # fmt: skip
     try:
         out, err = proc.communicate()
@@ -120,6 +123,27 @@ def _call_stdout(shown: str, argv: list[str], *, env: Mapping[str, str] | None,
         tail = redact("".join((out + err).splitlines(keepends=True)[-15:]).rstrip())
         raise error(f"`{shown}` exited with {proc.returncode}:\n{tail}")
     return out
+
+
+SHOWN_ARGV = 200  # characters of a command line, in the error when it cannot start
+
+
+def _start(
+    shown: str, error: type[EngineError], argv: list[str], **kw: Any
+) -> subprocess.Popen[str]:
+    """``subprocess.Popen(argv, **kw)``; ``error`` naming the command (shortened) when the
+    kernel cannot take it: a NUL in an argument or the environment is Python's ValueError
+    ("embedded null byte"), an argv past ARG_MAX is E2BIG."""
+    try:
+        return subprocess.Popen(argv, **kw)
+    except (ValueError, OSError) as exc:
+        cut = "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown[:SHOWN_ARGV])
+        cut += "…" if len(shown) > SHOWN_ARGV else ""
+        if isinstance(exc, ValueError):  # Python's own check, before any fork
+            why = f"{exc} (a NUL in an argument or the environment; no program can be given one)"
+        else:
+            why = exc.strerror or type(exc).__name__
+        raise error(f"cannot run `{cut}`: {why}") from None
 
 
 def _read_lines(

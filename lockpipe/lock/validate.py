@@ -21,7 +21,7 @@ from lockpipe.lock.schema import LOCK_SCHEMA
 # Changes with what schema_errors checks beyond the schema's text (a "$" ending a pattern
 # is the string's end; an "integer" is a JSON number without a fraction or exponent), so a
 # lock a laxer check passed is checked again.
-_CHECKS = 3
+_CHECKS = 4
 MAX_DIGITS = 19  # every integer in a lock fits in 64 bits; a longer one is an error
 _PATTERN_HINTS = {
     "^sha256:[0-9a-f]{64}$": "must be 'sha256:' and 64 lowercase hex digits",
@@ -157,6 +157,37 @@ def schema_errors(doc: Any) -> list[str]:
         elif err.validator in ("maximum", "minimum"):
             msg = f"{err.instance} is out of range ({err.validator} {err.validator_value})"
         out.append(f"{_json_path(err.absolute_path)}: {msg}")
+    return out + control_errors(doc)
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def control_errors(value: Any, path: str = "") -> list[str]:
+    """A line for each key or string in the lock holding a C0 control character or DEL.
+
+    A lock's strings reach argv (build arguments, a serving command), a quadlet unit's
+    lines and file names, where a NUL is "embedded null byte" and a newline a new line;
+    no lock value needs one (a note is one line too).
+    """
+    if isinstance(value, str):
+        found = _CONTROL.search(value)
+        if found is None:
+            return []
+        shown = value if len(value) <= SHOWN_CHARS else f"{value[:SHOWN_CHARS]}…"
+        return [f"{path or '(top level)'}: {shown!r} must not contain control characters "
+                f"(found {found.group()!r}; C0 and DEL reach argv and unit files)"]  # fmt: skip
+    out = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if _CONTROL.search(key):
+                out.append(f"{_join(path, repr(key))}: the key {key!r} must not contain "
+                           "control characters")  # fmt: skip
+            else:
+                out += control_errors(item, _join(path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            out += control_errors(item, f"{path}[{i}]")
     return out
 
 

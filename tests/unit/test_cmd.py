@@ -136,3 +136,15 @@ def test_what_a_call_shows_carries_no_credentials_and_what_it_returns_is_as_it_c
         cmd.call([*args, "3"], quiet=True)
     assert "s3cret" not in str(failed.value) and "f00d" not in str(failed.value)
     assert "exited with 3" in str(failed.value) and "https://***@mirror/x.tar" in str(failed.value)
+
+
+@pytest.mark.parametrize("stdout_only", [False, True])
+def test_a_nul_in_an_argument_is_the_callers_error_naming_the_command(stdout_only: bool) -> None:
+    class Mine(EngineError):
+        pass
+
+    with pytest.raises(Mine) as caught:
+        cmd.call(["echo", "a\x00b", "x" * 500], error=Mine, quiet=True, stdout_only=stdout_only)
+    msg = str(caught.value)
+    assert "`echo " in msg and r"a\x00b" in msg and "embedded null byte" in msg
+    assert "\x00" not in msg and len(msg) < 400  # shown escaped and shortened
