@@ -75,6 +75,7 @@ class FakeGitHub(FakeServer):
         self.per_page = 2
         self.next_base: str | None = None  # where the tag pages' next links point ("": relative)
         self.tags_answer: Any = None  # what every tags request gets instead, when set
+        self.compare_answer: Any = None  # what every compare request gets instead, when set
 
 
 class _Handler(FakeHandler):
@@ -109,6 +110,8 @@ class _Handler(FakeHandler):
                 return self.send_json(422, {"message": f"No commit found for SHA: {m[3]}"})
             date = dict(repo.commits)[sha]
             return self.send_json(200, {"sha": sha, "commit": {"committer": {"date": date}}})
+        if srv.compare_answer is not None:
+            return self.send_json(200, srv.compare_answer)
         base, head = repo.sha(m[4]), repo.sha(m[5])
         if base is None or head is None:
             return self.send_json(404, {"message": "Not Found"})

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import FetchError, LockError
+from lockpipe.jsonshape import Reader
 from lockpipe.lock.model import Source
 from lockpipe.payloads.cache import cached
 from lockpipe.refresh import rules
@@ -36,6 +37,16 @@ _TAG_URL = re.compile(r"/archive/refs/tags/([^/]+)\.tar\.gz$")
 # conservative part of what `git check-ref-format` allows (no "/", blanks, control or
 # glob characters, no "..", no leading "-" or trailing ".lock"), 128 characters at most.
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}")
+# A date or time as GitHub, the Hub and PyPI give them (2026-11-10T00:00:00Z,
+# 2024-01-01T00:00:00.000Z, 2026-11-02T10:00:00): ASCII alone, so one goes into a report
+# as it is, and two compare as strings (rules.revision_backwards).
+_ISO_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"(?:T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?"
+)
+# GitHub's compare statuses (docs.github.com/rest/commits/commits#compare-two-commits)
+_STATUSES = ("ahead", "behind", "identical", "diverged")
+MAX_COUNT = 10**9  # commits between two others: more than any repository has
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,6 +102,14 @@ def followed(source: Source, gh: Api) -> tuple[str, bool]:
     return source.follow, False
 
 
+def iso_time(value: object) -> str | None:
+    """``value`` where it is an ISO 8601 date or time (``2026-11-10T00:00:00Z``); None for
+    anything else: a number, a lone surrogate (JSON's ``"\\ud800"``, which no report, log
+    or terminal takes), free text. A server's date is for the reviewer, never a pin: one
+    that is not a date reads as unknown, and the pins are still resolved."""
+    return value if isinstance(value, str) and _ISO_TIME.fullmatch(value) else None
+
+
 def _commit(gh: Api, repo: str, ref: str, what: str) -> tuple[str, str | None]:
     doc = gh.get(f"repos/{repo}/commits/{ref}", what)
     sha = doc.get("sha") if isinstance(doc, dict) else None
@@ -98,8 +117,23 @@ def _commit(gh: Api, repo: str, ref: str, what: str) -> tuple[str, str | None]:
         raise FetchError(f"{what}: GitHub's API gave no commit sha for {repo}@{ref}")
     commit = doc.get("commit")  # GitHub's shape; any other one gives no date, not a trace
     committer = commit.get("committer") if isinstance(commit, dict) else None
-    date = committer.get("date") if isinstance(committer, dict) else None
-    return sha, date if isinstance(date, str) else None
+    return sha, iso_time(committer.get("date") if isinstance(committer, dict) else None)
+
+
+def _compare(gh: Api, repo: str, span: str, what: str) -> tuple[int, str]:
+    """(total_commits, status) of GitHub's compare of ``span`` (``OLD...NEW``); a FetchError
+    naming the URL and the field where either is not what GitHub documents."""
+    path = f"repos/{repo}/compare/{span}"
+    read = Reader(where=f"{what}: {gh.url(path)}", root="the answer", error=FetchError,
+                  fix=f"is {gh.shown} {gh.name}?")  # fmt: skip
+    cmp = gh.get(path, what)
+    count = read.get(cmp, ("total_commits",), int)
+    status = read.get(cmp, ("status",), str)
+    if not 0 <= count <= MAX_COUNT:
+        raise read.fail(f"total_commits is {count}, not a count of commits (0 to {MAX_COUNT:,})")
+    if status not in _STATUSES:
+        raise read.fail(f"status is {status[:40]!a}, not one of {', '.join(_STATUSES)}")
+    return count, status
 
 
 def refresh_source(source: Source, gh: Api, archives: Archives) -> tuple[Change | None, list[Warn]]:
@@ -127,11 +161,11 @@ def refresh_source(source: Source, gh: Api, archives: Archives) -> tuple[Change 
         notes.append(_same_content(source, tree, archives))
     if source.commit and source.commit != commit:
         span = f"{old_tag or source.commit[:12]}...{ref if tagged else commit[:12]}"
+        count: int | str
         try:
-            cmp = gh.get(f"repos/{repo}/compare/{source.commit}...{commit}", what)
-            count, status = cmp["total_commits"], cmp["status"]
+            count, status = _compare(gh, repo, f"{source.commit}...{commit}", what)
             old_date = _commit(gh, repo, source.commit, what)[1]
-        except (FetchError, KeyError, TypeError) as exc:
+        except FetchError as exc:
             # The span is for the reviewer; the pins themselves are resolved above.
             notes.append(f"no commit count: GitHub's compare of the pinned commit failed ({exc})")
             count, status, old_date = "?", "unknown", None

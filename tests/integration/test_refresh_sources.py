@@ -265,3 +265,64 @@ def test_a_latest_release_tag_that_no_tag_can_be_is_refused_before_it_is_used(
     assert "set follow to a branch, or pin the release's url by hand" in result.stderr
     assert len(result.stderr) < 600 and not any("/commits/" in r for r in github.requests)
     assert lock.read_bytes() == before
+
+
+def _latest_with_reports(
+    github: FakeGitHub, nginx: Nginx, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """refresh to the latest release (b10100), the Markdown report on stdout, the JSON one
+    in a file; a run that ends well and shows no traceback."""
+    serve(nginx, "b10100", tar_gz("llama.cpp-b10100", FILES))
+    lock = _lock(tmp_path, follow="latest-release")
+    js = tmp_path / "r.json"
+    result = refresh(lock, github, nginx, "--report-md", "-", "--report-json", str(js))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return result, lock, js
+
+
+@pytest.mark.parametrize("date", ["\ud800", "yesterday", "2026-11-14T00:00:00Z\n# injected"])
+def test_a_commit_date_that_is_not_a_date_reads_as_unknown(
+    date: str, github: FakeGitHub, nginx: Nginx, tmp_path: Path
+) -> None:
+    """A lone surrogate (JSON's "\\ud800") as the committer's date crashed the report with
+    UnicodeEncodeError's traceback when it was written (issue 18 review). A date is for the
+    reviewer, never a pin: one that is not an ISO 8601 time reads as unknown, the pins
+    are still resolved."""
+    repo = github.repos["ggml-org/llama.cpp"]
+    repo.commits = [(c, date if c in (C[1], C[4]) else d) for c, d in repo.commits]
+    result, lock, js = _latest_with_reports(github, nginx, tmp_path)
+    assert "- pinned commit: unknown" in result.stdout
+    assert "- new commit: unknown" in result.stdout
+    assert "(3 commits, ahead)" in result.stdout
+    assert json.loads(lock.read_text())["sources"]["llama.cpp"]["commit"] == C[4]
+    assert dict(json.loads(js.read_text())["changes"][0]["dates"]) == {
+        "pinned commit": "unknown", "new commit": "unknown"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        ({"total_commits": "\ud800", "status": "ahead"}, "total_commits is a string, not an"),
+        ({"total_commits": 3, "status": "\udcff"}, "status is not text: it holds the lone "),
+        ({"total_commits": 3}, "the answer has no status"),
+        ({"total_commits": True, "status": "ahead"}, "total_commits is true/false, not an"),
+        ({"total_commits": -1, "status": "ahead"}, "total_commits is -1, not a count of"),
+        ({"total_commits": 10**19, "status": "ahead"}, "total_commits is 10000000000000000000,"),
+        ({"total_commits": 3, "status": "sideways"}, "status is 'sideways', not one of ahead, "),
+    ],
+)
+def test_a_compare_answer_github_does_not_give_is_no_commit_count(
+    answer: dict[str, object], words: str, github: FakeGitHub, nginx: Nginx, tmp_path: Path
+) -> None:
+    """The compare span is for the reviewer: total_commits and status not as GitHub documents
+    them (a lone surrogate crashed the report) are named in the report's note, the count
+    reads "?", the status unknown; the pins are still resolved."""
+    github.compare_answer = answer
+    result, lock, js = _latest_with_reports(github, nginx, tmp_path)
+    compare = f"{github.url}/repos/ggml-org/llama.cpp/compare/{C[1]}...{C[4]}"
+    said = "no commit count: GitHub's compare of the pinned commit failed (sources.llama.cpp: "
+    assert said + f"{compare}: {words}" in result.stdout, result.stdout
+    assert "(? commits, unknown)" in result.stdout
+    assert json.loads(lock.read_text())["sources"]["llama.cpp"]["commit"] == C[4]
+    assert json.loads(js.read_text())["changes"][0]["tag"] == "b10100"
