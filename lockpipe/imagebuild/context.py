@@ -96,7 +96,7 @@ def _tree_sha256(path: Path) -> str:
     return sha.hexdigest()
 
 
-def mark_mounts(text: str, context: Path) -> str:
+def mark_mounts(text: str, context: Path, where: str = "Dockerfile") -> str:
     """``text`` with ``LABEL io.github.lockpipe.mount.SOURCE=sha256:…`` before each RUN that
     bind-mounts a context file or folder.
 
@@ -105,7 +105,9 @@ def mark_mounts(text: str, context: Path) -> str:
     requirements file under an unchanged command was taken from the cache: a cached
     build and a clean one differed. The label's step carries the bytes' digest, so the
     RUN's parent moves with them on every engine. A source outside the context is
-    left to the engine, which refuses it.
+    left to the engine, which refuses it. A source that can be no path at all (a NUL,
+    a name past NAME_MAX) or a file that cannot be read is a LockError naming ``where``
+    (the Dockerfile) and the line.
     """
     lines = text.splitlines()
     for ins in reversed(list(instructions(text))):
@@ -113,11 +115,19 @@ def mark_mounts(text: str, context: Path) -> str:
             continue
         labels = {}
         for source in _context_binds(ins.args):
-            path, root = (context / source).resolve(), context.resolve()
-            if path.is_relative_to(root) and path.exists():  # the whole context: no suffix
-                rel = path.relative_to(root).as_posix()
-                key = MOUNT_LABEL if rel == "." else f"{MOUNT_LABEL}.{rel}"
-                labels[key] = f"sha256:{_tree_sha256(path)}"
+            try:
+                path, root = (context / source).resolve(), context.resolve()
+                if path.is_relative_to(root) and path.exists():  # the whole context: no suffix
+                    rel = path.relative_to(root).as_posix()
+                    key = MOUNT_LABEL if rel == "." else f"{MOUNT_LABEL}.{rel}"
+                    labels[key] = f"sha256:{_tree_sha256(path)}"
+            except (ValueError, OSError) as exc:  # ValueError: "embedded null byte"
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                shown = source if len(source) <= 80 else f"{source[:80]}…"
+                raise LockError(
+                    f"{where}:{ins.line}: RUN --mount source {shown!r} cannot be read as a "
+                    f"path in the build context ({why}); name a file or folder of the context"
+                ) from None
         if labels:
             lines.insert(ins.line - 1, label_instruction(labels))
     return "\n".join(lines) + "\n"
@@ -144,6 +154,9 @@ def stage(
     for name, path in extra.items():
         shutil.copyfile(path, dest / name)
     target = dest / dockerfile
-    text, marked = mark_bases(mark_mounts(read_utf8(target, LockError), dest), base_args or {})
+    where = str(context / dockerfile)  # the file the user edits, not its staged copy
+    text, marked = mark_bases(
+        mark_mounts(read_utf8(target, LockError), dest, where), base_args or {}
+    )
     target.write_text(text.rstrip("\n") + "\n" + label_instruction(labels) + "\n")
     return dest, marked

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lockpipe.imagebuild.context import MOUNT_LABEL, mark_mounts
+import pytest
+
+from lockpipe.errors import LockError
+from lockpipe.imagebuild.context import MOUNT_LABEL, mark_mounts, stage
 
 RECIPE = """FROM scratch
 # a comment
@@ -54,3 +57,20 @@ def test_a_source_outside_the_context_is_left_to_the_engine(tmp_path: Path) -> N
     (tmp_path / "secret").write_text("x")
     recipe = "FROM scratch\nRUN --mount=type=bind,source=../secret,target=/s true\n"
     assert mark_mounts(recipe, tmp_path / "ctx") == recipe
+
+
+@pytest.mark.parametrize(
+    ("source", "why"), [("a\x00b", "embedded null byte"), ("x" * 5000, "File name too long")]
+)
+def test_a_mount_source_that_can_be_no_path_is_a_lock_error_naming_the_dockerfile_line(
+    tmp_path: Path, source: str, why: str
+) -> None:
+    context = tmp_path / "app"
+    context.mkdir()
+    dockerfile = "FROM scratch\nRUN echo plain\nRUN --mount=type=bind,source=" + source + " true\n"
+    (context / "Dockerfile").write_text(dockerfile)
+    with pytest.raises(LockError) as caught:
+        stage(context, "Dockerfile", {}, {}, tmp_path / "staged")
+    msg = str(caught.value)
+    assert msg.startswith(f"{context / 'Dockerfile'}:3: RUN --mount source "), msg
+    assert why in msg and "\x00" not in msg and len(msg) < 400
