@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from lockpipe.errors import LockError
 from lockpipe.fs import write_atomic
-from lockpipe.jsonshape import loads
-from lockpipe.lock.refs import parse_ref
+from lockpipe.jsonshape import Reader
+from lockpipe.lock.refs import DIGEST_RE, ReferenceError, parse_ref
 
 VERSION = 1
 FILENAME = "images.json"
@@ -38,28 +39,46 @@ class Published:
         return f"{parse_ref(self.reference).name}@{self.digest}"
 
 
+_FIELDS = tuple(f.name for f in fields(Published))
+
+
 def images_path(lock_path: Path) -> Path:
     return lock_path.parent / FILENAME
 
 
 def read_images(path: Path) -> dict[str, Published]:
-    """Target → Published; empty when the file does not exist yet."""
+    """Target → Published; empty when the file does not exist yet. A file of another shape
+    (a field that is no string, a digest that is no sha256:…, a reference that is none) is
+    one LockError naming the file, the field and the fix."""
     try:
-        doc = loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
         msg = f"{path}: unreadable ({exc}); fix it or delete it and publish again"
         raise LockError(msg) from None
-    if not isinstance(doc, dict) or doc.get("version") != VERSION:
+    reader = Reader(where=str(path), root="the file", error=LockError,
+                    fix="fix it or delete it and publish again")  # fmt: skip
+    doc = reader.parse(text)
+    if doc.get("version") != VERSION:
         raise LockError(f"{path}: not a version {VERSION} images file; delete it and publish again")
-    images = doc.get("images")
-    if not isinstance(images, dict):
-        raise LockError(f"{path}: no 'images' object; delete it and publish again")
+    images = reader.get(doc, ("images",), dict)
+    return {target: _entry(reader, doc, target) for target in images}
+
+
+def _entry(reader: Reader, doc: dict[str, Any], target: str) -> Published:
+    extra = sorted(set(reader.get(doc, ("images", target), dict)) - set(_FIELDS))
+    if extra:
+        raise reader.fail(f"images.{target} has the unknown field {extra[0]!r}")
+    values = {name: reader.get(doc, ("images", target, name), str) for name in _FIELDS}
+    if not DIGEST_RE.match(values["digest"]):
+        raise reader.fail(f"images.{target}.digest is {values['digest'][:80]!r}, not "
+                          "sha256: and 64 lowercase hex digits")  # fmt: skip
     try:
-        return {t: Published(**entry) for t, entry in images.items()}
-    except TypeError as exc:
-        raise LockError(f"{path}: a malformed entry ({exc}); delete it and publish again") from None
+        parse_ref(values["reference"])
+    except ReferenceError as exc:
+        raise reader.fail(f"images.{target}.reference: {str(exc)[:200]}") from None
+    return Published(**values)
 
 
 def dump_images(images: Mapping[str, Published]) -> str:

@@ -3,6 +3,7 @@ and the comparison of a statement with the lock."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from lockpipe.cli.main import main
 from lockpipe.errors import LockError, UsageError
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.provenance import MEDIA_TYPE, dumps, read_pip, statement
@@ -28,7 +30,7 @@ from lockpipe.publish.referrer import EMPTY_MEDIA_TYPE, artifact_manifest, build
 from lockpipe.registry.names import is_loopback as names_loopback
 from lockpipe.verify.check import compare, missing_fields
 from lockpipe.verify.rebuild import loopback, pinned_reference
-from tests.lockfactory import reparse
+from tests.lockfactory import doc, make_repo, reparse
 from tests.unit.test_provenance import pip_lock, record_for
 
 ENTRY = Published(
@@ -178,3 +180,34 @@ def test_a_bare_digest_takes_the_name_without_its_tag(tmp_path: Path) -> None:
     pinned = pinned_reference(lock, "app", digest)
     assert pinned == f"127.0.0.1:5000/lockpipe/app@{digest}"
     assert pinned_reference(lock, "app", f"r/x@{digest}") == f"r/x@{digest}"
+
+
+def _good() -> dict[str, object]:
+    return dict(dataclasses.asdict(ENTRY), reference="127.0.0.1:5000/lockpipe/app:t")
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        (_good() | {"reference": 123}, "images.app.reference is an integer, not a string"),
+        (_good() | {"digest": ["x"]}, "images.app.digest is a list, not a string"),
+        (_good() | {"digest": "sha256:abc"}, "images.app.digest is 'sha256:abc', not sha256:"),
+        (_good() | {"reference": "Not A Ref!"}, "images.app.reference: 'Not A Ref!'"),
+        (_good() | {"engine": None}, "images.app.engine is null, not a string"),
+        ({k: v for k, v in _good().items() if k != "key"}, "the file has no images.app.key"),
+    ],
+    ids=["reference-int", "digest-list", "digest-short", "reference-bad", "null", "missing"],
+)
+def test_deploy_published_reads_a_malformed_images_json_as_one_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], entry: dict[str, object], words: str
+) -> None:
+    lock = make_repo(tmp_path, doc())
+    path = images_path(lock)
+    path.write_text(json.dumps({"version": 1, "images": {"app": entry}}))
+    code = main(["deploy", "app", "--lock", str(lock), "--state", str(tmp_path / "state"),
+                 "--published", "--podman-version", "5.4", "--no-inspect", "--no-verify",
+                 "--out", str(tmp_path / "out")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code not in (0, 1) and "Traceback" not in err, err
+    assert str(path) in err and words in err and "publish again" in err, err
+    assert not (tmp_path / "out").exists()
