@@ -98,13 +98,28 @@ def _fetch_unpinned(url: str, cache: Path, mirror: str | None, most: int) -> Fet
     raise FetchError(f"{url}: could not fetch the archive:\n  " + "\n  ".join(problems))
 
 
+# tree_hash's (and llama_tree.read_archive's) bounds on what an archive unpacks to. llama.cpp's
+# real tree has a few thousand members and unpacks to some hundred MB; these are far above it,
+# and low enough that a small archive of many empty members or of a huge file of zeros is
+# refused before it takes the memory (every member's row) or the time (hashing TiBs) it claims.
+MAX_MEMBERS = 200_000
+MAX_UNPACKED = 4 << 30  # bytes of the tar stream after decompression, headers included
+
+
 def tree_hash(archive: Path) -> Tree:
-    """The hash of the tree inside a tar archive (any compression), below its top folder."""
+    """The hash of the tree inside a tar archive (any compression), below its top folder.
+
+    An archive of more than MAX_MEMBERS members or MAX_UNPACKED unpacked bytes is a
+    FetchError naming it and the member past the bound."""
     rows: list[tuple[str, str]] = []
     roots: set[str] = set()
     try:
         with tarfile.open(archive, "r:*") as tar:
-            for m in tar:
+            count = 0
+            while (m := tar.next()) is not None:
+                tar.members = []  # type: ignore[attr-defined]  # else every TarInfo is kept
+                count += 1
+                check_unpacked(archive, m, count, tar.offset)
                 top, _, rest = m.name.strip("/").partition("/")
                 roots.add(top)
                 if not rest or m.isdir():
@@ -134,6 +149,18 @@ def tree_hash(archive: Path) -> Tree:
     for _, row in sorted(rows):
         h.update(_raw(row))
     return Tree(root=root, sha256=h.hexdigest(), files=len(rows))
+
+
+def check_unpacked(archive: Path, member: tarfile.TarInfo, count: int, end: int) -> None:
+    """A FetchError when ``member`` (the ``count``th, its data ending at ``end`` bytes of the
+    unpacked stream) is past MAX_MEMBERS or MAX_UNPACKED; checked before its data is read."""
+    if count > MAX_MEMBERS:
+        raise FetchError(f"{archive}: more than {MAX_MEMBERS} members (at {member.name!r}); "
+                         "a source tree such as llama.cpp's has a few thousand")  # fmt: skip
+    if end > MAX_UNPACKED:
+        raise FetchError(f"{archive}: unpacks to more than {MAX_UNPACKED} bytes (at "
+                         f"{member.name!r}, {member.size} bytes); a source tree such as "
+                         "llama.cpp's unpacks to some hundred MB")  # fmt: skip
 
 
 def _raw(name: str) -> bytes:

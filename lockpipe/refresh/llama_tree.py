@@ -22,7 +22,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockpipe.errors import FormatError
+from lockpipe.errors import FetchError, FormatError
+from lockpipe.refresh.archive import check_unpacked
+
+# the most bytes one file read_archive keeps (arg.cpp, a server .cpp) may have, and all of them
+# together; llama.cpp's largest of these have a few hundred KB, a few MB in all
+MAX_SOURCE = 16 << 20
+MAX_KEPT = 64 << 20
 
 ARG = "common/arg.cpp"
 SERVER = "tools/server/"
@@ -110,21 +116,46 @@ def metric_names(tree: Tree, pattern: str) -> dict[str, str]:
 
 
 def read_archive(archive: Path) -> Tree:
-    """``common/arg.cpp`` and ``tools/server/*.cpp`` of the llama.cpp tree in ``archive``."""
+    """``common/arg.cpp`` and ``tools/server/*.cpp`` of the llama.cpp tree in ``archive``.
+
+    One pass that keeps no member list: the archive's bounds are tree_hash's (MAX_MEMBERS,
+    MAX_UNPACKED), a file it keeps may have MAX_SOURCE bytes and all of them MAX_KEPT; past
+    any, a FormatError naming the archive and the member."""
+    candidates: dict[str, str] = {}  # member name -> text, before the root is known
+    arg: str | None = None
+    kept = count = 0
     try:
         with tarfile.open(archive) as tar:
-            members = [m for m in tar.getmembers() if m.isfile()]
-            arg = next((m for m in members if m.name.endswith("/" + ARG)), None)
-            if arg is None:
-                raise FormatError(f"{archive}: no {ARG} in it; is it a llama.cpp source archive?")
-            root = arg.name[: -len(ARG)]
-            files = {}
-            for m in members:
-                rel = m.name[len(root) :] if m.name.startswith(root) else None
-                if rel == ARG or (rel and rel.startswith(SERVER) and rel.endswith(".cpp")):
-                    f = tar.extractfile(m)
-                    if f is not None:
-                        files[rel] = f.read().decode("utf-8", errors="replace")
+            while (m := tar.next()) is not None:
+                tar.members = []  # type: ignore[attr-defined]  # else every TarInfo is kept
+                count += 1
+                check_unpacked(archive, m, count, tar.offset)
+                if not m.isfile():
+                    continue
+                if m.name.endswith("/" + ARG):
+                    arg = arg or m.name
+                elif not ("/" + SERVER in m.name and m.name.endswith(".cpp")):
+                    continue
+                if m.size > MAX_SOURCE or kept + m.size > MAX_KEPT:
+                    raise FormatError(
+                        f"{archive}: {m.name} has {m.size} bytes, more than the {MAX_SOURCE} a "
+                        f"source file may have (or than {MAX_KEPT} all of them); is it a "
+                        "llama.cpp source archive?"
+                    )
+                f = tar.extractfile(m)
+                if f is not None:
+                    kept += m.size
+                    candidates[m.name] = f.read(MAX_SOURCE).decode("utf-8", errors="replace")
+    except FetchError as exc:
+        raise FormatError(str(exc)) from None
     except (OSError, tarfile.TarError) as exc:
         raise FormatError(f"{archive}: cannot read it as a tar archive ({exc})") from None
+    if arg is None:
+        raise FormatError(f"{archive}: no {ARG} in it; is it a llama.cpp source archive?")
+    root = arg[: -len(ARG)]
+    files = {}
+    for name, text in candidates.items():
+        rel = name[len(root) :] if name.startswith(root) else None
+        if rel == ARG or (rel and rel.startswith(SERVER) and rel.endswith(".cpp")):
+            files[rel] = text
     return Tree(origin=str(archive), files=files)

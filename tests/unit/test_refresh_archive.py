@@ -73,3 +73,35 @@ def test_a_cache_that_cannot_be_written_is_one_fetch_error_naming_it(tmp_path: P
 def test_a_full_cache_is_a_disk_space_error() -> None:
     err = cache_error(OSError(errno.ENOSPC, "No space left on device"), Path("/c"))
     assert isinstance(err, DiskSpaceError) and "no room left in the cache" in str(err)
+
+
+def test_an_archive_of_too_many_members_is_refused_naming_the_member(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A small archive of many empty members (a million took 745 MiB, every TarInfo kept)."""
+    monkeypatch.setattr("lockpipe.refresh.archive.MAX_MEMBERS", 50, raising=False)
+    many = archive(tmp_path / "many.tar.gz", {f"top/{i:x}": b"" for i in range(80)})
+    with pytest.raises(FetchError, match=r"many\.tar\.gz: more than 50 members \(at 'top/32'\)"):
+        tree_hash(many)
+    assert tree_hash(archive(tmp_path / "few.tar.gz", FILES)).files == 3  # under the bound
+
+
+def test_an_archive_unpacking_past_the_bound_is_refused_before_hashing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gzip of zeros unpacking to TiBs was hashed to the end; now refused at the member."""
+    monkeypatch.setattr("lockpipe.refresh.archive.MAX_UNPACKED", 1 << 20, raising=False)
+    read: list[int] = []
+    real = tarfile.ExFileObject.read
+
+    def counting(self: tarfile.ExFileObject, size: int | None = -1) -> bytes:
+        data = real(self, size)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(tarfile.ExFileObject, "read", counting)
+    bomb = archive(tmp_path / "bomb.tar.gz", {"top/a.c": b"x", "top/zeros": bytes(2 << 20)})
+    with pytest.raises(FetchError, match=r"bomb\.tar\.gz: unpacks to more than 1048576 bytes "
+                                         r"\(at 'top/zeros', 2097152 bytes\)"):  # fmt: skip
+        tree_hash(bomb)
+    assert sum(read) == 1  # top/a.c only
