@@ -32,6 +32,8 @@ _CHECKED = re.compile(
     r"sha256sum\s+(-c|--check)|--require-hashes|--hash=sha256:|\bsha256sum\b.*\bgrep\b"
 )
 _PIPE_TO_SHELL = re.compile(r"\|\s*(sudo\s+)?(ba|da|z)?sh\b")
+# a control character other than tab: "embedded null byte" where a source names a path
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
 _SYNTAX = re.compile(r"^#\s*syntax\s*=\s*(\S+)", re.IGNORECASE)
 
 
@@ -167,6 +169,10 @@ def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True
     findings: list[Finding] = [syntax] if syntax else []
     stages: list[str] = []  # each stage's name ("" if it has none), in order
     for ins in instructions(text):
+        control = _CONTROL.search(ins.args)
+        if control:
+            findings.append(Finding(ins.line, "control", f"{ins.keyword} holds the control "
+                                    f"character {control.group()!r}; remove it"))  # fmt: skip
         if re.search(r"(^|[:/\s=])latest(\s|$|@)", ins.args) and ins.keyword in ("FROM", "ARG"):
             findings.append(
                 Finding(

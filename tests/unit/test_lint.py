@@ -174,3 +174,12 @@ def test_lint_through_the_cli_refuses_an_unpinned_image_outside_from(
     assert out.returncode == LintError.return_code, out.stderr
     assert f"images/app/Dockerfile:3: [pin] {shown}: not an earlier stage" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("char", ["\x00", "\x01", "\x1b", "\x7f"])
+def test_a_control_character_in_an_instruction_is_a_finding(char: str) -> None:
+    text = f"FROM scratch\nRUN --mount=type=bind,source=a{char}b true\n"
+    found = lint_dockerfile(text, pinned_args=set())
+    assert [(f.line, f.rule) for f in found] == [(2, "control")]
+    assert repr(char) in found[0].message
+    assert rules("FROM scratch\nRUN printf 'a\tb'\n") == []  # a tab is text
