@@ -21,6 +21,7 @@ from lockpipe.refresh import rules
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.gitsha import MAX_GIT_FILE, git_file_sha256
 from lockpipe.refresh.model import Change, Link, Moved, Warn
+from lockpipe.refresh.sources import iso_time
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")  # a commit, or a git blob id
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -33,8 +34,8 @@ def _revision(hub: Api, repo: str, rev: str, what: str) -> tuple[str, str | None
     if not isinstance(sha, str) or not _COMMIT.fullmatch(sha):
         raise FetchError(f"{what}: the Hub gave no commit sha (40 hex digits) for {repo}@{rev}, "
                          f"but {str(sha)[:60]!r}; is HF_ENDPOINT a Hugging Face Hub?")  # fmt: skip
-    date = doc.get("lastModified")
-    return sha, date if isinstance(date, str) else None
+    # for the reviewer and rules.revision_backwards, never a pin: not a date, unknown
+    return sha, iso_time(doc.get("lastModified"))
 
 
 def _pins(entry: dict[str, Any], what: str) -> dict[str, Any]:

@@ -102,6 +102,36 @@ def test_a_branch_reset_to_an_older_commit_is_warned_about(hub: FakeHub, tmp_pat
     assert "(backwards): revision bbbbbbbbbbbb" in md.read_text()
 
 
+@pytest.mark.parametrize(
+    ("new", "pinned"),
+    [("\ud800", "2026-11-01T00:00:00.000Z"), ("2026-11-20T00:00:00.000Z", "\udcff"),
+     ("2026-11-20T00:00:00.000Z", "~ not a date")],
+)  # fmt: skip
+def test_a_last_modified_that_is_not_a_date_reads_as_unknown(
+    new: str, pinned: str, hub: FakeHub, tmp_path: Path
+) -> None:
+    """A lone surrogate (JSON's "\\ud800") as the Hub's lastModified crashed the report
+    with UnicodeEncodeError's traceback when it was written (issue 18 review), and free
+    text compared as a date ("~" sorts after "2"): a revision "reset" backwards. A date is
+    for the reviewer, never a pin: one that is not an ISO 8601 time reads as unknown."""
+    hub.repos["org/model"].date = new
+    hub.past[("org/model", OLD)] = pinned
+    lock = _lock(tmp_path)
+    js = tmp_path / "r.json"
+    result = refresh(lock, "--kind", "payloads", "--report-md", "-", "--report-json", str(js),
+                     HF_ENDPOINT=hub.url)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    snap = [c for c in json.loads(js.read_text())["changes"] if c["name"] == "snap"]
+    dates = dict(snap[0]["dates"])
+    assert "unknown" in dates.values() and set(dates.values()) <= {new, pinned, "unknown"}
+    assert f"- {'new' if new != '2026-11-20T00:00:00.000Z' else 'pinned'} revision: unknown" in (
+        result.stdout
+    )
+    assert "backwards" not in result.stdout
+    assert json.loads(lock.read_text())["payloads"]["snap"]["revision"] == NEW
+
+
 def test_a_gated_repository_needs_hf_token_and_says_so(hub: FakeHub, tmp_path: Path) -> None:
     hub.gated["org/model"] = HF_TOKEN
     lock = _lock(tmp_path)
