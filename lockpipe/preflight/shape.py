@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lockpipe.errors import FormatError
-from lockpipe.jsonshape import Reader, kind_of
+from lockpipe.jsonshape import Key, Reader, kind_of, render
 from lockpipe.preflight import recurrent
 
 # src/llama-hparams.h LLAMA_MAX_LAYERS (tree-checked): llama_model_loader::get_key_or_arr
@@ -32,6 +32,10 @@ from lockpipe.preflight import recurrent
 # such cap; preflight holds a config.json to the same one, as it builds an entry per layer
 # (a block count of 2**40 took 12 GB before the first check).
 MAX_LAYERS = 512
+# The most any count or length in a model's header or config may be: llama.cpp keeps its
+# hparams as uint32/int32, and a bound keeps a corrupt value (-8 heads, 10**400 tokens) from
+# being sized into a negative page that passes or a float that overflows.
+MAX_NUMBER = 2**31 - 1
 
 # Architecture -> (period, default window) where the GGUF names no pattern
 # (src/models/<arch>.cpp in b10069: gemma2.cpp, gemma3.cpp, gemma3n.cpp, cohere2.cpp,
@@ -98,6 +102,22 @@ def _reader(source: str) -> Reader:
     return Reader(where=source, root="the model's metadata", error=FormatError)
 
 
+def _whole(
+    read: Reader, doc: Mapping[str, Any], path: Sequence[Key], default: int | None = 0
+) -> int:
+    """The whole number at ``path``, 0 to :data:`MAX_NUMBER` (``default`` where it is
+    absent: 0, which every caller reads as "not given", or None where it must be there);
+    anything else is a FormatError naming the key."""
+    value = read.get(doc, path, int, default)
+    if not 0 <= value <= MAX_NUMBER:
+        shown = f"{value:,}" if abs(value) < 10**30 else f"a number of {value.bit_length()} bits"
+        raise read.fail(
+            f"{render(path)} is {shown}; a count or length must be 0 to {MAX_NUMBER:,} "
+            "(the header or config is corrupt or not this model's)"
+        )
+    return value
+
+
 def _per_layer(
     meta: Mapping[str, Any], n: int, key: str, source: str, default: int | None = None
 ) -> list[int]:
@@ -109,8 +129,8 @@ def _per_layer(
     if isinstance(value, list):
         if len(value) != n:
             raise FormatError(f"{key} has {len(value)} entries for {n} layers")
-        return [read.get(meta, (key, i), int) for i in range(n)]
-    return [read.get(meta, (key,), int)] * n
+        return [_whole(read, meta, (key, i), None) for i in range(n)]
+    return [_whole(read, meta, (key,), None)] * n
 
 
 def swa_pattern(n_layer: int, period: int) -> list[bool]:
@@ -133,7 +153,7 @@ def from_gguf(
 
     def number(name: str, default: int | None = None) -> int | None:
         """``arch.name``, a whole number; ``default`` when absent (or 0)."""
-        return read.get(meta, (f"{arch}.{name}",), int, 0) or default
+        return _whole(read, meta, (f"{arch}.{name}",)) or default
 
     n = number("block_count") or 0
     if n <= 0:
@@ -186,6 +206,12 @@ def from_gguf(
         if window:
             notes.append(f"{arch}: a window but no pattern llama.cpp reads: every layer full")
     shared = number("attention.shared_kv_layers") or 0
+    if shared >= n:  # none left holding KV
+        raise FormatError(
+            f"{source}: {arch}.attention.shared_kv_layers {shared:,} of {n:,} layers leaves "
+            f"no layer holding its own KV; it must be 0 to {n - 1:,} (the header is corrupt "
+            "or not this model's)"
+        )
     layers = tuple(
         Layer(
             index=i,
@@ -220,7 +246,7 @@ def from_hf_config(config: Mapping[str, Any], *, source: str) -> ModelShape:
 
     def number(name: str, default: int | None = None) -> int | None:
         """``name`` in the text config, a whole number; ``default`` when absent (or 0)."""
-        return read.get(config, (*at, name), int, 0) or default
+        return _whole(read, config, (*at, name)) or default
 
     for need in ("num_hidden_layers", "num_attention_heads"):
         if not number(need):

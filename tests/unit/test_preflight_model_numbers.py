@@ -1,0 +1,95 @@
+"""Preflight's inputs that are numbers: a model's counts and lengths (preflight.json's
+models entries, a GGUF header, a config.json), --free-mib/--driver without a card, and
+digit runs past Python's int limit. Each wrong one is one error line naming it, never a
+PASS judged on it, nor a traceback (issue 18)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lockpipe.cli.main import main
+from lockpipe.errors import FormatError
+from tests.unit.test_preflight_bad_files import Doc, _checkout
+
+GGUF = "gemma-4-12b-q4_k_m"  # llama-cuda's model
+CONFIG = "gemma-4-12b-qat-w4a16"  # frank-small's model
+
+
+def _preflight(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    lock: Path,
+    *args: str,
+) -> tuple[int, str]:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOCKPIPE_VLLM_PARSER", raising=False)
+    code = main(["preflight", "--lock", str(lock), "--store", str(tmp_path / "store"),
+                 "--cache", str(tmp_path / "cache"), "--vllm-parser", "off", *args])  # fmt: skip
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+HUGE = 10**400
+
+
+@pytest.mark.parametrize(
+    ("model", "path", "value"),
+    [
+        (CONFIG, ("text_config", "num_key_value_heads"), -8),
+        (CONFIG, ("text_config", "head_dim"), -256),
+        (CONFIG, ("text_config", "max_position_embeddings"), -5),
+        (CONFIG, ("text_config", "sliding_window"), HUGE),
+        (CONFIG, ("text_config", "global_head_dim"), 2**31),
+        (GGUF, ("gemma4.context_length",), -5),
+        (GGUF, ("gemma4.attention.key_length",), HUGE),
+        (GGUF, ("gemma4.attention.head_count",), -16),
+        (GGUF, ("gemma4.attention.head_count_kv", 3), -8),
+        (GGUF, ("gemma4.attention.sliding_window",), -1024),
+    ],
+    ids=lambda v: "10**400" if v == HUGE else None,
+)
+def test_a_model_count_below_0_or_past_the_bound_is_one_error_naming_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    model: str,
+    path: tuple[str | int, ...],
+    value: int,
+) -> None:
+    """-8 KV heads made a page of -8,192 B and a PASS; -5 tokens of context a KV of 0 MiB
+    and a PASS; 10**400 an OverflowError's traceback in verdict.mib."""
+    kind = "gguf" if model == GGUF else "config"
+
+    def edit(d: Doc) -> None:
+        node = d["models"][model][kind]
+        for key in path[:-1]:
+            node = node[key]
+        assert isinstance(node[path[-1]], int)
+        node[path[-1]] = value
+
+    target = "llama-cuda" if model == GGUF else "frank-small"
+    code, said = _preflight(tmp_path, monkeypatch, capsys, _checkout(tmp_path, edit),
+                            "--gpu", "rtx3090", target)  # fmt: skip
+    assert code == FormatError.return_code, said
+    assert "PASS" not in said, said
+    shown = ".".join(f"[{k}]" if isinstance(k, int) else k for k in path).replace(".[", "[")
+    assert f"preflight.json: models.{model}: {shown} is " in said, said
+    assert "must be 0 to 2,147,483,647" in said, said
+
+
+def test_gguf_shared_kv_layers_past_the_last_layer_is_one_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No layer left holding KV, as config.json's num_kv_shared_layers is already refused."""
+
+    def edit(d: Doc) -> None:
+        d["models"][GGUF]["gguf"]["gemma4.attention.shared_kv_layers"] = 48
+
+    code, said = _preflight(tmp_path, monkeypatch, capsys, _checkout(tmp_path, edit),
+                            "--gpu", "rtx3090", "llama-cuda")  # fmt: skip
+    assert code == FormatError.return_code, said
+    assert f"models.{GGUF}: gemma4.attention.shared_kv_layers 48 of 48 layers" in said, said
+    assert "0 to 47" in said, said
