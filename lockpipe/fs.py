@@ -142,7 +142,9 @@ def write_atomic(path: Path, text: str) -> None:
             "UTF-8, which no reader of the file could take; use a path whose names are UTF-8"
         ) from None
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    # a short fixed name beside it, not ".{name}.XXXXXXXX": a name of up to 255 bytes (the
+    # most a folder takes) must be writable, and the temporary one longer than it is not
+    fd, tmp = tempfile.mkstemp(prefix=".lockpipe-", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "wb") as fh:

@@ -161,6 +161,16 @@ def verify(text: str, name: str, version: keys.Version, *, user: bool) -> None:
     result(f"systemd-analyze verify: {name}.service passes")
 
 
+def _write(path: Path, text: str, option: str) -> None:
+    """``path`` written atomically; an OSError (/proc/self, a read-only folder, a name past
+    255 bytes) is one UsageError naming ``option``, the path and the fix."""
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise UsageError(f"{option}: cannot write {path} ({exc.strerror or exc}); give a "
+                         "folder that exists and is writable") from None  # fmt: skip
+
+
 def do_deploy(args: argparse.Namespace) -> int:
     if args.wait_port is not None:
         waited = wait_port_clear(args.wait_port, args.port_timeout)
@@ -187,10 +197,11 @@ def do_deploy(args: argparse.Namespace) -> int:
     text = render_quadlet(inputs).render()
     state = args.state or checkout_root(Path(args.lock)) / ".lockpipe"
     path = (args.out or Path(state) / "deploy").expanduser() / f"{name}.container"
-    write_atomic(path, text)
+    option = "--out" if args.out else "--state"
+    _write(path, text, option)
     result(f"rendered {path}")  # what the verb made, and its checks below: results, on stdout
     for filename, body in artifacts.items():
-        write_atomic(path.with_name(filename), body)
+        _write(path.with_name(filename), body, option)
         result(f"rendered {path.with_name(filename)}")
     user = os.geteuid() != 0
     if not args.no_verify:
@@ -198,7 +209,7 @@ def do_deploy(args: argparse.Namespace) -> int:
     if args.install is not None:
         directory = Path(args.install) if args.install else default_dir(os.environ)
         for filename, body in artifacts.items():  # before the container unit that mounts them
-            write_atomic(directory.expanduser() / filename, body)
+            _write(directory.expanduser() / filename, body, "--install")
         done = install(text, name, directory.expanduser(), port=inputs.port,
                        port_timeout=args.port_timeout, user=user)  # fmt: skip
         if done.stopped and not args.start:

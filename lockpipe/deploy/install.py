@@ -99,7 +99,13 @@ def install(
         raise
     if waited > 0.5:
         echo(f"port {port} cleared after {waited:.1f} s")
-    write_atomic(path, text)
+    try:
+        write_atomic(path, text)
+    except OSError as exc:  # /proc/self/fdinfo, a read-only folder
+        again = " ".join(_systemctl(user, "start", f"{name}.service"))
+        back = f"; {name}.service was stopped: `{again}` brings it back" if stopped else ""
+        raise DeployError(f"--install {directory}: cannot write {path} ({exc.strerror or exc}); "
+                          f"give a folder that exists and is writable{back}") from None  # fmt: skip
     result(f"installed {path}")
     return Installed(path=path, stopped=stopped)
 

@@ -75,4 +75,8 @@ def write_json(path: Path, reports: Sequence[TargetReport], *, strict: bool) -> 
         "strict": strict,
         "targets": [r.as_json() for r in reports],
     }
-    write_report(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    try:
+        write_report(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    except OSError as exc:  # /proc/self/x.json, a read-only folder, a name past 255 bytes
+        raise UsageError(f"--json {path}: cannot write it ({exc.strerror or exc}); give a "
+                         "path in a folder that exists and is writable") from None  # fmt: skip

@@ -29,7 +29,7 @@ from lockpipe.deploy.install import default_dir, install
 from lockpipe.deploy.render import DeployInputs, Health, render_quadlet
 from lockpipe.deploy.unit import parse_unit, split_args
 from lockpipe.deploy.verify import find_generator, generator_dryrun, plain_service, systemd_verify
-from lockpipe.errors import DeployError
+from lockpipe.errors import DeployError, UsageError
 from lockpipe.imagebuild.records import BuildRecord, write_record
 from lockpipe.lock.model import load_lock
 from lockpipe.smoke.ports import PortBusy, free_port
@@ -326,3 +326,29 @@ def test_wait_port_runs_from_the_command_line(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "lockpipe", "deploy", "--wait-port",
                           str(free_port())], capture_output=True, text=True, cwd=REPO)  # fmt: skip
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "where", "code"),
+    [("--out", "/proc/self", UsageError.return_code),
+     ("--install", "/proc/self/fdinfo", DeployError.return_code)],
+    ids=["out", "install"],
+)  # fmt: skip
+def test_a_folder_no_unit_can_be_written_in_is_one_line_naming_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    option: str,
+    where: str,
+    code: int,
+) -> None:
+    lock = _app(tmp_path, free_port())
+    fake_systemctl(tmp_path, monkeypatch, "inactive")
+    got = main(["deploy", "app", "--lock", str(lock), "--state", str(tmp_path / "state"),
+                "--podman-version", "5.4", "--no-inspect", "--no-verify", "--port-timeout", "1",
+                option, where])  # fmt: skip
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    assert got == code, err
+    assert f"{option}" in err and f"cannot write {where}/app.container" in err, err
+    assert "writable" in err and len(err.strip().splitlines()) == 1, err

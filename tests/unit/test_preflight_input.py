@@ -15,6 +15,7 @@ import pytest
 
 from lockpipe.cli import options
 from lockpipe.cli import preflight as cli
+from lockpipe.cli.main import main
 from lockpipe.cli.options import add_preflight_options
 from lockpipe.errors import CheckFailed, FormatError, LockError, UsageError
 from lockpipe.preflight import config, report
@@ -397,3 +398,28 @@ def test_a_stored_config_json_of_another_shape_is_one_line_naming_it(
     message = str(info.value)
     assert message.startswith(f"{folder / 'config.json'}: ")
     assert words in message
+
+
+@pytest.mark.parametrize(
+    ("where", "written"),
+    [("/proc/self/x.json", False), ("a" * 245 + ".json", True)],
+    ids=["unwritable-folder", "a-250-byte-name"],
+)
+def test_a_json_path_that_cannot_be_written_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, written: bool
+) -> None:
+    """A folder no file can be made in is one usage error naming the path and the fix; a
+    name of 250 bytes (a folder takes 255) is written: the temporary file beside it has a
+    short name of its own."""
+    path = tmp_path / where  # an absolute `where` is itself
+    code = main(["preflight", "llama-cuda", "--gpu", "rtx3090", "--lock", str(LOCK),
+                 "--json", str(path)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    if written:
+        assert code in (0, 1, 16) and json.loads(path.read_text())["targets"], err
+        assert [p.name for p in tmp_path.iterdir()] == [path.name]
+    else:
+        assert code == UsageError.return_code, err
+        assert f"--json {path}: cannot write it" in err and "writable" in err, err
+        assert len(err.strip().splitlines()) == 1, err
