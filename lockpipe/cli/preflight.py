@@ -45,13 +45,19 @@ def _card(args: argparse.Namespace) -> tuple[host.Card | None, str]:
             card = host.query_host(args.gpu_index)
         except GpuAttachError as exc:  # no nvidia-smi, or it failed
             return None, str(exc)
+    return _as_asked(args, card), ""
+
+
+def _as_asked(args: argparse.Namespace, card: host.Card) -> host.Card:
+    """``card`` with --free-mib and --driver where given: on the --gpu card, the host's,
+    or, with no host card, the one preflight.json names for a target."""
     return host.Card(
         name=card.name,
         memory_mib=card.memory_mib,
         compute_cap=card.compute_cap,
         free_mib=args.free_mib if args.free_mib is not None else card.free_mib,
         driver=args.driver or card.driver,
-    ), ""
+    )
 
 
 def _overrides(args: argparse.Namespace) -> Overrides:
@@ -210,7 +216,7 @@ def _judged_on(
         return None
     gpu = target.build_args.get("GGML_CUDA", "ON").upper() != "OFF"
     named = cfg.target(name).card
-    this = card or (host.card_named(named) if named else None)
+    this = card or (_as_asked(args, host.card_named(named)) if named else None)
     if gpu and this is None:
         raise UsageError(
             f"{name}: no card to judge it on, and none on this host: {no_card}\n"

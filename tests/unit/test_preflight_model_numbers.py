@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from lockpipe.cli.main import main
-from lockpipe.errors import FormatError
+from lockpipe.errors import CheckFailed, FormatError, GpuAttachError
+from lockpipe.preflight import host
 from tests.unit.test_preflight_bad_files import Doc, _checkout
 
 GGUF = "gemma-4-12b-q4_k_m"  # llama-cuda's model
@@ -93,3 +94,31 @@ def test_gguf_shared_kv_layers_past_the_last_layer_is_one_error_naming_it(
     assert code == FormatError.return_code, said
     assert f"models.{GGUF}: gemma4.attention.shared_kv_layers 48 of 48 layers" in said, said
     assert "0 to 47" in said, said
+
+
+def _no_host_card(monkeypatch: pytest.MonkeyPatch) -> None:
+    def query_host(index: int = 0) -> host.Card:
+        raise GpuAttachError("nvidia-smi is not on PATH")
+
+    monkeypatch.setattr(host, "query_host", query_host)
+
+
+@pytest.mark.parametrize("asked", [("--free-mib", "100"), ("--driver", "400.1")])
+def test_free_mib_and_driver_apply_to_the_card_preflight_json_names(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    asked: tuple[str, str],
+) -> None:
+    """With no host card, --free-mib 100 and --driver 400.1 were dropped: a PASS, where
+    --gpu rtx3090 (the card preflight.json names for llama-cuda) with them fails."""
+    _no_host_card(monkeypatch)
+    lock = _checkout(tmp_path)
+    code, said = _preflight(tmp_path, monkeypatch, capsys, lock, *asked, "llama-cuda")
+    named, named_said = _preflight(tmp_path, monkeypatch, capsys, lock, "--gpu", "rtx3090",
+                                   *asked, "llama-cuda")  # fmt: skip
+    assert named == CheckFailed.return_code, named_said
+    assert code == CheckFailed.return_code, said
+    assert "no host card" in said, said
+    wanted = "100 MiB" if asked[0] == "--free-mib" else "driver 400.1"
+    assert wanted in said and wanted in named_said, said
