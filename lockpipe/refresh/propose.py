@@ -33,6 +33,7 @@ from lockpipe.refresh.api import Api
 from lockpipe.refresh.model import Kind
 from lockpipe.refresh.proposal import Proposal, Verdict
 from lockpipe.refresh.rules import build_number
+from lockpipe.refresh.sources import iso_time
 from lockpipe.refresh.versions import newer, parse_tag
 
 ListTags = Callable[[str], Sequence[str]]
@@ -94,7 +95,8 @@ def carried(lock: Lock, base: Base) -> list[Derived]:
 
 
 def releases(index: Api, package: str, what: str) -> dict[str, str]:
-    """Every stable, not yanked release of ``package`` on the index: version -> upload date.
+    """Every stable, not yanked release of ``package`` on the index: version -> the day its
+    first file was uploaded (``an unknown day`` where no upload_time is a date).
 
     The answer is checked where it enters: a table or a release's file list of another
     shape is a FetchError naming the URL and the key, never a TypeError further on."""
@@ -112,8 +114,11 @@ def releases(index: Api, package: str, what: str) -> dict[str, str]:
         except ValueError:  # InvalidVersion, or a release number past int()'s 4300 digits
             continue
         live = [f for f in files if isinstance(f, dict) and not f.get("yanked")]
+        # the day for the reviewer ("on PyPI since"), never a pin: an upload_time that is
+        # not an ISO 8601 time (a lone surrogate, which no report takes) is not one
+        days = sorted(d[:10] for f in live if (d := iso_time(f.get("upload_time"))))
         if live:
-            out[version] = min(str(f.get("upload_time", "")) for f in live)[:10]
+            out[version] = days[0] if days else "an unknown day"
     return out
 
 

@@ -5,7 +5,11 @@ URL and the key (issue 18 review)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,8 +18,10 @@ from lockpipe.errors import FetchError
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.propose import releases
 from tests.httpfake import FakeHandler, FakeServer
+from tests.lockfactory import doc, make_repo
 
 pytestmark = pytest.mark.integration
+REPO = Path(__file__).resolve().parents[2]
 
 
 class _Index(FakeServer):
@@ -101,3 +107,43 @@ def test_a_release_too_long_to_be_a_version_is_skipped(index: _Index) -> None:
         "0.31." + "9" * 5000: [{"upload_time": "2026-11-09T10:00:00"}],
     }}  # fmt: skip
     assert releases(_api(index), "vllm", "pip.x") == {"0.30.0": "2026-11-02"}
+
+
+@pytest.mark.parametrize("when", ["\ud800", "2026-11-09T10:00:00\n- injected", 20261109])
+def test_an_upload_time_that_is_not_a_date_is_an_unknown_day(
+    index: _Index, tmp_path: Path, when: object
+) -> None:
+    """A lone surrogate (JSON's "\\ud800") as a file's upload_time went into the proposal's
+    'on PyPI since' and crashed refresh-digests --propose's report with UnicodeEncodeError's
+    traceback (issue 18 review); a number or other text went in as its first ten characters.
+    The day is for the reviewer, never a pin: one that is not a date is unknown, the release
+    still proposed."""
+    index.answer = {"info": {"version": "0.30.0"}, "releases": {
+        "0.29.0": [{"upload_time": "2026-10-02T10:00:00"}],
+        "0.30.0": [{"upload_time": when}],
+    }}  # fmt: skip
+    document = doc()
+    document["pip"] = {"app": {"file": "images/app/requirements.txt", "sha256": "0" * 64}}
+    document["targets"]["app"]["pip"] = ["app"]
+    ctx = tmp_path / "checkout" / "images" / "app"
+    ctx.mkdir(parents=True)
+    (ctx / "requirements.txt").write_text(
+        f"# derived-for: vllm[audio]==0.29.0\nvllm==0.29.0 --hash=sha256:{'1' * 64}\n"
+    )
+    lock = make_repo(tmp_path / "checkout", document)
+    js = tmp_path / "r.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "lockpipe", "refresh-digests", "--lock", str(lock), "--kind",
+         "pip", "--propose", "--dry-run", "--report-md", "-", "--report-json", str(js),
+         "--first-seen", str(tmp_path / "first-seen.json")],
+        cwd=REPO, text=True, capture_output=True, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO), "LOCKPIPE_PYPI": index.url,
+             "LOCKPIPE_NOW": "2026-12-02T01:50:00Z"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "on PyPI since an unknown day" in result.stdout, result.stdout
+    assert "injected" not in result.stdout
+    (proposal,) = json.loads(js.read_text())["proposals"]
+    assert proposal["version"] == "0.30.0"
+    assert proposal["also"] == ["on PyPI since an unknown day"]
