@@ -121,8 +121,12 @@ def file_lock(path: Path, waiting: Callable[[str], None] = lambda pid: None) -> 
 
 
 def _shown(text: str) -> str:
-    """``text`` as it can be printed: a file name's bytes that are not UTF-8 as ``\\xff``."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    """``text`` as it can be printed: a file name's bytes that are not UTF-8 as ``\\xff``,
+    any other lone surrogate (a server's ``"\\ud800"``) as ``\\ud800``."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -137,9 +141,13 @@ def write_atomic(path: Path, text: str) -> None:
         data = text.encode("utf-8")
     except UnicodeEncodeError as exc:
         near = _shown(text[max(0, exc.start - 40) : exc.end + 20])
+        if "\udc80" <= text[exc.start] <= "\udcff":  # a byte of a name, surrogate-escaped
+            why, fix = "a name that is not UTF-8", "use a path whose names are UTF-8"
+        else:  # JSON may carry a lone surrogate ("\ud800"); the check reading it missed it
+            why, fix = "a lone surrogate (no UTF-8 text holds one)", "please report it"
         raise UsageError(
-            f"{_shown(str(path))}: not written: it would hold '{near}', a name that is not "
-            "UTF-8, which no reader of the file could take; use a path whose names are UTF-8"
+            f"{_shown(str(path))}: not written: it would hold '{near}', {why}, which no "
+            f"reader of the file could take; {fix}"
         ) from None
     path.parent.mkdir(parents=True, exist_ok=True)
     # a short fixed name beside it, not ".{name}.XXXXXXXX": a name of up to 255 bytes (the

@@ -109,3 +109,16 @@ def test_write_atomic_leaves_the_old_file_and_no_temporary_one(tmp_path: Path) -
     with pytest.raises(UsageError, match="not written"):
         fs.write_atomic(path, f'{{"log": "/tmp/{BAD_DIR}/x.log"}}\n')
     assert path.read_text() == "old\n" and os.listdir(tmp_path) == ["report.json"]
+
+
+def test_text_with_a_lone_surrogate_a_server_sent_is_one_usage_error_showing_it(
+    tmp_path: Path,
+) -> None:
+    """A server's ``"\\ud800"`` (JSON allows it; UTF-8 cannot hold it) is not a file name's
+    byte: surrogateescape cannot show it either, so the error itself was a traceback."""
+    path = tmp_path / "report.md"
+    with pytest.raises(
+        UsageError, match=r"(?s)hold '\| llama\.cpp \| date \\ud800 .*a lone surrogate"
+    ):
+        fs.write_atomic(path, "| llama.cpp | date \ud800 | b1 |\n")
+    assert os.listdir(tmp_path) == []
