@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lockpipe.errors import IntegrityError, RegistryError
+from lockpipe.http.transport import Req
 from lockpipe.imagebuild.provenance import (
     BUILD_TYPE,
     MEDIA_TYPE,
@@ -28,6 +29,17 @@ from lockpipe.imagebuild.provenance import (
 )
 from lockpipe.jsonshape import loads
 from lockpipe.lock.refs import DIGEST_RE
+from lockpipe.urls import redact
+
+# find_provenance's bounds. A statement lockpipe writes has a line per base, pip package and
+# context file: some KB, a few hundred at most. A referrer's statement blob is read to
+# MAX_STATEMENT bytes (as a manifest is, MAX_MANIFEST), past that it is set aside with the
+# reason; an image's in-toto referrers are read when there are at most MAX_REFERRERS, and
+# lockpipe's statements kept when they have MAX_KEPT bytes in all. Past either, a RegistryError
+# naming the image: a verdict is never reached from some of them.
+MAX_STATEMENT = 4 << 20
+MAX_REFERRERS = 64
+MAX_KEPT = 16 << 20
 
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 EMPTY_MEDIA_TYPE = "application/vnd.oci.empty.v1+json"
@@ -135,27 +147,40 @@ def find_provenance(pinned: str) -> Found:
 
     reg, ep = registry_for(pinned)
     subject = pinned.rpartition("@")[2]
-    statements, skipped, bad = [], [], []
-    for desc in referrers(reg, ep.repository, subject, artifact_type=MEDIA_TYPE):
+    listed = referrers(reg, ep.repository, subject, artifact_type=MEDIA_TYPE)
+    if len(listed) > MAX_REFERRERS:
+        raise RegistryError(f"{pinned}: {len(listed)} in-toto referrers, more than the "
+                            f"{MAX_REFERRERS} lockpipe reads; delete the old ones (each publish "
+                            "--force adds one), or check what attaches them")  # fmt: skip
+    statements, skipped, bad, kept = [], [], [], 0
+    for desc in listed:
         digest = str(desc.get("digest"))
-        doc = _statement(pinned, digest)
+        read = _statement(pinned, digest)
         shown = digest if DIGEST_RE.fullmatch(digest) else repr(digest[:90])  # the index's text
-        if isinstance(doc, str):
-            skipped.append(f"referrer {shown}: {doc}")
-        elif build_type(doc) != BUILD_TYPE:
+        if isinstance(read, str):
+            skipped.append(f"referrer {shown}: {read}")
+            continue
+        doc, size = read
+        if build_type(doc) != BUILD_TYPE:
             kind = repr(build_type(doc))[:90]
             skipped.append(f"referrer {digest}: buildType {kind}, not lockpipe's")
         elif why := malformed(doc):
             bad.append(f"provenance referrer {digest}: {why}")
         else:
+            kept += size
+            if kept > MAX_KEPT:
+                raise RegistryError(f"{pinned}: lockpipe's provenance referrers have more than "
+                                    f"{MAX_KEPT} bytes in all (at {digest}); delete the old "
+                                    "ones (each publish --force adds one)")  # fmt: skip
             statements.append((digest, doc))
     # Newest build first; of equal times, the one attached (listed) later.
     order = sorted(range(len(statements)), key=lambda i: (finished_on(statements[i][1]), i))
     return Found(tuple(statements[i] for i in reversed(order)), tuple(skipped), tuple(bad))
 
 
-def _statement(pinned: str, digest: str) -> dict[str, Any] | str:
-    """The statement a referrer carries, or why it carries none (a line for the report)."""
+def _statement(pinned: str, digest: str) -> tuple[dict[str, Any], int] | str:
+    """The statement a referrer carries and its blob's size, or why it carries none (a line
+    for the report)."""
     from lockpipe.registry import platforms as pf
     from lockpipe.registry.client import registry_for
     from lockpipe.registry.push import get_manifest
@@ -177,7 +202,11 @@ def _statement(pinned: str, digest: str) -> dict[str, Any] | str:
         shown = repr(blob_digest)[:90]  # a path such as sha256:../.. never reaches a URL
         return f"its statement layer has the digest {shown}, not sha256:<64 hex>"
     try:
-        resp = reg.request("GET", ep.repository, f"blobs/{blob_digest}")
+        path = f"blobs/{blob_digest}"  # reg.request's GET, with the statement's own limit
+        req = Req(method="GET", url=reg.url(ep.repository, path), limit=MAX_STATEMENT,
+                  scope=f"repository:{ep.repository}:pull")  # fmt: skip
+        what = redact(f"GET {reg.host}/{ep.repository} {path}")
+        resp = reg.transport.request(req, what=what, ok=(200,))
     except RegistryError as exc:  # another's referrer, its blob gone: set aside, not fatal
         return f"its statement blob {blob_digest} is unreadable ({exc})"
     pf.check_digest(f"{pinned} referrer {digest}'s blob {blob_digest}", resp.content,
@@ -186,4 +215,6 @@ def _statement(pinned: str, digest: str) -> dict[str, Any] | str:
         doc = loads(resp.content)
     except ValueError:
         return f"its blob {blob_digest} is not JSON"
-    return doc if isinstance(doc, dict) else f"its blob {blob_digest} is not a JSON object"
+    if not isinstance(doc, dict):
+        return f"its blob {blob_digest} is not a JSON object"
+    return doc, len(resp.content)
