@@ -38,6 +38,8 @@ from lockpipe.spelling import hint
 
 def _card(args: argparse.Namespace) -> tuple[host.Card | None, str]:
     """The card named by --gpu, else the host's; else None and why nvidia-smi gave none."""
+    if args.driver:
+        host.check_driver(args.driver, "--driver")
     if args.gpu:
         card = host.card_named(args.gpu)
     else:

@@ -140,10 +140,30 @@ def query_host(index: int = 0) -> Card:
     return parse_smi(nvidia_smi(QUERY, otherwise="name the card: preflight --gpu CARD"), index)
 
 
+# A driver version as nvidia-smi prints it (610.57.04): each digit run bounded, as int()
+# refuses one past 4,300 digits with a ValueError.
+DRIVER = re.compile(r"\d{1,6}(?:\.\d{1,6}){0,3}", re.ASCII)
+
+
+def shown(text: str, limit: int = 40) -> str:
+    """``text`` for a message: cut at ``limit`` characters, saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def check_driver(driver: str, where: str) -> str:
+    """``driver`` when it is a version :data:`DRIVER` reads; else UsageError naming ``where``."""
+    if not DRIVER.fullmatch(driver):
+        raise UsageError(
+            f"{where} {shown(driver)}: not a driver version such as 610.57.04 (nvidia-smi's "
+            "driver_version: up to 4 dot-separated numbers of 1 to 6 digits)"
+        )
+    return driver
+
+
 def cuda_version(ref: str) -> tuple[int, int, int] | None:
     """The CUDA version an image tag names: ``nvidia/cuda:12.9.1-…`` or ``…-cu129``."""
     tag = ref.rpartition(":")[2]
-    if m := re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", tag):
+    if m := re.match(r"(\d{1,4})\.(\d{1,4})(?:\.(\d{1,4}))?(?!\d)", tag):
         return int(m[1]), int(m[2]), int(m[3] or 0)
     if m := re.search(r"cu(\d{2,3})(\d)\b", tag):
         return int(m[1]), int(m[2]), 0
@@ -151,7 +171,7 @@ def cuda_version(ref: str) -> tuple[int, int, int] | None:
 
 
 def _version(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v))
+    return tuple(int(x) for x in v.split("."))
 
 
 def driver_problem(driver: str, cuda: tuple[int, int, int]) -> str | None:
@@ -159,6 +179,8 @@ def driver_problem(driver: str, cuda: tuple[int, int, int]) -> str | None:
     known = [k for k in CUDA_DRIVER if k <= cuda]
     if not known:
         return None
+    if not DRIVER.fullmatch(driver):  # nvidia-smi's answer, which --driver did not replace
+        return f"driver {shown(driver)!r} is not a version such as 610.57.04"
     need = CUDA_DRIVER[max(known)]
     if _version(driver) < _version(need):
         v = ".".join(map(str, cuda))
@@ -174,14 +196,23 @@ def arch_problem(archs: str, cap: tuple[int, int]) -> tuple[str | None, str | No
     """
     sass, ptx = [], []
     for item in re.split(r"[;,\s]+", archs.strip()):
-        if m := re.fullmatch(r"(\d+)(\d)(?:a|f)?(-real|-virtual)?", item):
+        if m := re.fullmatch(r"(\d{1,3})(\d)(?:a|f)?(-real|-virtual)?", item, re.ASCII):
             arch = (int(m[1]), int(m[2]))
             if m[3] != "-virtual":
                 sass.append(arch)
             if m[3] != "-real":
                 ptx.append(arch)
+        elif item[:1].isdigit():  # CMake's names (all, all-major, native) start with a letter
+            return (
+                f"CMAKE_CUDA_ARCHITECTURES item {shown(item)} is no CUDA architecture "
+                "(such as 86, 90a or 89-real)",
+                None,
+            )
     if any(a[0] == cap[0] and a[1] <= cap[1] for a in sass):
         return None, None
     if any(a <= cap for a in ptx):
         return None, f"no SASS for sm_{cap[0]}{cap[1]}: kernels are JIT-compiled from PTX at start"
-    return f"the image is built for {archs}, which cannot run on sm_{cap[0]}{cap[1]}", None
+    return (
+        f"the image is built for {shown(archs, 80)}, which cannot run on sm_{cap[0]}{cap[1]}",
+        None,
+    )

@@ -5,12 +5,13 @@ PASS judged on it, nor a traceback (issue 18)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from lockpipe.cli.main import main
-from lockpipe.errors import CheckFailed, FormatError, GpuAttachError
+from lockpipe.errors import CheckFailed, FormatError, GpuAttachError, UsageError
 from lockpipe.preflight import host
 from tests.unit.test_preflight_bad_files import Doc, _checkout
 
@@ -122,3 +123,42 @@ def test_free_mib_and_driver_apply_to_the_card_preflight_json_names(
     assert "no host card" in said, said
     wanted = "100 MiB" if asked[0] == "--free-mib" else "driver 400.1"
     assert wanted in said and wanted in named_said, said
+
+
+DIGITS = "8" * 5000  # past int()'s 4,300 digits
+
+
+def test_a_driver_of_5000_digits_is_one_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was ValueError: Exceeds the limit (4300 digits), a traceback."""
+    code, said = _preflight(tmp_path, monkeypatch, capsys, _checkout(tmp_path),
+                            "--gpu", "rtx3090", "--driver", DIGITS, "llama-cuda")  # fmt: skip
+    assert code == UsageError.return_code, said
+    assert f"--driver {'8' * 40}... (5,000 characters): not a driver version" in said, said
+    assert len(said.strip().splitlines()) == 1, said
+
+
+@pytest.mark.parametrize("where", ["lock", "preflight.json"])
+def test_cuda_architectures_of_5000_digits_fail_the_arch_check_naming_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    where: str,
+) -> None:
+    """build_args.CMAKE_CUDA_ARCHITECTURES (or preflight.json's image_archs) of 5000 digits
+    was ValueError: Exceeds the limit (4300 digits), a traceback."""
+
+    def edit(d: Doc) -> None:
+        if where == "preflight.json":
+            d["targets"]["frank-small"]["image_archs"] = f"86;{DIGITS}"
+
+    lock = _checkout(tmp_path, edit)
+    if where == "lock":
+        doc = json.loads(lock.read_text())
+        doc["targets"]["llama-cuda"]["build_args"]["CMAKE_CUDA_ARCHITECTURES"] = f"86;{DIGITS}"
+        lock.write_text(json.dumps(doc))
+    target = "llama-cuda" if where == "lock" else "frank-small"
+    code, said = _preflight(tmp_path, monkeypatch, capsys, lock, "--gpu", "rtx3090", target)
+    assert code == CheckFailed.return_code, said
+    assert f"CMAKE_CUDA_ARCHITECTURES item {'8' * 40}... (5,000 characters) is no CUDA" in said
