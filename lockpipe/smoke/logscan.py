@@ -279,24 +279,39 @@ BENIGN: dict[str, tuple[Pattern, ...]] = {"vllm": VLLM_BENIGN, "llama.cpp": LLAM
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
+# Characters of each line that are scanned; the rest is not. The runtimes' lines these
+# patterns match are short messages with the matched text near the start (the longest
+# line in tests/data/logs has 728 characters). Several patterns (``kleidiai: .*…``,
+# ``but (?!…)[\w ()-]+ …``, the vLLM records' ``.*`` and lookaheads) take time quadratic
+# in a line's length when a prefix repeats: 120,000 characters of "kleidiai: " took 6 s,
+# a 1 MB line about ten minutes. At 4096 a line's scan takes milliseconds.
+MAX_LINE = 4096
+
 
 def verdict(runtime: str, line: str) -> Pattern | None:
-    """The pattern that decides ``line``: a BENIGN one if any matches, else the first FATAL one."""
+    """The pattern that decides ``line`` (its first MAX_LINE characters): a BENIGN one if any
+    matches, else the first FATAL one."""
     if runtime not in FATAL:
         raise ValueError(f"unknown runtime {runtime!r}; known: {', '.join(FATAL)}")
-    text = _ANSI.sub("", line).strip()
+    text = _text(line)
     for pattern in (*BENIGN[runtime], *FATAL[runtime]):
         if pattern.regex.search(text):
             return pattern
     return None
 
 
+def _text(line: str) -> str:
+    """What is scanned of ``line``: without colour codes and outer blanks, cut to MAX_LINE."""
+    return _ANSI.sub("", line).strip()[:MAX_LINE]
+
+
 def scan(runtime: str, log: str) -> list[Finding]:
-    """The fatal lines of ``log`` (a server's stdout+stderr), in order."""
+    """The fatal lines of ``log`` (a server's stdout+stderr), in order; each Finding's
+    ``line`` is what was scanned of it (MAX_LINE characters at most)."""
     found = []
     for no, line in enumerate(log.splitlines(), start=1):
         pattern = verdict(runtime, line)
         if pattern is not None and pattern.kind == "fatal":
-            text = _ANSI.sub("", line).strip()
+            text = _text(line)
             found.append(Finding(line_no=no, line=text, pattern=pattern.name, fix=pattern.explain))
     return found
