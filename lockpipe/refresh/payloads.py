@@ -21,7 +21,7 @@ from lockpipe.refresh import rules
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.gitsha import MAX_GIT_FILE, git_file_sha256
 from lockpipe.refresh.model import Change, Link, Moved, Warn
-from lockpipe.refresh.sources import iso_time
+from lockpipe.refresh.rules import iso_time
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")  # a commit, or a git blob id
 _SHA256 = re.compile(r"[0-9a-f]{64}")

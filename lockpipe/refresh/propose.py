@@ -32,8 +32,7 @@ from lockpipe.refresh import firstseen
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.model import Kind
 from lockpipe.refresh.proposal import Proposal, Verdict
-from lockpipe.refresh.rules import build_number
-from lockpipe.refresh.sources import iso_time
+from lockpipe.refresh.rules import build_number, iso_time
 from lockpipe.refresh.versions import newer, parse_tag
 
 ListTags = Callable[[str], Sequence[str]]

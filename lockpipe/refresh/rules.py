@@ -15,6 +15,23 @@ SIZE_JUMP = 0.05  # a model file whose size moves by more than this share is wor
 _BUILD = re.compile(r"b(\d{1,18})")  # past 18 digits no build number: int() refuses 4300
 
 
+# A date or time as GitHub, the Hub and PyPI give them (2026-11-10T00:00:00Z,
+# 2024-01-01T00:00:00.000Z, 2026-11-02T10:00:00): ASCII alone, so one goes into a report
+# as it is, and two compare as strings (revision_backwards).
+_ISO_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"(?:T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?"
+)
+
+
+def iso_time(value: object) -> str | None:
+    """``value`` where it is an ISO 8601 date or time (``2026-11-10T00:00:00Z``); None for
+    anything else: a number, a lone surrogate (JSON's ``"\\ud800"``, which no report, log
+    or terminal takes), free text. A server's date is for the reviewer, never a pin: one
+    that is not a date reads as unknown, and the pins are still resolved."""
+    return value if isinstance(value, str) and _ISO_TIME.fullmatch(value) else None
+
+
 def build_number(tag: str | None) -> int | None:
     """llama.cpp's release tags are ``bNNNN``: the number, or None for any other name
     (``b`` and more than 18 digits, or a trailing newline, included)."""

@@ -37,13 +37,6 @@ _TAG_URL = re.compile(r"/archive/refs/tags/([^/]+)\.tar\.gz$")
 # conservative part of what `git check-ref-format` allows (no "/", blanks, control or
 # glob characters, no "..", no leading "-" or trailing ".lock"), 128 characters at most.
 _TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}")
-# A date or time as GitHub, the Hub and PyPI give them (2026-11-10T00:00:00Z,
-# 2024-01-01T00:00:00.000Z, 2026-11-02T10:00:00): ASCII alone, so one goes into a report
-# as it is, and two compare as strings (rules.revision_backwards).
-_ISO_TIME = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
-    r"(?:T[0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?"
-)
 # GitHub's compare statuses (docs.github.com/rest/commits/commits#compare-two-commits)
 _STATUSES = ("ahead", "behind", "identical", "diverged")
 MAX_COUNT = 10**9  # commits between two others: more than any repository has
@@ -102,14 +95,6 @@ def followed(source: Source, gh: Api) -> tuple[str, bool]:
     return source.follow, False
 
 
-def iso_time(value: object) -> str | None:
-    """``value`` where it is an ISO 8601 date or time (``2026-11-10T00:00:00Z``); None for
-    anything else: a number, a lone surrogate (JSON's ``"\\ud800"``, which no report, log
-    or terminal takes), free text. A server's date is for the reviewer, never a pin: one
-    that is not a date reads as unknown, and the pins are still resolved."""
-    return value if isinstance(value, str) and _ISO_TIME.fullmatch(value) else None
-
-
 def _commit(gh: Api, repo: str, ref: str, what: str) -> tuple[str, str | None]:
     doc = gh.get(f"repos/{repo}/commits/{ref}", what)
     sha = doc.get("sha") if isinstance(doc, dict) else None
@@ -117,7 +102,7 @@ def _commit(gh: Api, repo: str, ref: str, what: str) -> tuple[str, str | None]:
         raise FetchError(f"{what}: GitHub's API gave no commit sha for {repo}@{ref}")
     commit = doc.get("commit")  # GitHub's shape; any other one gives no date, not a trace
     committer = commit.get("committer") if isinstance(commit, dict) else None
-    return sha, iso_time(committer.get("date") if isinstance(committer, dict) else None)
+    return sha, rules.iso_time(committer.get("date") if isinstance(committer, dict) else None)
 
 
 def _compare(gh: Api, repo: str, span: str, what: str) -> tuple[int, str]:
