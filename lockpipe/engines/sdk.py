@@ -31,7 +31,7 @@ from lockpipe.engines.base import (
     normalize_id,
 )
 from lockpipe.engines.stop import BuildStop, BuildStream
-from lockpipe.errors import BuildError, EngineError, EngineMissing
+from lockpipe.errors import BuildError, EngineError, EngineMissing, LockpipeError
 from lockpipe.jsonshape import Reader
 
 P = ParamSpec("P")
@@ -50,6 +50,9 @@ RUN_HINT = (
 )
 PUSH_HINT = "check that the destination registry runs and accepts pushes, then retry"
 BUILD_HINT = "see the build log above for the failing step"
+# What an SDK raises on an answer of a shape it does not expect (nested past Python's
+# recursion limit, a list for an object, a number for a string): each one line, not a traceback.
+SHAPE_ERRORS = (RecursionError, TypeError, AttributeError, KeyError, ValueError)
 
 
 def sdk_call(
@@ -66,11 +69,19 @@ def sdk_call(
     def wrap(fn: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
         @functools.wraps(fn)
         def translated(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            ref = subject(args[0]) if args else ""
             try:
                 return fn(self, *args, **kwargs)
+            except LockpipeError:
+                raise  # lockpipe's own, already one line
             except self.sdk_errors() as exc:
-                ref = subject(args[0]) if args else ""
                 raise self.translate(exc, op, ref, error, hint) from exc
+            except SHAPE_ERRORS as exc:
+                raise self.odd_answer(exc, op, ref) from None
+            except Exception as exc:
+                if type(exc) is not Exception:  # the SDKs' bare Exception("Can't create ...")
+                    raise
+                raise self.odd_answer(exc, op, ref) from None
 
         return translated
 
@@ -209,6 +220,15 @@ class SdkEngine:
         why = f"{status}" if status is not None else type(exc).__name__
         fix = fix_for(self.name, op, status, detail, ref, hint)
         return error(f"{what} failed ({why}: {detail}); {fix}")
+
+    def odd_answer(self, exc: BaseException, op: str, ref: str) -> EngineError:
+        """The error for an answer to ``op`` on ``ref`` that the SDK could not read."""
+        what = f"{op} {ref}".rstrip()
+        return EngineError(
+            f"{self.name} at {self.url} answered {what} with a shape lockpipe does not read "
+            f"({type(exc).__name__}); is this a {self.name} version lockpipe supports, and is "
+            f"{self.url} its API service? see lockpipe doctor"
+        )
 
     def stop_params(self) -> dict[str, str]:
         """What the running build's request adds so that Ctrl-C can stop it (stop.BuildStop)."""
