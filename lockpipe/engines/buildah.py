@@ -81,7 +81,7 @@ class BuildahEngine:
                         with contextlib.suppress(OSError):
                             echo(line, style="yellow")
                 raise
-            return checked_id(iidfile.read_text().strip(), _reader(f"`buildah bud` of {req.tag}"))
+            return checked_id(_built_id(iidfile, req.tag), _reader(f"`buildah bud` of {req.tag}"))
 
     def image_id(self, ref: str) -> str | None:
         found = _inspect_field(ref, "FromImageID")
@@ -257,3 +257,20 @@ def run_argv(spec: RunSpec) -> list[str]:
     for d in spec.devices:
         argv += ["--device", d]
     return [*argv, spec.image, *spec.command]
+
+
+def _built_id(iidfile: Path, tag: str) -> str:
+    """The image ID ``buildah bud`` of ``tag`` wrote to ``iidfile``; a BuildError when it
+    wrote none, or none that is text (checked_id then checks it is one)."""
+    try:
+        return iidfile.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        why = "it wrote no image ID file"
+    except UnicodeDecodeError:
+        why = "its image ID file is not UTF-8 text"
+    except OSError as exc:
+        why = f"its image ID file could not be read ({exc.strerror or type(exc).__name__})"
+    raise BuildError(
+        f"`buildah bud` of {tag} exited 0, but {why}; see the build log above for the cause, "
+        "and check that buildah works (`buildah bud` by hand, lockpipe doctor)"
+    )

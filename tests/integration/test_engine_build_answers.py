@@ -299,6 +299,8 @@ case "$1 $2" in
   "--log-level debug")
     for a in "$@"; do [ "$prev" = --iidfile ] && iid="$a"; prev="$a"; done
     echo 'time="now" level=debug msg="Container ID: @ID@"'
+    [ "$FAKE_IID" = NONE ] && exit 0
+    [ "$FAKE_IID" = BYTES ] && printf '\\377\\376sha256:' > "$iid" && exit 0
     [ -n "$FAKE_IID" ] && printf '%s' "$FAKE_IID" > "$iid" && exit 0
     echo 'Error: building at STEP 2/2: exit status 1' >&2; exit 1;;
   *) echo "FAKE buildah: not asked for that: $*" >&2; exit 3;;
@@ -323,6 +325,24 @@ def test_buildah_names_an_image_id_that_is_none(tmp_path: Path) -> None:
     assert out.returncode == EngineError.return_code, out.stderr
     (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
     assert f"`buildah bud` of {TAG}: the image ID is 'latest', not sha256:<64 hex>" in line
+    assert not (tmp_path / "state/records/buildah/app.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("iid", "words"),
+    [("NONE", "it wrote no image ID file"), ("BYTES", "its image ID file is not UTF-8 text")],
+)
+def test_a_buildah_bud_that_succeeds_without_an_image_id_is_one_build_error(
+    iid: str, words: str, tmp_path: Path
+) -> None:
+    """buildah bud exiting 0 with its --iidfile unwritten (or not text) is a BuildError
+    naming the fix, not a FileNotFoundError or UnicodeDecodeError traceback (issue 18)."""
+    out = _buildah_build(tmp_path, iid, "[]")
+    assert "Traceback" not in out.stderr, out.stderr
+    assert out.returncode == BuildError.return_code, out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
+    assert f"`buildah bud` of {TAG} exited 0, but {words}" in line
+    assert "see the build log above" in line
     assert not (tmp_path / "state/records/buildah/app.json").exists()
 
 
