@@ -66,25 +66,61 @@ class Finding:
         return f"{path}:{self.line}: [{self.rule}] {self.message}"
 
 
+# A parser directive as BuildKit reads one (Go's \s is ASCII): only the leading comments.
+_DIRECTIVE = re.compile(
+    r"#[\t\n\f\r ]*([a-zA-Z][a-zA-Z0-9]*)[\t\n\f\r ]*=[\t\n\f\r ]*(.+?)[\t\n\f\r ]*"
+)
+# the words of an instruction, as BuildKit's splitCommand splits them
+_WORDS = re.compile(r"[\t\v\f\r ]+")
+
+
+def escape_char(text: str) -> str:
+    """The escape character a ``# escape=`` parser directive sets: ``\\`` or a backtick.
+
+    Directives count only in the leading comments, until the first line that is not one
+    of a known kind (as BuildKit reads them); another value fails the build, so it is
+    left at the default here.
+    """
+    for line in text.splitlines():
+        m = _DIRECTIVE.fullmatch(line.lstrip())
+        if m is None or m.group(1).lower() not in ("escape", "syntax"):
+            break
+        if m.group(1).lower() == "escape":
+            return m.group(2) if m.group(2) in ("\\", "`") else "\\"
+    return "\\"
+
+
 def instructions(text: str) -> Iterator[Instruction]:
-    """Instructions with continuation lines joined; comments and blanks dropped."""
+    """Instructions with continuation lines joined; comments and blanks dropped.
+
+    As BuildKit reads them: a line continues only when it ends in the escape character
+    (``\\``, or what ``# escape=`` sets) and then nothing but spaces and tabs; a blank
+    or comment line inside a continuation is skipped, not its end; a continuation still
+    open at the end of the file is an instruction all the same.
+    """
+    escape = escape_char(text)
     buf: list[str] = []
     start = 0
+
+    def joined() -> Instruction:
+        keyword, *rest = _WORDS.split(" ".join(buf).strip(), maxsplit=1)
+        return Instruction(start, keyword.upper(), rest[0].strip() if rest else "")
+
     for number, raw in enumerate(text.splitlines(), 1):
         stripped = raw.strip()
-        if not buf and (not stripped or stripped.startswith("#")):
-            continue
-        if buf and stripped.startswith("#"):
+        if not stripped or stripped.startswith("#"):
             continue
         if not buf:
             start = number
-        if stripped.endswith("\\"):
-            buf.append(stripped[:-1].strip())
+        body = raw.rstrip(" \t")
+        if body.endswith(escape):
+            buf.append(body[:-1].strip())
             continue
         buf.append(stripped)
-        keyword, _, args = " ".join(buf).partition(" ")
+        yield joined()
         buf = []
-        yield Instruction(start, keyword.upper(), args.strip())
+    if buf:
+        yield joined()
 
 
 def _from_image(args: str) -> tuple[str, str | None]:
