@@ -28,7 +28,13 @@ def begin(path: Path | None) -> None:
         return
     if path == STDOUT:
         set_results_to_stderr(True)
-    elif path.is_dir():
+        return
+    try:
+        folder = path.is_dir()
+    except OSError as exc:  # a name past 255 bytes: Errno 36 from stat, on Python 3.11
+        raise UsageError(f"--json {path}: not a usable path ({exc.strerror or exc}); give a "
+                         "file whose every name is at most 255 bytes") from None  # fmt: skip
+    if folder:
         raise UsageError(f"--json {path}: a directory; give a file, e.g. {path}/report.json")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ def _overrides(args: argparse.Namespace) -> Overrides:
 def _config(args: argparse.Namespace, loaded: Lock) -> config.PreflightConfig:
     """locks/preflight.json (or --preflight), checked against the lock it describes."""
     default = args.lock.parent / config.DEFAULT_NAME
-    if args.preflight is not None and not args.preflight.is_file():
+    if args.preflight is not None and not _is(args.preflight, Path.is_file, "--preflight"):
         why = "no such file" if not args.preflight.exists() else "not a file"
         raise UsageError(
             f"--preflight {args.preflight}: {why}; give the calibrations file, or leave "
@@ -102,11 +102,20 @@ def _config(args: argparse.Namespace, loaded: Lock) -> config.PreflightConfig:
     return cfg
 
 
+def _is(path: Path, kind: Callable[[Path], bool], option: str) -> bool:
+    """``kind(path)`` (Path.is_file, Path.is_dir); a path stat refuses is a UsageError."""
+    try:
+        return kind(path)
+    except OSError as exc:  # a name past 255 bytes: Errno 36 from stat, on Python 3.11
+        raise UsageError(f"{option} {path}: not a usable path ({exc.strerror or exc}); give "
+                         "one whose every name is at most 255 bytes") from None  # fmt: skip
+
+
 def _store(args: argparse.Namespace) -> Path:
     """--store, which must be a directory; else the default, which may be absent."""
     if args.store is None:
         return default_store(os.environ)
-    if not args.store.is_dir():
+    if not _is(args.store, Path.is_dir, "--store"):
         raise UsageError(
             f"--store {args.store}: not a directory; give the payload store `nox -s payloads` "
             f"fills, or leave --store out for {default_store(os.environ)}"

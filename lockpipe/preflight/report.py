@@ -61,9 +61,14 @@ def check_json_path(path: Path) -> None:
     if path == STDOUT:
         set_results_to_stderr(True)
         return
-    if path.is_dir():
+    try:
+        folder = path.is_dir()
+        parent = next((p for p in path.parents if p.exists()), None)
+    except OSError as exc:  # a name past 255 bytes: Errno 36 from stat, on Python 3.11
+        raise UsageError(f"--json {path}: not a usable path ({exc.strerror or exc}); give a "
+                         "file whose every name is at most 255 bytes") from None  # fmt: skip
+    if folder:
         raise UsageError(f"--json {path}: a directory; give a file, e.g. {path}/preflight.json")
-    parent = next((p for p in path.parents if p.exists()), None)
     if parent is not None and not parent.is_dir():
         raise UsageError(f"--json {path}: {parent} is a file, not a directory; give another path")
 
