@@ -22,8 +22,8 @@ from lockpipe.lock.model import Serve
 DEFAULT = "default"
 EXAMPLE = "kv=bfloat16,ctx=131072,par=2"  # frank-small as locked
 _KEY = re.compile(
-    r"^kv=([A-Za-z0-9][A-Za-z0-9_.-]*),ctx=([1-9][0-9]{0,9}|default),"
-    r"par=([1-9][0-9]{0,9}|default)$"
+    r"kv=([A-Za-z0-9][A-Za-z0-9_.-]*),ctx=([1-9][0-9]{0,9}|default),"
+    r"par=([1-9][0-9]{0,9}|default)"
 )  # ten digits hold the lock's 2**31-1; int() of 5000 digits was a ValueError's traceback
 FORMAT = "kv=KV_DTYPE,ctx=CONTEXT,par=PARALLEL (default where the lock sets none)"
 
@@ -49,7 +49,7 @@ def shape_of(serve: Serve) -> Shape:
 
 def parse_key(text: str) -> Shape | None:
     """The shape ``text`` names, or None when it is not a key in the canonical form."""
-    m = _KEY.match(text)
+    m = _KEY.fullmatch(text)  # not match with "$": it took "…,par=2\n", a key no run has
     if m is None:
         return None
 
