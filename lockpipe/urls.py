@@ -17,16 +17,24 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 LINK_SHOWN = 200  # characters of a Link header an error shows
-_NEXT = re.compile(r'<([^>]*)>\s*;\s*rel="?next"?')
+# A target ends at the next '<' too: from every '<' the scan stops there, so a header of
+# '<' after '<' is read in linear time (up to 100 headers of 64 KiB each can arrive).
+_NEXT = re.compile(r'<([^<>]*)>\s*;\s*rel="?next"?')
 # scheme://authority : it ends at the first / ? # (as urlsplit reads it), and in running text
 # at the line's end or where another URL starts. Its userinfo is everything up to its LAST
 # '@', as split_userinfo reads it, so a password holding '@' or a space is hidden whole.
-_AUTHORITY = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)((?:(?!\b[a-z][a-z0-9+.-]*://)[^/?#\r\n])*)")
+_AUTHORITY = re.compile(
+    r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://)"
+    r"((?:(?!(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://)[^/?#\r\n])*)"
+)
 # The same, read loosely: up to the next whitespace, past / ? #. A password a user typed may
 # hold them unescaped (https://user:s3cr#et@host/): what precedes the last '@' there is
 # hidden when it holds a ':' (user:password), unless that '@' starts a digest
-# (docker://host:5000/repo@sha256:…).
-_LOOSE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)((?:(?!\b[a-z][a-z0-9+.-]*://)\S)*)")
+# (docker://host:5000/repo@sha256:…). A scheme starts where no scheme character comes
+# before it (not \b, which holds at every letter of 'a.a.a…': a quadratic scan of it).
+_LOOSE = re.compile(
+    r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://)((?:(?!(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://)\S)*)"
+)
 _DIGEST_AFTER = re.compile(r"(?i)[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-f]{32,}")
 # A query parameter that signs or authorizes a URL (S3's and the Hub's CDNs' X-Amz-*,
 # GCS's X-Goog-*, CloudFront's Signature and Policy, Azure's sig, any *token* or *key*):

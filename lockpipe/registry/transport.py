@@ -195,7 +195,12 @@ class Registry:
                 )
             self._basic = True
             return
-        if challenge.scheme != "bearer" or "realm" not in challenge.params:
+        if challenge.scheme == "bearer" and "realm" not in challenge.params:
+            raise RegistryError(
+                f"{what}: {self.host} asks for a Bearer token but names no realm to get one "
+                "from; it is not a v2 registry, or a proxy in front of it rewrites the header"
+            )
+        if challenge.scheme != "bearer":
             raise RegistryError(
                 f"{what}: {self.host} asks for {challenge.scheme} auth, which lockpipe does "
                 "not speak (Bearer and Basic only); use a registry or mirror that does"
