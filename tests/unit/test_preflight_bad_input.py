@@ -101,11 +101,11 @@ def test_a_vllm_number_the_extract_cannot_read_is_one_error(tmp_path: Path) -> N
     ("edit", "words"),
     [
         (lambda d: d["models"]["qwen3.8-27b-iq3_s-mtp"]["gguf"].__setitem__(
-            "qwen35.block_count", 2**40), "llama.cpp loads at most 512 layers"),
+            "qwen35.block_count", 513), "llama.cpp loads at most 512 layers"),
         (lambda d: d["models"]["gemma-4-12b-qat-w4a16"]["config"]["text_config"].__setitem__(
             "layer_types", 1.5), "layer_types is a number"),
         (lambda d: d["models"]["gemma-4-12b-qat-w4a16"]["config"]["text_config"].__setitem__(
-            "num_hidden_layers", 2**40), "num_hidden_layers 1,099,511,627,776"),
+            "num_hidden_layers", 2**30), "num_hidden_layers 1,073,741,824"),
     ],
 )  # fmt: skip
 def test_a_model_shape_of_another_kind_is_one_error(
