@@ -130,7 +130,8 @@ def _shown(text: str) -> str:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so readers see the old or the new file, never half.
+    """Replace ``path`` with ``text`` so readers see the old or the new file, never half;
+    a device or FIFO there (``/dev/null``, ``/dev/stdout``) is written to, never replaced.
 
     The new file keeps the old one's mode (mkstemp's 0600 would lock other users out).
     Text that cannot be UTF-8 (a file name of other bytes, which Python holds as lone
@@ -149,6 +150,18 @@ def write_atomic(path: Path, text: str) -> None:
             f"{_shown(str(path))}: not written: it would hold '{near}', {why}, which no "
             f"reader of the file could take; {fix}"
         ) from None
+    path = Path(os.path.realpath(path))  # a link's target is written, not the link replaced
+    try:
+        kind = stat.S_IFMT(os.stat(path).st_mode)
+    except OSError:  # nothing there yet (or nothing to tell): a new file, as before
+        kind = stat.S_IFREG
+    if kind in (stat.S_IFCHR, stat.S_IFIFO, stat.S_IFSOCK):
+        # --json /dev/null, a FIFO, a terminal: the bytes go to it, as a shell's '>' sends
+        # them; renaming over it would put a regular file in place of the device (as root,
+        # /dev/null itself)
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     # a short fixed name beside it, not ".{name}.XXXXXXXX": a name of up to 255 bytes (the
     # most a folder takes) must be writable, and the temporary one longer than it is not

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import resource
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,26 @@ def test_text_with_a_lone_surrogate_a_server_sent_is_one_usage_error_showing_it(
     ):
         fs.write_atomic(path, "| llama.cpp | date \ud800 | b1 |\n")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_device_or_a_link_to_one_is_written_to_never_replaced(tmp_path: Path) -> None:
+    """``--json /dev/null``: the temporary file was renamed over the device, and as root a
+    regular file took /dev/null's place (git then read it as its config). The test makes
+    its own null device (root only), never the real one."""
+    if os.geteuid() != 0:
+        pytest.skip("mknod of a character device needs root (CI runs as root)")
+    null = tmp_path / "null"
+    os.mknod(null, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    (tmp_path / "stdout").symlink_to(null)
+    for path in (null, tmp_path / "stdout"):
+        fs.write_atomic(path, '{"ok": true}\n')
+        assert stat.S_ISCHR(os.stat(path).st_mode), path
+    assert (tmp_path / "stdout").is_symlink()
+    assert sorted(os.listdir(tmp_path)) == ["null", "stdout"]  # no temporary file left
+
+
+def test_through_a_link_the_target_file_is_replaced(tmp_path: Path) -> None:
+    (tmp_path / "real.json").write_text("old\n")
+    (tmp_path / "link.json").symlink_to("real.json")
+    fs.write_atomic(tmp_path / "link.json", "new\n")
+    assert (tmp_path / "link.json").is_symlink() and (tmp_path / "real.json").read_text() == "new\n"
