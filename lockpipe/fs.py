@@ -47,8 +47,8 @@ def read_utf8(path: Path, error: type[LockpipeError], limit: int = READ_LIMIT) -
     """The text of ``path``, a file lockpipe reads from the user or the host.
 
     Bytes that are not UTF-8 raise ``error`` naming the file, the first bad byte and its
-    offset, and the fix; so do a path that is no regular file (a FIFO would block, a
-    device such as /dev/zero never end) and a file over ``limit`` bytes (read whole, it
+    offset, and the fix; so do a path that is no regular file or pipe (a device such as
+    /dev/zero would never end) and a file over ``limit`` bytes (read whole, it
     would be held in memory). OSError (no such file, no permission, a folder) is the
     caller's to word. Line ends are read as ``read_text`` reads them (universal newlines).
     """
@@ -57,9 +57,12 @@ def read_utf8(path: Path, error: type[LockpipeError], limit: int = READ_LIMIT) -
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
-        if not stat.S_ISREG(st.st_mode):
+        pipe = stat.S_ISFIFO(st.st_mode)  # HF_TOKEN_PATH=<(pass hf): a pipe, read to its end
+        if not (stat.S_ISREG(st.st_mode) or pipe):
             raise error(f"{path}: {_kind(st.st_mode)}, not a file; lockpipe reads only regular "
-                        "files here: give it the path of one")  # fmt: skip
+                        "files (or a pipe) here: give it the path of one")  # fmt: skip
+        if pipe:  # opened without waiting for a writer; now wait for what it writes
+            os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
@@ -129,6 +132,12 @@ def _shown(text: str) -> str:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def _under(path: Path, *folders: str) -> bool:
+    """Whether ``path`` as given names something in one of ``folders`` (no link followed)."""
+    shown = os.path.abspath(path)
+    return any(shown == f or shown.startswith(f + "/") for f in folders)
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so readers see the old or the new file, never half;
     a device or FIFO there (``/dev/null``, ``/dev/stdout``) is written to, never replaced.
@@ -150,18 +159,19 @@ def write_atomic(path: Path, text: str) -> None:
             f"{_shown(str(path))}: not written: it would hold '{near}', {why}, which no "
             f"reader of the file could take; {fix}"
         ) from None
-    path = Path(os.path.realpath(path))  # a link's target is written, not the link replaced
     try:
-        kind = stat.S_IFMT(os.stat(path).st_mode)
+        kind = stat.S_IFMT(os.stat(path).st_mode)  # of what the path names, through links
     except OSError:  # nothing there yet (or nothing to tell): a new file, as before
         kind = stat.S_IFREG
-    if kind in (stat.S_IFCHR, stat.S_IFIFO, stat.S_IFSOCK):
-        # --json /dev/null, a FIFO, a terminal: the bytes go to it, as a shell's '>' sends
-        # them; renaming over it would put a regular file in place of the device (as root,
-        # /dev/null itself)
-        with open(path, "wb") as fh:
+    if kind != stat.S_IFREG or _under(path, "/dev", "/proc"):
+        # --json /dev/null, /dev/stdout (a terminal, a pipe, or a file opened with '>>'), a
+        # FIFO: the bytes go to it, appended, as a shell's redirection sends them. Renaming
+        # over it would put a regular file in place of the device (as root, /dev/null
+        # itself), or replace the file a '>>' appends to, its earlier lines lost.
+        with open(path, "ab") as fh:
             fh.write(data)
         return
+    path = Path(os.path.realpath(path))  # a link's target is written, not the link replaced
     path.parent.mkdir(parents=True, exist_ok=True)
     # a short fixed name beside it, not ".{name}.XXXXXXXX": a name of up to 255 bytes (the
     # most a folder takes) must be writable, and the temporary one longer than it is not

@@ -49,13 +49,25 @@ def test_a_lock_that_is_dev_zero_is_one_line_not_a_read_without_end(tmp_path: Pa
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_a_lock_that_is_a_fifo_is_one_line_not_a_wait_for_a_writer(tmp_path: Path) -> None:
+def test_a_lock_that_is_a_fifo_without_a_writer_is_read_as_empty_not_waited_on(
+    tmp_path: Path,
+) -> None:
     fifo = tmp_path / "lock.json"
     os.mkfifo(fifo)
     done = _plan_lock(str(fifo), tmp_path)  # before: blocked in open() until the timeout
     assert done.returncode == LockError.return_code, done.stderr
-    assert f"{fifo}: a FIFO, not a file; lockpipe reads only regular files" in done.stderr
-    assert "Traceback" not in done.stderr
+    assert str(fifo) in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_pipe_is_read_to_its_end(tmp_path: Path) -> None:
+    """``HF_TOKEN_PATH=<(pass hf)``: the shell hands over a pipe (/dev/fd/63)."""
+    read, write = os.pipe()
+    os.write(write, b"hf_secret\n")
+    os.close(write)
+    try:
+        assert fs.read_utf8(Path(f"/proc/self/fd/{read}"), LockError) == "hf_secret\n"
+    finally:
+        os.close(read)
 
 
 def test_a_lock_over_the_read_limit_is_refused_unread(
@@ -139,6 +151,31 @@ def test_a_device_or_a_link_to_one_is_written_to_never_replaced(tmp_path: Path) 
         assert stat.S_ISCHR(os.stat(path).st_mode), path
     assert (tmp_path / "stdout").is_symlink()
     assert sorted(os.listdir(tmp_path)) == ["null", "stdout"]  # no temporary file left
+
+
+TO_STDOUT = (
+    "from pathlib import Path; from lockpipe import fs; fs.write_atomic(Path('/dev/stdout'), "
+)
+
+
+def test_stdout_appended_to_a_log_keeps_the_log(tmp_path: Path) -> None:
+    """``--json /dev/stdout >> log``: /dev/stdout is a link to /proc/self/fd/1, the log; its
+    target was replaced whole, the log's earlier lines lost."""
+    log = tmp_path / "log"
+    log.write_text("line1\n")
+    code = f"{TO_STDOUT}'new\\n')"
+    with log.open("a") as out:
+        subprocess.run([sys.executable, "-c", code], stdout=out, check=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})  # fmt: skip
+    assert log.read_text() == "line1\nnew\n"
+    assert stat.S_ISLNK(os.lstat("/dev/stdout").st_mode)
+
+
+def test_stdout_that_is_a_pipe_is_written_to(tmp_path: Path) -> None:
+    code = f"{TO_STDOUT}'j\\n')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)  # fmt: skip
+    assert (done.returncode, done.stdout) == (0, "j\n"), done.stderr
 
 
 def test_through_a_link_the_target_file_is_replaced(tmp_path: Path) -> None:
