@@ -119,38 +119,52 @@ def _opened(resp: requests.Response, cand: Candidate, start: int, url: str) -> O
     return Opened(response=resp, start=start, total=total, ranged=True, url=url)
 
 
+GATHER = 0.25  # seconds a chunk gathers bytes before it is handed on, full or not
+
+
 def body(opened: Opened, tuning: Tuning) -> Iterator[bytes]:
     """The response body as it arrives, in chunks of up to ``tuning.chunk`` bytes; a
     broken connection, or one under ``tuning.slowest`` bytes/s over ``tuning.slow_for``
     seconds, becomes RetryableHTTP.
 
-    ``read1`` returns what one read of the socket gives: a read of a whole chunk
-    would wait for all of it, each wait of the socket under the read timeout, so a body
-    sent a byte at a time showed no progress and never failed.
+    ``read1`` returns what one read of the socket gives: a read of a whole chunk would
+    wait for all of it, each wait of the socket under the read timeout, so a body sent a
+    byte at a time showed no progress and never failed. What the reads give is gathered
+    into a chunk, handed on once full or :data:`GATHER` seconds old: over TLS one read is
+    one 16 KiB record, and handing each on alone cost twice the CPU per byte.
     """
     raw = opened.response.raw
     finished = False
     since, came = time.monotonic(), 0
+    gathered, started = bytearray(), 0.0
     try:
         while True:
             try:
-                data = raw.read1(tuning.chunk)
+                data = raw.read1(tuning.chunk - len(gathered))
             except Exception as exc:  # urllib3 and http.client raise several kinds for one cause
                 raise RetryableHTTP(
                     f"{opened.url}: connection broken ({type(exc).__name__})"
                 ) from None
+            now = time.monotonic()
             if not data:
+                if gathered:
+                    yield bytes(gathered)
                 finished = True
                 return
             came += len(data)
-            if (took := time.monotonic() - since) >= tuning.slow_for:
+            if (took := now - since) >= tuning.slow_for:
                 if came < tuning.slowest * took:
                     raise TooSlow(
                         f"{opened.url}: too slow ({came:,} bytes in {took:.0f} s, under "
                         f"{tuning.slowest:,} bytes/s); the connection is dropped and retried"
                     )
-                since, came = time.monotonic(), 0
-            yield data
+                since, came = now, 0
+            if not gathered:
+                started = now
+            gathered += data
+            if len(gathered) >= tuning.chunk or now - started >= GATHER:
+                yield bytes(gathered)
+                gathered.clear()
     finally:
         if finished:
             raw.release_conn()  # fully read: the keep-alive connection serves the next piece
