@@ -20,21 +20,20 @@ LINK_SHOWN = 200  # characters of a Link header an error shows
 # A target ends at the next '<' too: from every '<' the scan stops there, so a header of
 # '<' after '<' is read in linear time (up to 100 headers of 64 KiB each can arrive).
 _NEXT = re.compile(r'<([^<>]*)>\s*;\s*rel="?next"?')
+# A scheme: at most 32 characters (none is longer), so a run like 'a.a.a…' is tried from
+# each character for 32 at most, in linear time in all; no word boundary is asked of its
+# start, so '-https://u:pw@h' or '12https://…' hides the password too.
+_SCHEME = r"[a-z][a-z0-9+.-]{0,31}://"
 # scheme://authority : it ends at the first / ? # (as urlsplit reads it), and in running text
 # at the line's end or where another URL starts. Its userinfo is everything up to its LAST
 # '@', as split_userinfo reads it, so a password holding '@' or a space is hidden whole.
-_AUTHORITY = re.compile(
-    r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://)"
-    r"((?:(?!(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://)[^/?#\r\n])*)"
-)
-# The same, read loosely: up to the next whitespace, past / ? #. A password a user typed may
-# hold them unescaped (https://user:s3cr#et@host/): what precedes the last '@' there is
-# hidden when it holds a ':' (user:password), unless that '@' starts a digest
-# (docker://host:5000/repo@sha256:…). A scheme starts where no scheme character comes
-# before it (not \b, which holds at every letter of 'a.a.a…': a quadratic scan of it).
-_LOOSE = re.compile(
-    r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://)((?:(?!(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://)\S)*)"
-)
+_AUTHORITY = re.compile(rf"(?i)({_SCHEME})((?:(?!{_SCHEME})[^/?#\r\n])*)")
+# The same, read loosely: up to the next whitespace, quote, comma or angle bracket, past
+# / ? #. A password a user typed may hold them unescaped (https://user:s3cr#et@host/): what
+# precedes the last '@' there is hidden when it holds a ':' (user:password), unless that
+# '@' starts a digest (docker://host:5000/repo@sha256:…). Quotes and commas end it, so a
+# URL in JSON does not take the text after it along ("url":"https://h:443/x","by":"a@b").
+_LOOSE = re.compile(rf"(?i)({_SCHEME})((?:(?!{_SCHEME})[^\s\"'<>,])*)")
 _DIGEST_AFTER = re.compile(r"(?i)[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-f]{32,}")
 # A query parameter that signs or authorizes a URL (S3's and the Hub's CDNs' X-Amz-*,
 # GCS's X-Goog-*, CloudFront's Signature and Policy, Azure's sig, any *token* or *key*):

@@ -54,3 +54,21 @@ def test_the_linear_patterns_read_what_they_read_before() -> None:
     assert redact("see https://u:pw@h/x and git+ssh://u:pw@g/y") == (
         "see https://***@h/x and git+ssh://***@g/y"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("x -https://user:pw@host/x", "x -https://***@host/x"),
+        ("build 12https://user:pw@host/x", "build 12https://***@host/x"),
+        ("see:.https://user:pw@host/x", "see:.https://***@host/x"),
+        ('{"url":"https://hub.example:443/api/x","author":"me@corp.com"}',
+         '{"url":"https://hub.example:443/api/x","author":"me@corp.com"}'),
+    ],
+)  # fmt: skip
+def test_a_url_after_any_character_is_redacted_and_json_around_it_is_kept(
+    text: str, shown: str
+) -> None:
+    """A scheme's start is not asked to be a word's: the linear pattern of 8724180 left
+    '-https://user:pw@…' whole; the loose reading stops at a quote or a comma."""
+    assert redact(text) == shown
