@@ -209,13 +209,13 @@ class SdkEngine:
     ) -> EngineError:
         """The pipeline error for ``exc``, raised while ``op`` acted on ``ref``."""
         what = f"{self.name} {op} {ref}".rstrip()
-        if timed_out(exc):
-            return EngineError(self.no_answer(what, self.timeout))
-        if unreachable(exc):
+        if unreachable(exc):  # before timed_out: a connect timeout is both, and no socket
             return EngineMissing(
                 f"{what}: {self.name} does not answer at {self.url} ({type(exc).__name__}); "
                 f"{self.start_hint()}"
             )
+        if timed_out(exc):  # connected, and then no answer in time
+            return EngineError(self.no_answer(what, self.timeout))
         status, detail = status_of(exc), detail_of(exc)
         why = f"{status}" if status is not None else type(exc).__name__
         fix = fix_for(self.name, op, status, detail, ref, hint)
