@@ -78,12 +78,12 @@ def escape_char(text: str) -> str:
     """The escape character a ``# escape=`` parser directive sets: ``\\`` or a backtick.
 
     Directives count only in the leading comments, until the first line that is not one
-    of a known kind (as BuildKit reads them); another value fails the build, so it is
-    left at the default here.
+    of a known kind (as BuildKit reads them: syntax, escape, and check since Dockerfile
+    1.8); another value fails the build, so it is left at the default here.
     """
-    for line in text.splitlines():
+    for line in text.removeprefix("\ufeff").splitlines():  # BuildKit drops a leading BOM
         m = _DIRECTIVE.fullmatch(line.lstrip())
-        if m is None or m.group(1).lower() not in ("escape", "syntax"):
+        if m is None or m.group(1).lower() not in ("escape", "syntax", "check"):
             break
         if m.group(1).lower() == "escape":
             return m.group(2) if m.group(2) in ("\\", "`") else "\\"
@@ -98,6 +98,7 @@ def instructions(text: str) -> Iterator[Instruction]:
     or comment line inside a continuation is skipped, not its end; a continuation still
     open at the end of the file is an instruction all the same.
     """
+    text = text.removeprefix("\ufeff")  # a byte order mark, as BuildKit drops it
     escape = escape_char(text)
     buf: list[str] = []
     start = 0

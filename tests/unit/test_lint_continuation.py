@@ -16,6 +16,13 @@ D = "sha256:" + "0" * 64
         f"FROM x@{D}\nRUN echo hi \\\u00a0\nFROM ubuntu:latest\n",
         # with escape=` a backslash is a plain character
         f"# escape=`\nFROM x@{D}\nRUN echo hi \\\nFROM ubuntu:latest\n",
+        # check= (Dockerfile 1.8) is a directive too: the escape= after it still counts
+        f"# syntax=docker/dockerfile:1\n# check=error=true\n# escape=`\nFROM x@{D}\n"
+        "RUN echo hi \\\nFROM ubuntu:latest\n",
+        # so does one after a byte order mark, which BuildKit drops
+        f"\ufeff# escape=`\nFROM x@{D}\nRUN echo hi \\\nFROM ubuntu:latest\n",
+        # a byte order mark before the first instruction is not part of its keyword
+        "\ufeffFROM ubuntu:latest\n",
         # the words of FROM split on a tab as the engine splits them
         "FROM\tubuntu:latest\n",
         # a continuation open at the end of the file is still an instruction
