@@ -16,6 +16,8 @@ The SDKs themselves are imported lazily, so merely loading this module stays che
 from __future__ import annotations
 
 import functools
+import importlib
+import os
 import re
 from collections.abc import Callable, Iterator
 from types import ModuleType
@@ -51,7 +53,8 @@ RUN_HINT = (
 PUSH_HINT = "check that the destination registry runs and accepts pushes, then retry"
 BUILD_HINT = "see the build log above for the failing step"
 # What an SDK raises on an answer of a shape it does not expect (nested past Python's
-# recursion limit, a list for an object, a number for a string): each one line, not a traceback.
+# recursion limit, a list for an object, a number for a string): each one line, not a
+# traceback, where the SDK raised it (SdkEngine.raised_reading); in lockpipe's code, a bug.
 SHAPE_ERRORS = (RecursionError, TypeError, AttributeError, KeyError, ValueError)
 
 
@@ -77,6 +80,8 @@ def sdk_call(
             except self.sdk_errors() as exc:
                 raise self.translate(exc, op, ref, error, hint) from exc
             except SHAPE_ERRORS as exc:
+                if not self.raised_reading(exc):
+                    raise  # lockpipe's own bug: its traceback is the report to file
                 raise self.odd_answer(exc, op, ref) from None
             except Exception as exc:
                 if type(exc) is not Exception:  # the SDKs' bare Exception("Can't create ...")
@@ -220,6 +225,22 @@ class SdkEngine:
         why = f"{status}" if status is not None else type(exc).__name__
         fix = fix_for(self.name, op, status, detail, ref, hint)
         return error(f"{what} failed ({why}: {detail}); {fix}")
+
+    def raised_reading(self, exc: BaseException) -> bool:
+        """Whether ``exc`` came from reading the daemon's answer: raised in the SDK, requests
+        or json (an answer of a shape they do not read), not in lockpipe's own code."""
+        import json
+
+        import requests
+
+        sdk = importlib.import_module(self.errors().__name__.partition(".")[0])
+        roots = tuple(os.path.dirname(str(m.__file__)) + os.sep for m in (sdk, requests, json))
+        tb = exc.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename.startswith(roots):
+                return True
+            tb = tb.tb_next
+        return False
 
     def odd_answer(self, exc: BaseException, op: str, ref: str) -> EngineError:
         """The error for an answer to ``op`` on ``ref`` that the SDK could not read."""
