@@ -69,6 +69,15 @@ def redact(text: str) -> str:
     return _SIGNED.sub(r"\1***", _AUTHORITY.sub(_without_userinfo, loose))
 
 
+def shown(text: str, limit: int = 80) -> str:
+    """``text`` (a server's answer, a value from a file) as one line of an error: its
+    credentials redacted, quoted as repr, and cut at ``limit`` characters with its length."""
+    t = redact(text)
+    if len(t) <= limit:
+        return repr(t)
+    return f"{t[:limit]!r}… ({len(t):,} characters)"
+
+
 def _without_userinfo(match: re.Match[str]) -> str:
     _, at, hostport = match[2].rpartition("@")
     return match[0] if not at else f"{match[1]}***@{hostport}"

@@ -47,6 +47,7 @@ from lockpipe.log import echo, result
 from lockpipe.payloads.store import default_store
 from lockpipe.smoke.gpu import discover_host
 from lockpipe.smoke.ports import wait_port_clear
+from lockpipe.urls import shown
 
 
 def podman_version(override: str | None) -> keys.Version:
@@ -56,8 +57,8 @@ def podman_version(override: str | None) -> keys.Version:
             return keys.parse_version(override)
         except DeployError:
             raise UsageError(
-                f"--podman-version {override[:60]}: not a podman version; give X.Y (e.g. 4.3 or "
-                "5.4), or leave it out to ask this host's podman"
+                f"--podman-version {shown(override, 60)}: not a podman version; give X.Y "
+                "(e.g. 4.3 or 5.4), or leave it out to ask this host's podman"
             ) from None
     return keys.parse_version(cmd.call(["podman", "--version"], quiet=True, stdout_only=True))
 

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from lockpipe.errors import DeployError
+from lockpipe.urls import shown
 
 Version = tuple[int, int]
 
@@ -86,7 +87,8 @@ def parse_version(text: str) -> Version:
     m = _VERSION.search(text)
     if m is None:
         raise DeployError(
-            f"cannot read a podman version from {text.strip()[:60]!r}; pass --podman-version X.Y"
+            f"cannot read a podman version from {shown(text.strip(), 60)}; "
+            "pass --podman-version X.Y"
         )
     return int(m.group(1)), int(m.group(2))
 

@@ -33,6 +33,7 @@ from lockpipe.errors import BuildError, EngineError, interrupted
 from lockpipe.jsonshape import Reader, loads
 from lockpipe.lock.refs import DIGEST_RE
 from lockpipe.log import echo
+from lockpipe.urls import shown
 
 _CONTAINER_ID = re.compile(r"^[0-9a-f]{64}$")
 # buildah logs each container it creates at debug level only ("Container ID: …").
@@ -132,7 +133,7 @@ class BuildahEngine:
         argv = run_argv(spec)
         lines = cmd.call(argv, stdout_only=True).strip().splitlines()
         if not lines or not _CONTAINER_ID.match(lines[-1]):  # what podman run -d prints last
-            last = repr(lines[-1][:120]) if lines else "nothing"
+            last = shown(lines[-1], 120) if lines else "nothing"
             raise _reader(f"`{' '.join(argv[:3])} …`").fail(
                 f"no container ID (its last line: {last})"
             )

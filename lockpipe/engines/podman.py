@@ -31,6 +31,7 @@ from lockpipe.engines.context import context_tar
 from lockpipe.engines.sdk import BUILD_HINT, PUSH_HINT, SdkEngine, sdk_call
 from lockpipe.engines.stop import STOP_WAIT, BuildStop, stopped_by
 from lockpipe.errors import BuildError, EngineError, EngineMissing
+from lockpipe.urls import shown
 
 ROOT_SOCKET = "unix:///run/podman/podman.sock"
 
@@ -246,7 +247,7 @@ class PodmanEngine(SdkEngine):
                     f"podman pull {ref} failed: {read.get(item, ('error',), str).strip()}"
                 )
         if resp.status_code != 200:
-            raise BuildError(f"podman pull {ref}: {resp.status_code} {resp.text[:300]}")
+            raise BuildError(f"podman pull {ref}: {resp.status_code} {shown(resp.text, 300)}")
 
     @sdk_call("push", hint=PUSH_HINT)
     def push(self, ref: str, dest: str, *, tls_verify: bool = True) -> str:
@@ -262,7 +263,7 @@ class PodmanEngine(SdkEngine):
             f"/images/{dest}/push", params=params, stream=True, timeout=self.stream_timeout()
         )
         if resp.status_code != 200:
-            raise EngineError(f"podman push {dest}: {resp.status_code} {resp.text[:300]}")
+            raise EngineError(f"podman push {dest}: {resp.status_code} {shown(resp.text, 300)}")
         read = self._reader(f"push {dest}", root="a line of its answer")
         for raw in resp.iter_lines():
             item = read.parse(raw) if raw.strip() else {}

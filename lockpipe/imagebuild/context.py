@@ -17,6 +17,7 @@ from pathlib import Path
 from lockpipe.errors import LockError
 from lockpipe.fs import read_utf8
 from lockpipe.imagebuild.lint import instructions
+from lockpipe.urls import shown
 
 FROM_LABEL = "io.github.lockpipe.from"
 MOUNT_LABEL = "io.github.lockpipe.mount"
@@ -125,10 +126,9 @@ def mark_mounts(text: str, context: Path, where: str = "Dockerfile") -> str:
                     labels[key] = f"sha256:{_tree_sha256(path)}"
             except (ValueError, OSError) as exc:  # ValueError: "embedded null byte"
                 why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-                shown = source if len(source) <= 80 else f"{source[:80]}…"
                 raise LockError(
-                    f"{where}:{ins.line}: RUN --mount source {shown!r} cannot be read as a "
-                    f"path in the build context ({why}); name a file or folder of the context"
+                    f"{where}:{ins.line}: RUN --mount source {shown(source, 80)} cannot be read "
+                    f"as a path in the build context ({why}); name a file or folder of the context"
                 ) from None
         if labels:
             lines.insert(ins.line - 1, label_instruction(labels))

@@ -27,7 +27,7 @@ from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP, TooSlow
 from lockpipe.payloads.neterrors import bad_url, classify
 from lockpipe.payloads.settings import Tuning
 from lockpipe.payloads.sources import Candidate, repo_page
-from lockpipe.urls import redact
+from lockpipe.urls import redact, shown
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
@@ -112,7 +112,7 @@ def _opened(resp: requests.Response, cand: Candidate, start: int, url: str) -> O
         resp.close()
         raise HTTPFatal(
             f"{url}: asked for bytes from {start}, got Content-Range "
-            f"{(resp.headers.get('Content-Range') or '')[:100]!r}; "
+            f"{shown(resp.headers.get('Content-Range') or '', 100)}; "
             "the server's Range support is broken",
             206,
         )

@@ -18,6 +18,7 @@ from lockpipe.errors import LockError
 from lockpipe.fs import write_atomic
 from lockpipe.jsonshape import Reader
 from lockpipe.lock.refs import DIGEST_RE, ReferenceError, parse_ref
+from lockpipe.urls import shown
 
 VERSION = 1
 FILENAME = "images.json"
@@ -72,12 +73,12 @@ def _entry(reader: Reader, doc: dict[str, Any], target: str) -> Published:
         raise reader.fail(f"images.{target} has the unknown field {extra[0]!r}")
     values = {name: reader.get(doc, ("images", target, name), str) for name in _FIELDS}
     if not DIGEST_RE.match(values["digest"]):
-        raise reader.fail(f"images.{target}.digest is {values['digest'][:80]!r}, not "
+        raise reader.fail(f"images.{target}.digest is {shown(values['digest'], 80)}, not "
                           "sha256: and 64 lowercase hex digits")  # fmt: skip
     try:
         parse_ref(values["reference"])
     except ReferenceError as exc:
-        raise reader.fail(f"images.{target}.reference: {str(exc)[:200]}") from None
+        raise reader.fail(f"images.{target}.reference: {shown(str(exc), 200)}") from None
     return Published(**values)
 
 

@@ -29,7 +29,7 @@ from lockpipe.imagebuild.provenance import (
 )
 from lockpipe.jsonshape import loads
 from lockpipe.lock.refs import DIGEST_RE
-from lockpipe.urls import redact
+from lockpipe.urls import redact, shown
 
 # find_provenance's bounds. A statement lockpipe writes has a line per base, pip package and
 # context file: some KB, a few hundred at most. A referrer's statement blob is read to
@@ -156,13 +156,13 @@ def find_provenance(pinned: str) -> Found:
     for desc in listed:
         digest = str(desc.get("digest"))
         read = _statement(pinned, digest)
-        shown = digest if DIGEST_RE.fullmatch(digest) else repr(digest[:90])  # the index's text
+        named = digest if DIGEST_RE.fullmatch(digest) else shown(digest, 90)  # the index's text
         if isinstance(read, str):
-            skipped.append(f"referrer {shown}: {read}")
+            skipped.append(f"referrer {named}: {read}")
             continue
         doc, size = read
         if build_type(doc) != BUILD_TYPE:
-            kind = repr(build_type(doc))[:90]
+            kind = shown(str(build_type(doc)), 90)
             skipped.append(f"referrer {digest}: buildType {kind}, not lockpipe's")
         elif why := malformed(doc):
             bad.append(f"provenance referrer {digest}: {why}")
@@ -186,7 +186,7 @@ def _statement(pinned: str, digest: str) -> tuple[dict[str, Any], int] | str:
     from lockpipe.registry.push import get_manifest
 
     if not DIGEST_RE.fullmatch(digest):  # by digest alone: what get_manifest checks the bytes of
-        return f"the referrers index names it {digest[:90]!r}, not sha256:<64 hex>"
+        return f"the referrers index names it {shown(digest, 90)}, not sha256:<64 hex>"
     reg, ep = registry_for(pinned)
     try:
         art, _ = get_manifest(reg, ep.repository, digest)  # digest-checked
@@ -199,8 +199,10 @@ def _statement(pinned: str, digest: str) -> tuple[dict[str, Any], int] | str:
         return "it carries no statement layer"
     blob_digest = layers[0].get("digest")
     if not isinstance(blob_digest, str) or not DIGEST_RE.fullmatch(blob_digest):
-        shown = repr(blob_digest)[:90]  # a path such as sha256:../.. never reaches a URL
-        return f"its statement layer has the digest {shown}, not sha256:<64 hex>"
+        # a path such as sha256:../.. never reaches a URL
+        return (
+            f"its statement layer has the digest {shown(str(blob_digest), 90)}, not sha256:<64 hex>"
+        )
     try:
         path = f"blobs/{blob_digest}"  # reg.request's GET, with the statement's own limit
         req = Req(method="GET", url=reg.url(ep.repository, path), limit=MAX_STATEMENT,

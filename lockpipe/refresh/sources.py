@@ -29,6 +29,7 @@ from lockpipe.refresh import rules
 from lockpipe.refresh.api import Api
 from lockpipe.refresh.archive import Fetched, Tree
 from lockpipe.refresh.model import Change, Link, Moved, Warn
+from lockpipe.urls import shown
 
 LATEST = "latest-release"
 _GITHUB = re.compile(r"^https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$")
@@ -88,7 +89,7 @@ def followed(source: Source, gh: Api) -> tuple[str, bool]:
             raise FetchError(f"{what}: GitHub's latest release of {slug(source)} has no tag_name")
         if not is_tag(tag):
             raise FetchError(f"{what}: GitHub's latest release of {slug(source)} has tag_name "
-                             f"{tag[:60]!r}, which lockpipe does not take for a tag (letters, "
+                             f"{shown(tag, 60)}, which lockpipe does not take for a tag (letters, "
                              "digits, '.', '_', '+', '-'; no '..', 128 at most); set follow to "
                              "a branch, or pin the release's url by hand")  # fmt: skip
         return tag, True
@@ -117,7 +118,7 @@ def _compare(gh: Api, repo: str, span: str, what: str) -> tuple[int, str]:
     if not 0 <= count <= MAX_COUNT:
         raise read.fail(f"total_commits is {count}, not a count of commits (0 to {MAX_COUNT:,})")
     if status not in _STATUSES:
-        raise read.fail(f"status is {status[:40]!a}, not one of {', '.join(_STATUSES)}")
+        raise read.fail(f"status is {shown(status, 40)}, not one of {', '.join(_STATUSES)}")
     return count, status
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from lockpipe.errors import IntegrityError, RegistryError
 from lockpipe.jsonshape import Reader, TooDeep, loads
 from lockpipe.lock.refs import DIGEST_RE
+from lockpipe.urls import shown
 
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
@@ -93,7 +94,7 @@ def entries(what: str, index: Mapping[str, Any]) -> list[tuple[str, str]]:
         name = platform_name(read.get(index, ("manifests", i, "platform"), dict, {}))
         digest = read.get(index, ("manifests", i, "digest"), str)
         if not DIGEST_RE.fullmatch(digest):
-            raise read.fail(f"manifests[{i}].digest is {digest[:90]!r}, not sha256:<64 hex>")
+            raise read.fail(f"manifests[{i}].digest is {shown(digest, 90)}, not sha256:<64 hex>")
         if not name.startswith(UNKNOWN):
             out.append((name, digest))
     return out
@@ -183,7 +184,7 @@ def config_digest(
     read = Reader(where=what, root="the manifest", error=RegistryError, fix=fix)
     digest = read.get(manifest, ("config", "digest"), str)
     if not DIGEST_RE.fullmatch(digest):
-        raise read.fail(f"config.digest is {digest[:90]!r}, not sha256:<64 hex>")
+        raise read.fail(f"config.digest is {shown(digest, 90)}, not sha256:<64 hex>")
     return digest
 
 

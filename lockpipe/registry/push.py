@@ -19,6 +19,7 @@ from lockpipe.lock.refs import DIGEST_RE
 from lockpipe.registry import platforms as pf
 from lockpipe.registry.client import registry_for
 from lockpipe.registry.transport import Registry
+from lockpipe.urls import shown
 
 __all__ = ["attach_referrer", "blob_exists", "get_manifest", "put_manifest", "referrers",
            "registry_for", "upload_blob"]  # fmt: skip
@@ -63,8 +64,8 @@ def put_manifest(
     if answered and answered != digest:
         raise RegistryError(
             f"PUT {reg.host}/{repository} manifests/{reference}: the registry stored "
-            f"{answered[:100]!r}, not {digest}; it rewrote the manifest: push to a registry that "
-            "keeps bytes as sent"
+            f"{shown(answered, 100)}, not {digest}; it rewrote the manifest: push to a registry "
+            "that keeps bytes as sent"
         )
     return digest
 

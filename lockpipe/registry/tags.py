@@ -15,7 +15,7 @@ from lockpipe.jsonshape import Reader
 from lockpipe.registry.creds import credentials
 from lockpipe.registry.names import endpoint
 from lockpipe.registry.transport import Registry
-from lockpipe.urls import next_page
+from lockpipe.urls import next_page, shown
 
 PAGE = 1000
 MAX_PAGES = 100
@@ -52,7 +52,7 @@ def list_tags(ref: str, *, registry: Registry | None = None) -> list[str]:
         if not reg.owns(url):
             raise RegistryError(
                 f"{ref}: tags/list's next page is on another host "
-                f"({urlsplit(url).netloc[:100]!r}); refusing to follow it"
+                f"({shown(urlsplit(url).netloc, 100)}); refusing to follow it"
             )
         path = url  # Registry.request takes an absolute URL on its own origin as it is
     raise RegistryError(f"{ref}: more than {MAX_PAGES} pages of tags at {ep.host}")

@@ -21,7 +21,7 @@ from lockpipe.http.transport import Fixes, Header, Policy, Req, Transport
 from lockpipe.jsonshape import loads
 from lockpipe.registry.creds import Credential
 from lockpipe.registry.headers import Challenge
-from lockpipe.urls import basic_auth, redact, same_origin
+from lockpipe.urls import basic_auth, redact, same_origin, shown
 
 TOKEN_LIFETIME = 60  # seconds, when the token server names none (the distribution spec's default)
 LONGEST_LIFETIME = 86400  # seconds a token is trusted for at most (a 401 renews it sooner)
@@ -82,7 +82,7 @@ class TokenServers:
             realm_scheme = urlsplit(realm).scheme.lower()
         except ValueError:  # "https://[::1/token": an unclosed bracket
             raise RegistryError(
-                f"{what}: {self.host} names the token server {redact(realm)[:200]!r}, which is "
+                f"{what}: {self.host} names the token server {shown(realm, 200)}, which is "
                 "not a URL; fix the registry's auth realm to the URL of its token server"
             ) from None
         if cred and self.scheme == "https" and realm_scheme != "https":

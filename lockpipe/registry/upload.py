@@ -18,6 +18,7 @@ from lockpipe.errors import RegistryError
 from lockpipe.http import whole_number
 from lockpipe.registry.push import PUSH, blob_exists
 from lockpipe.registry.transport import Registry
+from lockpipe.urls import shown
 
 MiB = 1 << 20
 DEFAULT_CHUNK = 64 * MiB
@@ -123,7 +124,7 @@ def _chunked(
             if probe_failed:
                 raise RegistryError(
                     f"PATCH {reg.host}/{repository} upload of {digest}: the registry holds "
-                    f"{repr(resp.headers.get('Range'))[:100]} after bytes {start}-{end - 1}; "
+                    f"{shown(str(resp.headers.get('Range')), 100)} after bytes {start}-{end - 1}; "
                     "it lost a chunk: run payloads publish again"
                 )
             location = resp.headers.get("Location") or location

@@ -29,6 +29,7 @@ from lockpipe.http import Late, arriving, within
 from lockpipe.jsonshape import Reader
 from lockpipe.log import PROGRESS_EVERY, echo
 from lockpipe.smoke.metrics import MAX_COUNT
+from lockpipe.urls import shown
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,10 +116,10 @@ def wait_ready(base: str, deadline: float, exited: Callable[[], str | None]) -> 
         try:
             end = time.monotonic() + min(2.0, max(deadline - time.monotonic(), 0.1))
             with send("GET", f"{base}/health", end) as resp:
-                shown = b"".join(chunks(resp, f"{base}/health", end))
+                body = b"".join(chunks(resp, f"{base}/health", end))
                 if resp.status_code == 200:
                     return time.monotonic() - start
-                last = f"HTTP {resp.status_code} {shown[:200]!r}"
+                last = f"HTTP {resp.status_code} {shown(body.decode(errors='replace'), 200)}"
         except CheckFailed as exc:
             last = str(exc)
         except requests.RequestException as exc:
@@ -136,7 +137,7 @@ def model_ids(base: str) -> list[str]:
     url = f"{base}/v1/models"
     resp = ask("GET", url, ANSWER_SECONDS)
     if resp.status != 200:
-        raise CheckFailed(f"/v1/models answered {resp.status}: {resp.text[:300]}")
+        raise CheckFailed(f"/v1/models answered {resp.status}: {shown(resp.text, 300)}")
     answer = _answer(url)
     doc = answer.parse(resp.content)
     listed = answer.get(doc, ("data",), list, default=[])
@@ -159,7 +160,7 @@ def complete(
     resp = ask("POST", url, GENERATION_SECONDS, body)
     seconds = time.monotonic() - start
     if resp.status != 200:
-        raise CheckFailed(f"/v1/completions answered {resp.status}: {resp.text[:300]}")
+        raise CheckFailed(f"/v1/completions answered {resp.status}: {shown(resp.text, 300)}")
     answer = _answer(url)
     doc = answer.parse(resp.content)
     return Generation(
@@ -203,7 +204,7 @@ def chat(base: str, model: str, parts: list[dict[str, object]], max_tokens: int 
     url = f"{base}/v1/chat/completions"
     resp = ask("POST", url, GENERATION_SECONDS, body)
     if resp.status != 200:
-        raise CheckFailed(f"/v1/chat/completions answered {resp.status}: {resp.text[:300]}")
+        raise CheckFailed(f"/v1/chat/completions answered {resp.status}: {shown(resp.text, 300)}")
     answer = _answer(url)
     return answer.get(answer.parse(resp.content), ("choices", 0, "message", "content"), str)
 

@@ -35,6 +35,7 @@ from typing import Any
 from lockpipe.errors import MetricsError
 from lockpipe.jsonshape import loads
 from lockpipe.smoke.shape import EXAMPLE, FORMAT, parse_key
+from lockpipe.urls import shown
 
 Key = tuple[str, frozenset[tuple[str, str]]]
 Samples = dict[Key, float]
@@ -93,7 +94,7 @@ def parse(text: str) -> Samples:
         except ValueError:
             m = None
         if m is None:
-            raise MetricsError(f"/metrics line {n} is not a Prometheus sample: {line[:120]!r}")
+            raise MetricsError(f"/metrics line {n} is not a Prometheus sample: {shown(line, 120)}")
         out[(m.group(1), frozenset(labels))] = value
     return out
 
@@ -287,7 +288,7 @@ def probe_tokens(name: str) -> tuple[str, int | None]:
     m = _PROBE.match(name)
     if not m:
         raise MetricsError(
-            f"{_shown(name)} is not a probe name: use pp@N, tg@N (N or Nk tokens), accept"
+            f"{shown(name, 60)} is not a probe name: use pp@N, tg@N (N or Nk tokens), accept"
         )
     size = None if m.group(2) is None else int(m.group(2)) * (1000 if m.group(3) else 1)
     if size is not None and not 1 <= size <= MAX_PROBE_TOKENS:  # 10**23 was OverflowError's
@@ -295,11 +296,6 @@ def probe_tokens(name: str) -> tuple[str, int | None]:
             f"{name!r}: a probe of {size:,} tokens; N must be 1 to {MAX_PROBE_TOKENS:,} tokens"
         )
     return m.group(1), size
-
-
-def _shown(text: str) -> str:
-    """``text`` as repr, cut short: a 5000-digit name would fill the one-line error."""
-    return repr(text) if len(text) <= 60 else f"{text[:40]!r}… ({len(text):,} characters)"
 
 
 def compare(
@@ -370,7 +366,7 @@ def _shape_probes(where: str, key: str, raw: Any, tol: Any) -> dict[str, Probe]:
     shape = parse_key(key)
     if shape is None:
         raise MetricsError(
-            f"{where}: {_shown(key)} is not a serving shape key; write {FORMAT}, e.g. {EXAMPLE} "
+            f"{where}: {shown(key, 60)} is not a serving shape key; write {FORMAT}, e.g. {EXAMPLE} "
             "(from the lock's targets.NAME.serve: kv_dtype, context, parallel), and put the "
             "probes measured in that shape under it"
         )

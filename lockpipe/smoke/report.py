@@ -31,6 +31,7 @@ from lockpipe.errors import LockpipeError, SmokeError
 from lockpipe.fs import file_lock, write_atomic
 from lockpipe.jsonshape import loads
 from lockpipe.log import print_to
+from lockpipe.urls import shown
 
 # XML 1.0 forbids most control characters, and server logs do contain them.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -187,14 +188,10 @@ _AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", re.ASCII)  # as write_
 STORE_CHARS = 4096  # PATH_MAX: no longer path names a folder
 
 
-def _shown(value: str) -> str:
-    return repr(value if len(value) <= 60 else value[:59] + "…")
-
-
 def _check_at(at: str | None, where: str) -> None:
     """``at`` reaches deploy's unit header: a NUL in it was a unit line of its own."""
     if at is not None and not _AT.fullmatch(at):
-        raise ValueError(f"{where}.at is {_shown(at)}, not a UTC time as lockpipe smoke "
+        raise ValueError(f"{where}.at is {shown(at, 60)}, not a UTC time as lockpipe smoke "
                          "writes it (YYYY-MM-DDTHH:MM:SSZ)")  # fmt: skip
 
 
@@ -209,7 +206,7 @@ def _check_store(store: str | None, where: str) -> None:
         else ""
     )  # fmt: skip
     if why and store is not None:
-        raise ValueError(f"{where}.store {_shown(store)} {why}, so it names no payload "
+        raise ValueError(f"{where}.store {shown(store, 60)} {why}, so it names no payload "
                          "store a unit can mount")  # fmt: skip
 
 

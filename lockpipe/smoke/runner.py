@@ -38,6 +38,7 @@ from lockpipe.smoke.media import solid_png, speech_wav
 from lockpipe.smoke.ports import free_port, wait_port_clear
 from lockpipe.smoke.report import CheckResult, SmokeReport
 from lockpipe.smoke.shape import shape_of
+from lockpipe.urls import shown
 
 STORE_IN_CONTAINER = "/store"
 
@@ -187,7 +188,7 @@ def _ask(
 ) -> tuple[str, Mapping[str, float]]:
     answer = checks.chat(c.base, c.model, [*parts, {"type": "text", "text": m.prompt}])
     checks.expect_words(answer, m.expect, m.prompt)
-    return repr(answer[:120]), {}
+    return shown(answer, 120), {}
 
 
 def _probe_checks(c: _Checks, spec: SmokeSpec) -> None:
@@ -313,9 +314,9 @@ def _scan(log: str, runtime: str) -> tuple[str, Mapping[str, float]]:
     """The runtime's fatal lines (logscan.py: from the pinned sources); benign ones pass."""
     found = logscan.scan(runtime, log)
     if found:
-        shown = [f"line {f.line_no} [{f.pattern}]: {f.line.strip()[:200]}\n  fix: {f.fix}"
+        lines = [f"line {f.line_no} [{f.pattern}]: {shown(f.line.strip(), 200)}\n  fix: {f.fix}"
                  for f in found[:10]]  # fmt: skip
-        raise CheckFailed(f"{len(found)} fatal line(s) in the log:\n" + "\n".join(shown))
+        raise CheckFailed(f"{len(found)} fatal line(s) in the log:\n" + "\n".join(lines))
     return f"{len(log.splitlines())} lines, none fatal for {runtime}", {}
 
 

@@ -33,6 +33,7 @@ from typing import IO, Any
 from lockpipe import cmd
 from lockpipe.errors import EngineError
 from lockpipe.jsonshape import Reader
+from lockpipe.urls import shown
 from lockpipe.verify.space import check_space, manifest_of, space_needed
 
 CHUNK = 1 << 20
@@ -135,7 +136,7 @@ def _blob(layout: Path, digest: str, where: str) -> Path:
     """The blob file of ``digest`` (named in ``where``): a digest that is not sha256 and
     64 hex digits would name a file outside ``blobs/`` (``sha256:../../x``)."""
     if not DIGEST.fullmatch(digest):
-        raise EngineError(f"{where}: the digest {digest[:100]!r} is not sha256:<64 hex>; {FIX}")
+        raise EngineError(f"{where}: the digest {shown(digest, 100)} is not sha256:<64 hex>; {FIX}")
     return layout / "blobs" / "sha256" / digest.removeprefix("sha256:")
 
 
@@ -206,7 +207,7 @@ def read_entries(stream: IO[bytes], layer: str = "the layer") -> tuple[Entry, ..
 def _entry(m: tarfile.TarInfo, data: IO[bytes] | None, layer: str) -> Entry:
     # a PAX header's mtime is a float (1e999 is inf, and int() of it an OverflowError)
     if not (math.isfinite(m.mtime) and int(m.mtime) in MTIMES):
-        raise EngineError(f"{layer}: {m.name[:200]!r} has the mtime {m.mtime}, not a time "
+        raise EngineError(f"{layer}: {shown(m.name, 200)} has the mtime {m.mtime}, not a time "
                           f"(seconds within ±2**63); {FIX}")  # fmt: skip
     entry = Entry(
         path=m.name.removeprefix("./").strip("/") or ".",

@@ -419,7 +419,7 @@ def test_a_podman_version_of_5000_digits_is_a_one_line_usage_error(
     built(tmp_path / "state")
     assert deploy(tmp_path, "--force", "--podman-version", "1" * 5000 + ".2") == 64
     (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
-    assert line.startswith("error: --podman-version 1111") and "not a podman version" in line
+    assert line.startswith("error: --podman-version '1111") and "not a podman version" in line
     assert len(line) < 200, line  # the value cut to a line's worth
     assert not (tmp_path / "out" / f"{TARGET}.container").exists()
 

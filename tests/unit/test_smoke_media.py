@@ -49,5 +49,5 @@ def test_the_smoke_log_scan_fails_on_fatal_lines_and_passes_benign_ones() -> Non
 
     healthy = "INFO model loaded\nWARNING falling back to a slower kernel"
     assert "none fatal for vllm" in _scan(healthy, "vllm")[0]
-    with pytest.raises(CheckFailed, match=r"line 2 \[.*\]: Traceback"):
+    with pytest.raises(CheckFailed, match=r"line 2 \[.*\]: 'Traceback"):
         _scan("INFO model loaded\nTraceback (most recent call last):", "vllm")

@@ -20,7 +20,7 @@ from lockpipe.payloads.partial import Partial
 from lockpipe.payloads.sources import candidates
 from lockpipe.registry.creds import Credential
 from lockpipe.registry.transport import Registry
-from lockpipe.urls import basic_auth, next_page, redact, same_origin, split_userinfo
+from lockpipe.urls import basic_auth, next_page, redact, same_origin, shown, split_userinfo
 
 CRED = Credential(username="alice", secret="s3cret", source="test")
 
@@ -215,3 +215,27 @@ def test_a_next_link_that_is_no_url_is_the_callers_error_naming_it(target: str, 
 )  # fmt: skip
 def test_a_password_holding_hash_slash_or_question_mark_is_hidden(text: str, shown: str) -> None:
     assert redact(text) == shown
+
+
+def test_shown_quotes_short_text_whole() -> None:
+    assert shown("not found") == "'not found'"
+
+
+def test_shown_cuts_long_text_and_gives_its_length() -> None:
+    assert shown("x" * 5000, 10) == "'xxxxxxxxxx'… (5,000 characters)"
+
+
+def test_shown_keeps_a_text_of_exactly_the_limit_whole() -> None:
+    assert shown("y" * 80) == repr("y" * 80)
+
+
+def test_shown_escapes_a_newline_so_the_error_stays_one_line() -> None:
+    out = shown("a\nb\x00c")
+    assert "\n" not in out and "\x00" not in out
+    assert out == "'a\\nb\\x00c'"
+
+
+def test_shown_masks_a_password_in_the_text() -> None:
+    out = shown("denied at https://user:pw@host/v2/ today")
+    assert "pw" not in out.replace("***", "")
+    assert "https://***@host/" in out
