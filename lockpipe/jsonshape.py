@@ -19,6 +19,9 @@ from lockpipe.errors import LockpipeError
 
 T = TypeVar("T")
 Key = str | int  # an object's key, or a list's index
+# Control characters (C0 but the tab, DEL, C1) and Unicode's line and paragraph separators:
+# NUL and CR end a unit line for systemd, and none belongs in a line a person reads.
+CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 _SURROGATE = re.compile("[\ud800-\udfff]")  # half of a UTF-16 pair, which UTF-8 cannot encode
 _KINDS: tuple[tuple[type, str], ...] = (
     (bool, "true/false"),  # before int: JSON's true is not a count

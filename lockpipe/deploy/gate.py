@@ -15,9 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from lockpipe.deploy.unit import CONTROL
-from lockpipe.errors import DeployError
-from lockpipe.imagebuild.records import BuildRecord, read_record, record_path
+from lockpipe.errors import DeployError, LockpipeError
+from lockpipe.imagebuild.records import BuildRecord, load_record, record_path
 from lockpipe.log import echo
 from lockpipe.smoke.report import SmokeRecord, read_records
 
@@ -44,34 +43,17 @@ def pinned_image(state: Path, target: str, engine: str | None = None) -> Pinned:
             f"with --engine podman or buildah (or copy it: podman pull docker-daemon:TAG)"
         )
     for e in engines:
-        record = read_record(state, e, target)
+        try:
+            record = load_record(record_path(state, e, target))
+        except LockpipeError as exc:  # the header shows its fields: a NUL was a unit line
+            raise DeployError(str(exc)) from None
         if record is not None:
-            _check_text(record, record_path(state, e, target))
             return Pinned(record=record, image=record.image_id.removeprefix("sha256:"))
     looked = ", ".join(str(record_path(state, e, target)) for e in engines)
     raise DeployError(
         f"{target}: no build record ({looked}), so there is no image to pin; build it first: "
         f"lockpipe build --engine podman {target}"
     )
-
-
-# The record's fields the unit's header shows ("Image: TAG pinned by image ID (built …").
-HEADER_FIELDS = ("tag", "built_at", "engine", "engine_version", "key")
-
-
-def _check_text(record: BuildRecord, path: Path) -> None:
-    """DeployError naming ``path`` and the field when a field the header shows holds a
-    control character (a NUL there was a unit line of its own to systemd); no build
-    writes one."""
-    for name in HEADER_FIELDS:
-        value = getattr(record, name)
-        if CONTROL.search(value):
-            shown = repr(value if len(value) <= 60 else value[:59] + "…")
-            raise DeployError(
-                f"{path}: {name} {shown} holds a control character, which no build writes "
-                f"and the unit's header cannot show; rebuild: lockpipe build --engine "
-                f"{path.parent.name} {record.target} (or remove the record)"
-            )
 
 
 def _refuse(message: str, force: bool) -> None:

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from lockpipe.errors import DeployError
+from lockpipe.jsonshape import CONTROL
 
 Entry = tuple[str, str]
 _PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./{}\[\]-]+")
@@ -40,11 +41,6 @@ def _spills(value: str) -> str | None:
         return ("ends with a backslash, which systemd reads as a line continuation; drop "
                 "the trailing backslash")  # fmt: skip
     return None
-
-
-# Control characters (C0 but the tab, DEL, C1) and Unicode's line and paragraph separators:
-# NUL and CR end a unit line for systemd, and none belongs in a line a person reads.
-CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def _escape(match: re.Match[str]) -> str:

@@ -15,8 +15,9 @@ from pathlib import Path
 from lockpipe.engines.base import IMAGE_ID
 from lockpipe.errors import LockpipeError
 from lockpipe.fs import write_atomic
-from lockpipe.jsonshape import Reader
+from lockpipe.jsonshape import CONTROL, Reader
 from lockpipe.log import echo
+from lockpipe.urls import shown
 
 _TYPES = {"str": str, "bool": bool, "int": int, "float": float}  # what a field may hold
 
@@ -64,26 +65,42 @@ def record_path(state: Path, engine: str, target: str) -> Path:
 
 def read_record(state: Path, engine: str, target: str) -> BuildRecord | None:
     """The record, or None if absent or unreadable (then the build simply reruns)."""
-    path = record_path(state, engine, target)
+    try:
+        return load_record(record_path(state, engine, target))
+    except LockpipeError as exc:
+        echo(f"warning: ignoring unreadable build record {exc}", style="yellow")
+    return None
+
+
+def load_record(path: Path) -> BuildRecord | None:
+    """The record at ``path``, None if there is none; LockpipeError naming ``path``, what
+    is wrong and the build that writes it again, for a file that is not a record."""
     try:
         return _checked(path)
     except FileNotFoundError:
         return None
-    except LockpipeError as exc:  # JSON, but not a record: it names the file and the key
-        echo(f"warning: ignoring unreadable build record {exc}", style="yellow")
     except (OSError, ValueError, TypeError) as exc:
-        echo(f"warning: ignoring unreadable build record {path} ({exc})", style="yellow")
-    return None
+        raise LockpipeError(f"{path}: not a build record ({exc}); {_again(path)}") from None
+
+
+def _again(path: Path) -> str:
+    return f"build again: lockpipe build --engine {path.parent.name} {path.stem}"
 
 
 def _checked(path: Path) -> BuildRecord:
     """The record ``path`` holds, each field of its type (read back, the file is input:
     an ``image_id`` of null or a tag would reach deploy's ``Image=``)."""
-    read = Reader(where=str(path), root="the record", error=LockpipeError)
+    read = Reader(where=str(path), root="the record", error=LockpipeError, fix=_again(path))
     doc = read.parse(path.read_text(encoding="utf-8"))
     for name, (kind, optional) in _KINDS.items():
         if not (optional and doc.get(name) is None):
             read.get(doc, (name,), kind)
+    for name in _KINDS:  # deploy writes them into a unit's header: a NUL was a unit line
+        value = doc.get(name)
+        if isinstance(value, str) and CONTROL.search(value):
+            raise read.fail(
+                f"{name} {shown(value, 60)} holds a control character, which no build writes"
+            )
     if not IMAGE_ID.match(doc["image_id"]):
         raise read.fail(f"image_id is {doc['image_id']!r}, not sha256:<64 hex>")
     return BuildRecord(**doc)

@@ -97,16 +97,17 @@ def test_inspect_output_of_another_shape_is_one_error(
         ({"source_date_epoch": 1.5}, "source_date_epoch is a number, not an integer"),
     ],
 )
-def test_a_build_record_of_another_shape_is_set_aside(
+def test_a_build_record_of_another_shape_is_refused_naming_it(
     record: dict[str, object], words: str, tmp_path: Path
 ) -> None:
-    """The record is lockpipe's own file, but read back it is input: one of another shape
-    (edited, or written by another version) is ignored with a warning naming it, as a
-    record that is not JSON already was, and deploy has no image to pin."""
+    """The record is lockpipe's own file, but read back it is input: deploy refuses one of
+    another shape (edited, or written by another version) in one line naming it, what is
+    wrong and the build that writes it again (before, it was set aside with a warning and
+    deploy said there was no build record, though there was one)."""
     out = _deploy(tmp_path, '{"Entrypoint": null}', record)
     assert "Traceback" not in out.stderr, out.stderr
     assert out.returncode == DeployError.return_code, out.stderr
     path = record_path(tmp_path / "state", "podman", "app")
-    assert f"warning: ignoring unreadable build record {path}: {words}\n" in out.stderr
-    assert "no build record" in out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("error:")]
+    assert line == f"error: {path}: {words}; build again: lockpipe build --engine podman app"
     assert not (tmp_path / "units" / "app.container").exists()
