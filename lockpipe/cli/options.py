@@ -19,6 +19,7 @@ from lockpipe.engines.base import GPU_MODES
 from lockpipe.errors import UsageError
 from lockpipe.fs import cache_home
 from lockpipe.log import COLORS
+from lockpipe.urls import shown
 
 if TYPE_CHECKING:
     from lockpipe.lock.model import Lock
@@ -92,12 +93,25 @@ def seconds(text: str) -> float:
     return value
 
 
+# systemd reads a time into microseconds in a uint64 and refuses one whose seconds + 1 reach
+# UINT64_MAX / USEC_PER_SEC (time-util.c, parse_time: -ERANGE); the unit's TimeoutStartSec
+# is --start-timeout plus the longest port wait.
+MAX_START_TIMEOUT = (2**64 - 1) // 10**6 - 2 - MAX_PORT_WAIT
+
+
 def whole_seconds(text: str) -> int:
-    """An argparse type: a whole number of seconds, 0 or more (a unit's TimeoutStartSec)."""
+    """An argparse type: a whole number of seconds, 0 to :data:`MAX_START_TIMEOUT` (a unit's
+    TimeoutStartSec, less the port wait)."""
     digits = text.strip()
     if not (digits.isascii() and digits.isdigit()):  # isdigit alone takes '²'
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds (0 or more)")
-    return int(digits)
+    value = digits.lstrip("0") or "0"  # int() of 5000 digits is a ValueError of its own
+    if len(value) > len(str(MAX_START_TIMEOUT)) or int(value) > MAX_START_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"{shown(digits, 40)} is over {MAX_START_TIMEOUT:,} seconds, more than systemd "
+            "reads as a TimeoutStartSec; give the seconds a model may take to load (e.g. 900)"
+        )
+    return int(value)
 
 
 def model_len(text: str) -> int:

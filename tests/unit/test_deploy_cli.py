@@ -453,3 +453,29 @@ def test_verify_without_quadlet_checks_the_command_the_unit_holds(
     (start,) = [x for x in service.split("\n") if x.startswith("ExecStart=")]
     words = split_words(start.removeprefix("ExecStart="))
     assert words[words.index("--health-cmd") + 1] == health
+
+
+@pytest.mark.parametrize("given", ["18446744073709", "9" * 30, "9" * 5000])
+def test_a_start_timeout_systemd_cannot_read_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], given: str
+) -> None:
+    """TimeoutStartSec=18446744073709 and more overflow systemd's microseconds (parse_time:
+    -ERANGE, so systemd ignores the line and the model gets the 90 s default); before, deploy
+    wrote it and exited 0, and 5000 digits were int()'s ValueError."""
+    built(tmp_path / "state")
+    smoke_json(tmp_path, {"reports": [result(store=fetched(tmp_path / "store"))]})
+    with pytest.raises(SystemExit) as caught:
+        deploy(tmp_path, "--start-timeout", given)
+    assert caught.value.code == UsageError.return_code
+    err = capsys.readouterr().err
+    assert "more than systemd reads as a TimeoutStartSec" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_the_longest_start_timeout_systemd_reads_is_written(tmp_path: Path) -> None:
+    built(tmp_path / "state")
+    smoke_json(tmp_path, {"reports": [result(store=fetched(tmp_path / "store"))]})
+    longest = str((2**64 - 1) // 10**6 - 2 - 3600)
+    assert deploy(tmp_path, "--start-timeout", longest, "--port-timeout", "3600") == 0
+    (timeout,) = parse_unit(unit_text(tmp_path)).values("Service", "TimeoutStartSec")
+    assert int(timeout) + 1 < (2**64 - 1) // 10**6  # what systemd's parse_time takes
