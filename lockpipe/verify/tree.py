@@ -175,6 +175,12 @@ def read_layout(layout: Path, ref: str) -> ImageTree:
     annotations = {key: read.get(manifest, ("annotations", key), str) for key in notes}
     read, config = _json(_blob(layout, cdigest, f"{ref}: manifest {mdigest}"),
                          f"{ref}: config {cdigest}")  # fmt: skip
+    labels = read.get(config, ("config", "Labels"), dict, {})  # explain reads these two
+    for key in labels:
+        read.get(config, ("config", "Labels", key), str)
+    for i in range(len(read.get(config, ("history",), list, []))):
+        read.get(config, ("history", i, "comment"), str, "")
+        read.get(config, ("history", i, "created_by"), str, "")
     listed = read.get(config, ("rootfs", "diff_ids"), list, [])
     diff_ids = [read.get(config, ("rootfs", "diff_ids", i), str) for i in range(len(listed))]
     if len(diff_ids) != len(descs):

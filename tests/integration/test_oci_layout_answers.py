@@ -112,13 +112,23 @@ def image(root: Path, config: str, layer: bytes, manifest: str = "") -> str:
         ('{"rootfs": {"diff_ids": "x"}}', "", "rootfs.diff_ids is a string, not a list"),
         ('{"rootfs": {"diff_ids": [1]}}', "", "rootfs.diff_ids[0] is an integer, not a string"),
         ("[]", "", "the file is a list, not an object"),
+        ("{" + ROOTFS + ', "config": []}', "", "config is a list, not an object"),
+        ("{" + ROOTFS + ', "config": {"Labels": []}}', "",
+         "config.Labels is a list, not an object"),
+        ("{" + ROOTFS + ', "config": {"Labels": {"a": 1}}}', "",
+         "config.Labels.a is an integer, not a string"),
+        ("{" + ROOTFS + ', "history": {}}', "", "history is an object, not a list"),
+        ("{" + ROOTFS + ', "history": [1]}', "", "history[0] is an integer, not an object"),
+        ("{" + ROOTFS + ', "history": [{"comment": 5}]}', "",
+         "history[0].comment is an integer, not a string"),
     ],
 )  # fmt: skip
 def test_a_config_or_manifest_of_another_shape_is_one_line_naming_the_image(
     tmp_path: Path, config: str, manifest: str, words: str
 ) -> None:
     """``"rootfs": "x"`` was an AttributeError; ``"diff_ids": "x"`` was read as one layer
-    whose diff_id is ``x``."""
+    whose diff_id is ``x``; labels or history of another shape were explain's AttributeError
+    or TypeError."""
     source = image(tmp_path / "oci", config, _tar("1"), manifest)
     with pytest.raises(EngineError) as info, exported(source):
         pass
