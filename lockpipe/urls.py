@@ -69,13 +69,23 @@ def redact(text: str) -> str:
     return _SIGNED.sub(r"\1***", _AUTHORITY.sub(_without_userinfo, loose))
 
 
-def shown(text: str, limit: int = 80) -> str:
-    """``text`` (a server's answer, a value from a file) as one line of an error: its
-    credentials redacted, quoted as repr, and cut at ``limit`` characters with its length."""
-    t = redact(text)
+def shown(value: object, limit: int = 80) -> str:
+    """``value`` (a server's answer, a value from a file) as one line of an error: a string
+    quoted as repr, anything else (null, a number) as its repr; credentials redacted, and
+    cut at ``limit`` characters with its length."""
+    if not isinstance(value, str):
+        return clipped(repr(value), limit)
+    t = redact(value)
     if len(t) <= limit:
         return repr(t)
     return f"{t[:limit]!r}… ({len(t):,} characters)"
+
+
+def clipped(text: str, limit: int = 200) -> str:
+    """``text`` that is already words (an exception's message) as part of a one-line error:
+    credentials redacted, line ends as spaces, cut at ``limit`` characters with its length."""
+    t = " ".join(redact(text).split())
+    return t if len(t) <= limit else f"{t[:limit]}… ({len(t):,} characters)"
 
 
 def _without_userinfo(match: re.Match[str]) -> str:

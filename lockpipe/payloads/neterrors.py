@@ -18,7 +18,7 @@ import requests
 import urllib3.exceptions
 
 from lockpipe.payloads.errors import NO_ANSWER, HTTPFatal, RetryableHTTP, Unreachable
-from lockpipe.urls import redact
+from lockpipe.urls import clipped, redact
 
 URL_FIX = "check HF_ENDPOINT, --mirror, and the repository and filename in the lock"
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\"()\[\]]+)")
@@ -30,8 +30,7 @@ def reason(exc: BaseException) -> str:
     found = _ERRNO.search(text)
     if found:
         return found[1].strip()
-    text = text or type(exc).__name__
-    return text if len(text) <= 200 else text[:200] + "…"
+    return clipped(text or type(exc).__name__, 200)
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:

@@ -18,7 +18,7 @@ from lockpipe.errors import LockError
 from lockpipe.fs import write_atomic
 from lockpipe.jsonshape import Reader
 from lockpipe.lock.refs import DIGEST_RE, ReferenceError, parse_ref
-from lockpipe.urls import shown
+from lockpipe.urls import clipped, shown
 
 VERSION = 1
 FILENAME = "images.json"
@@ -78,7 +78,7 @@ def _entry(reader: Reader, doc: dict[str, Any], target: str) -> Published:
     try:
         parse_ref(values["reference"])
     except ReferenceError as exc:
-        raise reader.fail(f"images.{target}.reference: {shown(str(exc), 200)}") from None
+        raise reader.fail(f"images.{target}.reference: {clipped(str(exc), 200)}") from None
     return Published(**values)
 
 

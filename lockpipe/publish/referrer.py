@@ -162,7 +162,7 @@ def find_provenance(pinned: str) -> Found:
             continue
         doc, size = read
         if build_type(doc) != BUILD_TYPE:
-            kind = shown(str(build_type(doc)), 90)
+            kind = shown(build_type(doc), 90)
             skipped.append(f"referrer {digest}: buildType {kind}, not lockpipe's")
         elif why := malformed(doc):
             bad.append(f"provenance referrer {digest}: {why}")
@@ -200,9 +200,7 @@ def _statement(pinned: str, digest: str) -> tuple[dict[str, Any], int] | str:
     blob_digest = layers[0].get("digest")
     if not isinstance(blob_digest, str) or not DIGEST_RE.fullmatch(blob_digest):
         # a path such as sha256:../.. never reaches a URL
-        return (
-            f"its statement layer has the digest {shown(str(blob_digest), 90)}, not sha256:<64 hex>"
-        )
+        return f"its statement layer has the digest {shown(blob_digest, 90)}, not sha256:<64 hex>"
     try:
         path = f"blobs/{blob_digest}"  # reg.request's GET, with the statement's own limit
         req = Req(method="GET", url=reg.url(ep.repository, path), limit=MAX_STATEMENT,

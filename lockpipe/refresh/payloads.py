@@ -22,7 +22,7 @@ from lockpipe.refresh.api import Api
 from lockpipe.refresh.gitsha import MAX_GIT_FILE, git_file_sha256
 from lockpipe.refresh.model import Change, Link, Moved, Warn
 from lockpipe.refresh.rules import iso_time
-from lockpipe.urls import shown
+from lockpipe.urls import clipped, shown
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")  # a commit, or a git blob id
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -34,7 +34,7 @@ def _revision(hub: Api, repo: str, rev: str, what: str) -> tuple[str, str | None
     sha = doc.get("sha") if isinstance(doc, dict) else None
     if not isinstance(sha, str) or not _COMMIT.fullmatch(sha):
         raise FetchError(f"{what}: the Hub gave no commit sha (40 hex digits) for {repo}@{rev}, "
-                         f"but {shown(str(sha), 60)}; is HF_ENDPOINT a Hugging Face "
+                         f"but {shown(sha, 60)}; is HF_ENDPOINT a Hugging Face "
                          "Hub?")  # fmt: skip
     # for the reviewer and rules.revision_backwards, never a pin: not a date, unknown
     return sha, iso_time(doc.get("lastModified"))
@@ -58,8 +58,8 @@ def _pins(entry: dict[str, Any], what: str) -> dict[str, Any]:
         or not shape.fullmatch(oid)
     ):
         raise FetchError(f"{what}: the Hub's tree entry for {entry.get('path')!r} has no size "
-                         f"and {key} as the Hub gives them (size {shown(str(size), 40)}, "
-                         f"oid {shown(str(oid), 80)}); is HF_ENDPOINT a Hugging Face "
+                         f"and {key} as the Hub gives them (size {shown(size, 40)}, "
+                         f"oid {shown(oid, 80)}); is HF_ENDPOINT a Hugging Face "
                          "Hub?")  # fmt: skip
     if key == "git_sha1" and size > MAX_GIT_FILE:  # fetched whole to hash it: bounded
         raise FetchError(f"{what}: the Hub's tree lists {entry.get('path')!r} as kept in git "
@@ -77,7 +77,7 @@ def _listed(tree: list[Any], what: str) -> dict[str, dict[str, Any]]:
             continue
         if not isinstance(e.get("path"), str):
             raise FetchError(f"{what}: the Hub's tree listed a file without a path "
-                             f"({shown(str(e), 120)}); is HF_ENDPOINT a Hugging Face "
+                             f"({clipped(str(e), 120)}); is HF_ENDPOINT a Hugging Face "
                              "Hub?")  # fmt: skip
         out[e["path"]] = e
     return out

@@ -23,7 +23,7 @@ from lockpipe.fs import read_utf8, write_atomic
 from lockpipe.jsonshape import Reader, loads
 from lockpipe.refresh.proposal import Proposal, Verdict
 from lockpipe.refresh.report import md, proposal_md
-from lockpipe.urls import shown
+from lockpipe.urls import clipped
 
 PREFIX = "lockpipe/upgrade/"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -107,7 +107,9 @@ def _checked(path: Path, report: Any) -> dict[str, Any]:
         try:
             from_json(read.get(doc, ("proposals", i), dict))
         except (TypeError, ValueError) as exc:
-            raise read.fail(f"proposals[{i}] is not a proposal ({shown(str(exc), 200)})") from None
+            raise read.fail(
+                f"proposals[{i}] is not a proposal ({clipped(str(exc), 200)})"
+            ) from None
     return doc
 
 

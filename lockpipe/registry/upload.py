@@ -124,7 +124,7 @@ def _chunked(
             if probe_failed:
                 raise RegistryError(
                     f"PATCH {reg.host}/{repository} upload of {digest}: the registry holds "
-                    f"{shown(str(resp.headers.get('Range')), 100)} after bytes {start}-{end - 1}; "
+                    f"{shown(resp.headers.get('Range'), 100)} after bytes {start}-{end - 1}; "
                     "it lost a chunk: run payloads publish again"
                 )
             location = resp.headers.get("Location") or location

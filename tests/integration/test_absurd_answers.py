@@ -30,7 +30,7 @@ DIGITS = "9" * 5000
 DATA = b"{}" * 100
 SIZE_REFUSED = (
     r"^payloads.m: the Hub's tree entry for 'm.gguf' has no size and sha256 as the Hub "
-    r"gives them \(size '1000+'… \([\d,]+ characters\), "
+    r"gives them \(size 1000+… \([\d,]+ characters\), "
 )
 
 

@@ -388,7 +388,7 @@ class _StatementHandler(FakeHandler):
 @pytest.mark.parametrize(
     ("layer", "reason"),
     [
-        ({"mediaType": MEDIA_TYPE, "size": 2}, "its statement layer has the digest 'None'"),
+        ({"mediaType": MEDIA_TYPE, "size": 2}, "its statement layer has the digest None"),
         ({"mediaType": MEDIA_TYPE, "size": 2, "digest": "sha256:../../../t/app/manifests/1"},
          "its statement layer has the digest 'sha256:../../../t/app/manifests/1'"),
         ({"mediaType": MEDIA_TYPE, "size": 2, "digest": "sha256:" + "e" * 64},

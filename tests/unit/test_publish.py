@@ -192,7 +192,7 @@ def _good() -> dict[str, object]:
         (_good() | {"reference": 123}, "images.app.reference is an integer, not a string"),
         (_good() | {"digest": ["x"]}, "images.app.digest is a list, not a string"),
         (_good() | {"digest": "sha256:abc"}, "images.app.digest is 'sha256:abc', not sha256:"),
-        (_good() | {"reference": "Not A Ref!"}, "images.app.reference: \"'Not A Ref!'"),
+        (_good() | {"reference": "Not A Ref!"}, "images.app.reference: 'Not A Ref!'"),
         (_good() | {"engine": None}, "images.app.engine is null, not a string"),
         ({k: v for k, v in _good().items() if k != "key"}, "the file has no images.app.key"),
     ],

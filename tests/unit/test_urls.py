@@ -20,7 +20,15 @@ from lockpipe.payloads.partial import Partial
 from lockpipe.payloads.sources import candidates
 from lockpipe.registry.creds import Credential
 from lockpipe.registry.transport import Registry
-from lockpipe.urls import basic_auth, next_page, redact, same_origin, shown, split_userinfo
+from lockpipe.urls import (
+    basic_auth,
+    clipped,
+    next_page,
+    redact,
+    same_origin,
+    shown,
+    split_userinfo,
+)
 
 CRED = Credential(username="alice", secret="s3cret", source="test")
 
@@ -239,3 +247,15 @@ def test_shown_masks_a_password_in_the_text() -> None:
     out = shown("denied at https://user:pw@host/v2/ today")
     assert "pw" not in out.replace("***", "")
     assert "https://***@host/" in out
+
+
+def test_shown_gives_a_value_that_is_no_string_as_its_repr_unquoted() -> None:
+    """A missing header (None) or a Hub's size read as 'None' or "'1000'" before."""
+    assert shown(None) == "None" and shown(1000) == "1000"
+    assert shown(list(range(100)), 10) == "[0, 1, 2, … (390 characters)"
+
+
+def test_clipped_keeps_a_message_one_line_unquoted_and_redacted() -> None:
+    said = clipped("bad ref\n'x': see https://u:secret@host/ " + "y" * 300, 60)
+    assert "\n" not in said and "secret" not in said and not said.startswith("'")
+    assert said.startswith("bad ref 'x': see https://***@host/ y") and said.endswith(" characters)")
