@@ -8,6 +8,7 @@ from lockpipe.demo.plan import parse_registry
 from lockpipe.demo.run import DemoOptions, run_demo
 from lockpipe.errors import UsageError
 from lockpipe.log import echo
+from lockpipe.urls import redact
 
 
 def do_demo(args: argparse.Namespace) -> int:
@@ -16,7 +17,7 @@ def do_demo(args: argparse.Namespace) -> int:
                          "from locks/demo/digests.json; drop the name")  # fmt: skip
     if args.mirror:
         echo(f"note: demo serves its inputs from a loopback mirror of its own; --mirror "
-             f"(LOCKPIPE_MIRROR) {args.mirror} is not used")  # fmt: skip
+             f"(LOCKPIPE_MIRROR) {redact(args.mirror)} is not used")  # fmt: skip
     registry = parse_registry(args.registry) if args.registry else None
     options = DemoOptions(lock=args.lock, engine=args.engine or "buildah", registry=registry,
                           work=args.work, cache=args.cache, state=args.state,

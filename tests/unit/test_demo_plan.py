@@ -120,3 +120,17 @@ def test_the_report_names_each_stage_and_the_smoke_run_of_this_image() -> None:
     text = report.render("t", proofs)
     assert text.splitlines() == ["t", "  build    300.0 s  built", "  smoke     20.0 s  served",
                                  "  total    320.0 s"]  # fmt: skip
+
+
+def test_the_ignored_mirror_is_named_without_its_password(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """demo's note printed --mirror (LOCKPIPE_MIRROR) as given, password and all; doctor
+    already redacted the same value. A --registry it cannot read stops it right after."""
+    from lockpipe.cli.main import main
+
+    code = main(["demo", "--mirror", "http://alice:s3cret@m.example/", "--registry", "bad one!"])
+    assert code == UsageError.return_code
+    out = capsys.readouterr()
+    assert "s3cret" not in out.out + out.err
+    assert "--mirror (LOCKPIPE_MIRROR) http://***@m.example/ is not used" in out.out + out.err
