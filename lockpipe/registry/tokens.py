@@ -133,8 +133,12 @@ def _token(resp: requests.Response, realm: str, what: str) -> tuple[str, float]:
     """The token of a 200 answer and its lifetime; the error naming what is missing."""
     try:
         body = loads(resp.content)
-    except ValueError:
-        body = None
+    except ValueError:  # not JSON, nested too deeply, or a number of 5000 digits
+        raise RegistryError(
+            f"{what}: the token server at {redact(realm)} answered 200 with a body that is not "
+            f"JSON lockpipe can read ({len(resp.content):,} bytes); it is not a registry token "
+            "server, or it is misconfigured: check the registry's auth settings"
+        ) from None
     token = _field(body, "token") or _field(body, "access_token")
     if not isinstance(body, Mapping) or not isinstance(token, str) or not token:
         raise RegistryError(

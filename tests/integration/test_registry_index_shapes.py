@@ -163,17 +163,25 @@ def test_a_manifest_nested_too_deeply_is_one_line(registry: FakeRegistry, tmp_pa
     _refused(ref, lock, refresh, env, "the manifest is nested too deeply to read")
 
 
-def test_a_token_answer_nested_too_deeply_is_one_line(
-    registry: FakeRegistry, tmp_path: Path
+@pytest.mark.parametrize(
+    "token",
+    [b"[" * 100_000, b'{"token": "abc", "expires_in": ' + b"9" * 5000 + b"}"],
+    ids=["deep", "5000-digits"],
+)
+def test_a_token_answer_json_cannot_read_is_one_line(
+    registry: FakeRegistry, tmp_path: Path, token: bytes
 ) -> None:
-    """The token server's answer went through requests' json(): a RecursionError traceback."""
-    registry.token = b"[" * 100_000
+    """The token server's answer went through requests' json(): a RecursionError traceback.
+    Then an answer json cannot read (a lifetime of 5000 digits beside a token) was 'answered
+    without a token', which it did not."""
+    registry.token = token
     _, lock, refresh, env = _refresh(registry, tmp_path)
     before = lock.read_bytes()
     done = subprocess.run(refresh, cwd=REPO, text=True, capture_output=True, env=env)
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.returncode == RegistryError.return_code, done.stderr
-    assert f"the token server at {registry.url}/token answered without a token" in done.stderr
+    said = f"the token server at {registry.url}/token answered 200 with a body that is not JSON"
+    assert said in done.stderr, done.stderr
     assert lock.read_bytes() == before
 
 
