@@ -23,8 +23,9 @@ import shlex
 import shutil
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,9 @@ PACKAGES = {
     "skopeo": "skopeo",
 }
 # Seconds the child's group gets after each signal before the next, stronger one.
+# Seconds a query that answers at once on a well host (a version, an inspect, systemctl
+# show, nvidia-smi) may take: one that hangs (a stuck daemon or driver) is stopped.
+QUERY_TIMEOUT = 120.0
 SHUTDOWN_STEPS: tuple[tuple[signal.Signals, float], ...] = (
     (signal.SIGINT, 0.5),
     (signal.SIGTERM, 0.5),
@@ -65,6 +69,7 @@ def call(
     quiet: bool = False,
     stdout_only: bool = False,
     keep: Callable[[str], bool] | None = None,
+    timeout: float | None = None,
 ) -> str:
     """Run ``args`` and return its stdout+stderr; raise ``error`` with the tail on failure.
 
@@ -74,13 +79,15 @@ def call(
     ``stdout_only``: return stdout alone, for answers that are parsed (JSON, an ID):
     podman 5 on a cgroups-v1 host warns on stderr ahead of its JSON. stderr still
     goes into the error's tail.
+    ``timeout``: seconds the command may run; past them its group is killed and ``error``
+    says so (a query that answers at once on a well host: :data:`QUERY_TIMEOUT`).
     """
     argv = [which(args[0]), *args[1:]]
     shown = redact(shlex.join(args))
     if not quiet:
         echo(f"+ {shown}", style="dim")
     if stdout_only:
-        return _call_stdout(shown, argv, env=env, cwd=cwd, error=error)
+        return _call_stdout(shown, argv, env=env, cwd=cwd, error=error, timeout=timeout)
     proc = _start(
         shown,
         error,
@@ -95,34 +102,73 @@ def call(
         start_new_session=True,  # its own process group: it and its children end together
     )
     try:
-        lines = _read_lines(proc, on_line, keep)
-        rc = proc.wait()
+        with _deadline(proc, timeout) as expired:
+            lines = _read_lines(proc, on_line, keep)
+            rc = proc.wait()
     except BaseException:
         kill_group(proc)
         raise
     out = "".join(lines)
+    if expired.is_set():
+        raise error(_too_long(shown, timeout, lines))
     if rc != 0:
         tail = redact("".join(lines[-15:]).rstrip())
         raise error(f"`{shown}` exited with {rc}:\n{tail}")
     return out
 
 
-def _call_stdout(shown: str, argv: list[str], *, env: Mapping[str, str] | None,
-                 cwd: Path | None, error: type[EngineError]) -> str:  # fmt: skip
+def _call_stdout(
+    shown: str, argv: list[str], *, env: Mapping[str, str] | None, cwd: Path | None,
+    error: type[EngineError], timeout: float | None,
+) -> str:  # fmt: skip
     proc = _start(
         shown, error, argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL, text=True, errors="replace",
         env=None if env is None else dict(env), cwd=cwd, start_new_session=True,
     )  # fmt: skip
     try:
-        out, err = proc.communicate()
+        with _deadline(proc, timeout) as expired:
+            out, err = proc.communicate()
     except BaseException:
         kill_group(proc)
         raise
+    if expired.is_set():
+        raise error(_too_long(shown, timeout, (out + err).splitlines(keepends=True)))
     if proc.returncode != 0:
         tail = redact("".join((out + err).splitlines(keepends=True)[-15:]).rstrip())
         raise error(f"`{shown}` exited with {proc.returncode}:\n{tail}")
     return out
+
+
+@contextlib.contextmanager
+def _deadline(proc: subprocess.Popen[str], timeout: float | None) -> Iterator[threading.Event]:
+    """Kill ``proc``'s group once ``timeout`` seconds pass (the event says it did): its
+    output then ends, and the read of it with it."""
+    expired = threading.Event()
+    if timeout is None:
+        yield expired
+        return
+
+    def expire() -> None:
+        expired.set()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+    timer = threading.Timer(timeout, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield expired
+    finally:
+        timer.cancel()
+
+
+def _too_long(shown: str, timeout: float | None, lines: Sequence[str]) -> str:
+    tail = redact("".join(lines[-15:]).rstrip())
+    return (
+        f"`{shown}` did not finish within {timeout:g} s and was stopped; is the tool stuck "
+        f"(a hung daemon, driver or lock)? run it by hand to see" + (f":\n{tail}" if tail else "")
+    )
 
 
 SHOWN_ARGV = 200  # characters of a command line, in the error when it cannot start

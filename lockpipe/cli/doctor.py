@@ -53,7 +53,7 @@ def _version(argv: list[str]) -> str | None:
     if shutil.which(argv[0]) is None:
         return None
     try:
-        out = cmd.call(argv, quiet=True, stdout_only=True)
+        out = cmd.call(argv, quiet=True, stdout_only=True, timeout=cmd.QUERY_TIMEOUT)
     except LockpipeError:
         return None
     return out.strip().splitlines()[0] if out.strip() else "?"

@@ -55,8 +55,8 @@ def stop_running(name: str, *, user: bool, replacing: Path | None) -> bool:
     instance may hold the port, and the install would only time out waiting for it."""
     service = f"{name}.service"
     try:
-        state = cmd.call(_systemctl(user, "show", "--property=ActiveState", "--value", service),
-                         quiet=True, stdout_only=True).strip()  # fmt: skip
+        argv = _systemctl(user, "show", "--property=ActiveState", "--value", service)
+        state = cmd.call(argv, quiet=True, stdout_only=True, timeout=cmd.QUERY_TIMEOUT).strip()
     except EngineError as exc:
         if replacing is None:
             return False

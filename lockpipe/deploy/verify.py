@@ -49,7 +49,7 @@ def generator_dryrun(generator: Path, unit_dir: Path, *, user: bool, expect: str
     env = {**os.environ, "QUADLET_UNIT_DIRS": str(unit_dir)}
     argv = [str(generator), "-dryrun", *(["-user"] if user else [])]
     try:
-        out = cmd.call(argv, env=env, quiet=True)
+        out = cmd.call(argv, env=env, quiet=True, timeout=cmd.QUERY_TIMEOUT)
     except EngineError as exc:
         raise DeployError(f"podman's quadlet generator rejected the unit: {exc}") from None
     parts = _SECTION.split(out)
@@ -125,7 +125,7 @@ def systemd_verify(service_text: str, name: str, *, user: bool) -> str:
         path.write_text(service_text, encoding="utf-8")
         argv = ["systemd-analyze", *(["--user"] if user else []), "verify", str(path)]
         try:
-            out = cmd.call(argv, quiet=True)
+            out = cmd.call(argv, quiet=True, timeout=cmd.QUERY_TIMEOUT)
         except EngineError as exc:
             raise DeployError(f"systemd-analyze verify rejected {name}.service: {exc}") from None
     # It exits 0 on a line it cannot parse ("PATH:LINE: Failed to parse …, ignoring"): the

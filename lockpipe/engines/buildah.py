@@ -48,7 +48,7 @@ class BuildahEngine:
         cmd.which("buildah")
 
     def version(self) -> str:
-        out = cmd.call(["buildah", "version", "--json"], quiet=True, stdout_only=True)
+        out = _query(["buildah", "version", "--json"])
         read, doc = tool_json(out, "buildah version --json")
         return read.get(doc, ("version",), str)
 
@@ -100,12 +100,12 @@ class BuildahEngine:
         )
 
     def layers(self, ref: str) -> list[str]:
-        out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True, stdout_only=True)
+        out = _query(["buildah", "inspect", "--type", "image", ref])
         read, doc = tool_json(out, f"buildah inspect --type image {ref}")
         return [read.get(d, (), str) for d in read.get(doc, ("OCIv1", "rootfs", "diff_ids"), list)]
 
     def image_env(self, ref: str) -> dict[str, str]:
-        out = cmd.call(["buildah", "inspect", "--type", "image", ref], quiet=True, stdout_only=True)
+        out = _query(["buildah", "inspect", "--type", "image", ref])
         read, doc = tool_json(out, f"buildah inspect --type image {ref}")
         return env_of(read, doc, ("OCIv1", "config", "Env"))
 
@@ -140,12 +140,10 @@ class BuildahEngine:
         return lines[-1]
 
     def logs(self, container: str) -> str:
-        return cmd.call(["podman", "logs", container], quiet=True)
+        return cmd.call(["podman", "logs", container], quiet=True, timeout=cmd.QUERY_TIMEOUT)
 
     def state(self, container: str) -> ContainerState:
-        out = cmd.call(
-            ["podman", "inspect", "--type", "container", container], quiet=True, stdout_only=True
-        )
+        out = _query(["podman", "inspect", "--type", "container", container])
         read, doc = tool_json(out, f"podman inspect --type container {container}")
         running = read.get(doc, (0, "State", "Running"), bool)
         code = None if running else read.get(doc, (0, "State", "ExitCode"), int)
@@ -187,7 +185,7 @@ class WorkingContainers:
         if not self.created:
             return []
         try:
-            out = cmd.call(["buildah", "containers", "--json"], quiet=True, stdout_only=True)
+            out = _query(["buildah", "containers", "--json"])
             read, doc = tool_json(out, "buildah containers --json")
             listed = read.get(doc, (), list, [])  # null: none at all
             ids = [read.get(listed, (i, "id"), str) for i in range(len(listed))]
@@ -220,10 +218,8 @@ def tool_json(out: str, what: str) -> tuple[Reader, Any]:
 def _inspect_field(ref: str, field: str) -> str | None:
     """One field of ``buildah inspect`` for the local image ``ref``; None when it is absent."""
     try:
-        out = cmd.call(
-            ["buildah", "inspect", "--type", "image", "--format", f"{{{{.{field}}}}}", ref],
-            quiet=True,
-            stdout_only=True,
+        out = _query(
+            ["buildah", "inspect", "--type", "image", "--format", f"{{{{.{field}}}}}", ref]
         )
     except EngineError:
         return None
@@ -275,3 +271,8 @@ def _built_id(iidfile: Path, tag: str) -> str:
         f"`buildah bud` of {tag} exited 0, but {why}; see the build log above for the cause, "
         "and check that buildah works (`buildah bud` by hand, lockpipe doctor)"
     )
+
+
+def _query(argv: list[str]) -> str:
+    """The stdout of a buildah or podman query that answers at once on a well host."""
+    return cmd.call(argv, quiet=True, stdout_only=True, timeout=cmd.QUERY_TIMEOUT)

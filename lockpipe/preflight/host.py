@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lockpipe.cmd import call
+from lockpipe.cmd import QUERY_TIMEOUT, call
 from lockpipe.errors import EngineError, EngineMissing, GpuAttachError, UsageError
 from lockpipe.spelling import nearest
 
@@ -121,7 +121,7 @@ def nvidia_smi(args: Sequence[str], *, otherwise: str) -> str:
     error offers after its own fix.
     """
     try:
-        return call(["nvidia-smi", *args], quiet=True)
+        return call(["nvidia-smi", *args], quiet=True, timeout=QUERY_TIMEOUT)
     except EngineMissing:
         raise GpuAttachError(
             "nvidia-smi is not on PATH: this host has no NVIDIA driver tools, so its card "

@@ -29,7 +29,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from lockpipe.cmd import call
+from lockpipe.cmd import QUERY_TIMEOUT, call
 from lockpipe.errors import EngineError, FetchError, LintError, LockError, UsageError
 from lockpipe.fs import read_utf8, write_atomic
 from lockpipe.lock import closure as cl
@@ -104,7 +104,7 @@ def platforms(platform: str) -> list[str]:
 def check_pip() -> None:
     """The pip beside this Python resolves from metadata alone, or UsageError naming the fix."""
     try:
-        out = call([sys.executable, "-m", "pip", "--version"], quiet=True)
+        out = call([sys.executable, "-m", "pip", "--version"], quiet=True, timeout=QUERY_TIMEOUT)
     except EngineError:
         out = "no pip"
     m = re.match(r"pip (\d+)\.(\d+)", out)

@@ -148,3 +148,20 @@ def test_a_nul_in_an_argument_is_the_callers_error_naming_the_command(stdout_onl
     msg = str(caught.value)
     assert "`echo " in msg and r"a\x00b" in msg and "embedded null byte" in msg
     assert "\x00" not in msg and len(msg) < 400  # shown escaped and shortened
+
+
+@pytest.mark.parametrize("stdout_only", [False, True])
+def test_a_command_past_its_timeout_is_stopped_and_named(stdout_only: bool) -> None:
+    """A query with no timeout (nvidia-smi on a wedged driver, podman on a stuck lock) held
+    lockpipe forever; with one, its group is killed and the error names it."""
+    script = "import sys, time; print('started', flush=True); time.sleep(60)"
+    start = time.monotonic()
+    with pytest.raises(EngineError) as caught:
+        cmd.call([sys.executable, "-c", script], quiet=True, stdout_only=stdout_only, timeout=0.5)
+    assert time.monotonic() - start < 30  # not the child's 60 s
+    said = str(caught.value)
+    assert "did not finish within 0.5 s and was stopped" in said and "started" in said
+
+
+def test_a_command_within_its_timeout_answers_as_before() -> None:
+    assert cmd.call([sys.executable, "-c", "print('ok')"], quiet=True, timeout=30) == "ok\n"
