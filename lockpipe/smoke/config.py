@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import MetricsError, SmokeConfigError
+from lockpipe.fs import read_utf8
 from lockpipe.smoke.metrics import Probe, load_baselines
 from lockpipe.spelling import unknown_keys
 
@@ -149,7 +150,7 @@ def load_smoke(path: Path) -> dict[str, SmokeSpec]:
         probes = load_baselines(path)  # also checks version, targets and each probe
     except MetricsError as exc:  # the same file: its faults are the smoke config's
         raise SmokeConfigError(str(exc)) from None
-    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc = json.loads(read_utf8(path, SmokeConfigError))  # load_baselines read it already
     _strict(str(path), doc, TOP_KEYS)
     out = {}
     for name, raw in doc["targets"].items():

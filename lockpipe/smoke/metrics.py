@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import MetricsError
+from lockpipe.fs import read_utf8
 from lockpipe.jsonshape import loads
 from lockpipe.smoke.shape import EXAMPLE, FORMAT, parse_key
 from lockpipe.urls import shown
@@ -336,7 +337,7 @@ def load_baselines(path: Path) -> dict[str, dict[str, dict[str, Probe]]]:
     (:mod:`lockpipe.smoke.shape`), so that a baseline judges only runs of that shape.
     """
     try:
-        doc = loads(path.read_text(encoding="utf-8"))
+        doc = loads(read_utf8(path, MetricsError))  # a device or a huge file: named, not read
     except FileNotFoundError:
         raise MetricsError(f"{path}: no baselines file; create it or pass another") from None
     except json.JSONDecodeError as exc:

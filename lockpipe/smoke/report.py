@@ -28,7 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lockpipe.errors import LockpipeError, SmokeError
-from lockpipe.fs import file_lock, write_atomic
+from lockpipe.fs import file_lock, read_utf8, write_atomic
 from lockpipe.jsonshape import loads
 from lockpipe.log import print_to
 from lockpipe.urls import shown
@@ -251,7 +251,7 @@ def read_records(
     ``error`` (SmokeError by default) names the file, what is wrong and the fix when it
     cannot be read or is not the shape :func:`write_json` writes."""
     try:
-        doc = loads(path.read_text(encoding="utf-8"))
+        doc = loads(read_utf8(path, error))  # /dev/zero, 300 MB: named, never read whole
     except FileNotFoundError:
         return (), []
     except (OSError, UnicodeDecodeError, ValueError) as exc:
