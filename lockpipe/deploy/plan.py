@@ -84,12 +84,20 @@ def _health(opts: DeployOptions, runtime: str, port: int) -> Health:
 def _bind(opts: DeployOptions) -> str:
     """--bind as an IP address; DeployError otherwise (it is written into PublishPort=)."""
     try:
-        return str(ipaddress.ip_address(opts.bind))
+        address = ipaddress.ip_address(opts.bind)
     except ValueError:
         raise DeployError(
             f"--bind {opts.bind!r} is not an IP address: give the host address to publish "
             "the port on, e.g. 127.0.0.1 (loopback, the default) or 0.0.0.0 (every interface)"
         ) from None
+    if isinstance(address, ipaddress.IPv6Address) and address.scope_id is not None:
+        # Python takes any text after '%' ('fe80::1%x]:9' was written into PublishPort=);
+        # podman's --publish reads its host IP with Go's net.ParseIP, which takes no zone.
+        raise DeployError(
+            f"--bind {opts.bind!r} names an IPv6 zone (%{address.scope_id}), which podman's "
+            "--publish does not take: give the address alone, e.g. ::1 or a global address"
+        )
+    return str(address)
 
 
 def _common_header(name: str, facts: HostFacts, gpu: GpuAttach | None) -> list[str]:

@@ -104,17 +104,26 @@ def _host(bind: str) -> str:
 
 
 def _store_volume(store: Path) -> str:
-    """Volume= of the payload store. podman's --volume, which quadlet makes of it, ends the
-    host path at the first ':' (the smoke run's --mount takes one), so a store whose path
-    has one is refused here: podman would refuse the unit at every start."""
-    if ":" in str(store):
-        raise DeployError(
-            f"the payload store {store} has a ':' in its path, which the unit's Volume= "
-            "(podman --volume) reads as the end of the host path, so podman would refuse the "
-            "unit at every start; move the store to a folder whose path has none, and pass "
-            "that as --store"
-        )
-    return verbatim(f"{store}:{STORE_IN_CONTAINER}:ro", "--store")
+    """Volume= of the payload store, refused where the unit cannot carry its path intact:
+    podman's --volume, which quadlet makes of it, ends the host path at the first ':' (the
+    smoke run's --mount takes one), so podman would refuse the unit at every start; and
+    quadlet copies the path as it is into RequiresMountsFor=, which systemd splits into
+    words at whitespace and reads quotes and backslashes in (``/srv/my store``: 'path is
+    not absolute, ignoring: store'), so the store's mount would not be waited for."""
+    text = str(store)
+    if ":" in text:
+        why = ("has a ':' in its path, which the unit's Volume= (podman --volume) reads as the "
+               "end of the host path, so podman would refuse the unit at every start")  # fmt: skip
+    elif any(c.isspace() or c in "\"'\\" for c in text):
+        why = ("has whitespace, a quote or a backslash in its path, which quadlet copies into "
+               "RequiresMountsFor= as it is and systemd splits there, so the unit would not "
+               "wait for the store's mount")  # fmt: skip
+    else:
+        return verbatim(f"{store}:{STORE_IN_CONTAINER}:ro", "--store")
+    raise DeployError(
+        f"the payload store {store} {why}; move the store to a folder whose path has none, "
+        "and pass that as --store"
+    )
 
 
 def _env_line(name: str, value: str) -> str:

@@ -479,3 +479,34 @@ def test_the_longest_start_timeout_systemd_reads_is_written(tmp_path: Path) -> N
     assert deploy(tmp_path, "--start-timeout", longest, "--port-timeout", "3600") == 0
     (timeout,) = parse_unit(unit_text(tmp_path)).values("Service", "TimeoutStartSec")
     assert int(timeout) + 1 < (2**64 - 1) // 10**6  # what systemd's parse_time takes
+
+
+@pytest.mark.parametrize("folder", ["my store", 'a"b', "a'b", "a\\b"])
+def test_a_store_whose_path_systemd_would_split_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], folder: str
+) -> None:
+    """quadlet copies Volume='s host path into RequiresMountsFor= as it is, and systemd
+    splits that at whitespace and reads quotes and backslashes ('RequiresMountsFor= path is
+    not absolute, ignoring: store', systemd-analyze verify): the unit no longer waited for
+    the store's mount, and deploy wrote it and exited 0."""
+    store = fetched(tmp_path / folder)
+    built(tmp_path / "state")
+    smoke_json(tmp_path, {"reports": [result(store=store)]})
+    assert deploy(tmp_path) == DeployError.return_code
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: the payload store {store} has whitespace, a quote or a "), line
+    assert not (tmp_path / "out" / f"{TARGET}.container").exists()
+
+
+@pytest.mark.parametrize("bind", ["fe80::1%eth0", "fe80::1%x]:9"])
+def test_a_bind_address_with_an_ipv6_zone_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bind: str
+) -> None:
+    """Python's ip_address takes any text after '%': 'fe80::1%x]:9' became
+    PublishPort=[fe80::1%%x]:9]:8080:8080, which podman's --publish cannot read."""
+    built(tmp_path / "state")
+    smoke_json(tmp_path, {"reports": [result(store=fetched(tmp_path / "store"))]})
+    assert deploy(tmp_path, "--bind", bind) == DeployError.return_code
+    err = capsys.readouterr().err
+    assert f"error: --bind {bind!r} names an IPv6 zone" in err, err
+    assert not (tmp_path / "out" / f"{TARGET}.container").exists()
