@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from lockpipe.errors import FormatError, UsageError
 from lockpipe.preflight.llama import KV_TYPES
+from lockpipe.preflight.llama_argv import option, refused
 
 # Typed from the pinned tree (preflight runs before it is fetched; C++, not runnable here)
 AUTO_SLOTS = 4  # server.cpp: n_parallel auto -> 4, kv_unified true (tree-checked)
@@ -24,6 +25,7 @@ _VALUED = {"-c": "ctx", "--ctx-size": "ctx", "-np": "parallel", "--parallel": "p
            "--cache-type-v": "type_v", "-fa": "flash", "--flash-attn": "flash",
            "-fit": "fit", "--fit": "fit", "-ub": "ubatch", "--ubatch-size": "ubatch",
            "-b": "batch", "--batch-size": "batch"}  # fmt: skip
+_SWITCHES = ("-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified", "--swa-full")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,8 +76,14 @@ class LlamaArgs:
 def parse(command: Sequence[str]) -> LlamaArgs:
     found: dict[str, object] = {}
     tokens = list(command)
-    for i, t in enumerate(tokens):
-        value = tokens[i + 1] if i + 1 < len(tokens) else ""
+    for i, raw in enumerate(tokens):
+        t = option(raw)  # --ctx_size is --ctx-size (llama_argv: common/arg.cpp:672-675)
+        if (bad := refused(raw, (*_VALUED, *_SWITCHES))) is not None:
+            raise FormatError(
+                f"{raw}: llama-server has no --opt=value form and stops with 'invalid "
+                f"argument'; write {bad} {raw.partition('=')[2]}"
+            )
+        value = tokens[i + 1] if i + 1 < len(tokens) else ""  # a value is read as given
         name = _VALUED.get(t)
         if name in ("ctx", "parallel", "ubatch", "batch"):
             try:
@@ -88,7 +96,7 @@ def parse(command: Sequence[str]) -> LlamaArgs:
             found[name] = {"1": "on", "true": "on", "0": "off", "false": "off"}.get(value, value)
         elif name == "fit":
             found[name] = value in ("on", "1", "true")
-        elif t in ("-kvu", "--kv-unified", "-no-kvu", "--no-kv-unified"):
+        elif t in _SWITCHES[:4]:
             found["unified"] = "no" not in t
         elif t == "--swa-full":
             found["swa_full"] = True

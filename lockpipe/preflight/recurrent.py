@@ -37,6 +37,7 @@ from typing import Any
 
 from lockpipe.errors import FormatError, LockError
 from lockpipe.jsonshape import Reader
+from lockpipe.preflight.llama_argv import option
 
 # Typed from the pinned tree, not read at run time: preflight judges before any tree is
 # fetched, and these are C++ a CPU here cannot run; tests/unit/test_preflight_llama_tree.py
@@ -224,12 +225,13 @@ class Speculative:
 
 def speculative(command: Sequence[str]) -> Speculative:
     """``--spec-type`` (comma-separated; repeats add up), ``--spec-draft-n-max``, ``-ctkd``
-    and ``-ctvd``, as ``common/arg.cpp:3787-3923`` reads them (environment not read)."""
+    and ``-ctvd``, as ``common/arg.cpp:3787-3923`` reads them (environment not read); a
+    ``--`` name's ``_`` is ``-`` (``--spec_type``: llama_argv, ``common/arg.cpp:672-675``)."""
     tokens = list(command)
     types: list[str] = []
     found: dict[str, Any] = {}
-    for i, t in enumerate(tokens[:-1]):
-        value = tokens[i + 1]
+    for i, raw in enumerate(tokens[:-1]):
+        t, value = option(raw), tokens[i + 1]  # the value is read as given
         if t == "--spec-type":
             names = [n for n in value.split(",") if n]
             # a value naming "none" adds only NONE (common_speculative_types_from_names)

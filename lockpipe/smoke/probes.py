@@ -97,7 +97,9 @@ SPEC_FLAGS = ("--spec-type", "--spec-draft-model", "-md", "--model-draft", "--sp
 
 def speculates(command: Sequence[str]) -> bool:
     """Whether ``command`` makes the server speculate, so acceptance is worth measuring."""
-    return any(t.split("=", 1)[0] in SPEC_FLAGS for t in command)
+    # a -- name's _ is - to both servers (llama.cpp common/arg.cpp:672-675, vLLM's argparse)
+    names = (t.split("=", 1)[0] for t in command)
+    return any((n.replace("_", "-") if n.startswith("--") else n) in SPEC_FLAGS for n in names)
 
 
 def acceptance(server: Server, baseline: Mapping[str, Probe] | None, shape: str) -> Judged:
