@@ -160,6 +160,7 @@ def _served(
         bind=_bind(opts),
         store=store if target.payloads else None,
         gpu=gpu,
+        env=dict(serve.env),
         start_timeout=opts.start_timeout,
         port_wait=opts.port_wait,
     )

@@ -86,12 +86,14 @@ def container_command(target: Target, paths: Mapping[str, Path], store: Path) ->
 def run_spec(
     target: Target, image: str, command: tuple[str, ...], store: Path, port: int
 ) -> RunSpec:
-    """Detached container: program as entrypoint, store read-only, serve port published."""
+    """Detached container: program as entrypoint, the lock's ``serve.env``, store read-only,
+    serve port published."""
     return RunSpec(
         image=image,
         entrypoint=command[:1],
         command=command[1:],
         name=f"lockpipe-smoke-{target.name}-{os.getpid()}",
+        env=dict(target.serve.env),
         ports={target.serve.port: port},
         mounts=(Mount(store, STORE_IN_CONTAINER, read_only=True),),
     )

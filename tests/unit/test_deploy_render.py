@@ -8,6 +8,7 @@ LOCKPIPE_UPDATE_GOLDEN=1 pytest tests/unit/test_deploy_render.py, and review the
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -246,3 +247,19 @@ def test_a_unit_is_read_back_at_systemds_line_ends_only(odd: str) -> None:
     assert unit.values("Container", "Exec") == [f"--alias x{odd}y"]
     assert unit.values("Container", "Image") == ["i"]  # \r\n and \r end lines, as in systemd
     assert unit.values("Container", "Notify") == ["true"]
+
+
+def test_a_built_targets_serve_env_is_in_the_unit() -> None:
+    """serve.env of a built target was counted in the served digest deploy gates on, but
+    the unit had no Environment= line for it (issue 18)."""
+    loaded = lock()
+    target = loaded.targets["llama-cpu"]
+    env = {"LLAMA_ARG_THREADS": "2", "CUDA_VISIBLE_DEVICES": "1"}
+    changed = dataclasses.replace(target, serve=dataclasses.replace(target.serve, env=env))
+    loaded = dataclasses.replace(loaded, targets={**loaded.targets, "llama-cpu": changed})
+    facts = HostFacts(podman=(5, 4), image_entrypoint=None, image_ld_path=None, gpu_host=HOST)
+    i = inputs_for_target(loaded, "llama-cpu", pinned("llama-cpu", changed.tag), STORE, facts,
+                          DeployOptions(gpu_mode="auto"))  # fmt: skip
+    lines = render(i).render().splitlines()
+    assert "Environment=CUDA_VISIBLE_DEVICES=1" in lines
+    assert "Environment=LLAMA_ARG_THREADS=2" in lines

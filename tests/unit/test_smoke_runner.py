@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -214,3 +215,14 @@ def test_the_port_option_says_a_free_port_is_the_default_with_gpu_too() -> None:
     port_help = next(a.help for a in parser._actions if a.dest == "port")
     assert port_help is not None and "a free one, with or without --gpu" in port_help
     assert "target's own with --gpu" not in parser.format_help()
+
+
+def test_run_spec_gives_the_container_the_locks_serve_env() -> None:
+    """serve.env of a built target was counted in what a run served, but never given to the
+    smoke container: the run tested another environment than the lock's (issue 18)."""
+    target = LOCK.target("llama-cpu")
+    target = dataclasses.replace(
+        target, serve=dataclasses.replace(target.serve, env={"LLAMA_ARG_THREADS": "2"})
+    )
+    spec = run_spec(target, "sha256:" + "1" * 64, ("llama-server", "-m", "x"), STORE, 18080)
+    assert spec.env == {"LLAMA_ARG_THREADS": "2"}
