@@ -25,6 +25,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ PACKAGES = {
     "skopeo": "skopeo",
 }
 # Seconds the child's group gets after each signal before the next, stronger one.
+TAIL = 15  # lines of a failed command's output its error shows
 # Seconds a query that answers at once on a well host (a version, an inspect, systemctl
 # show, nvidia-smi) may take: one that hangs (a stuck daemon or driver) is stopped.
 QUERY_TIMEOUT = 120.0
@@ -73,7 +75,8 @@ def call(
 ) -> str:
     """Run ``args`` and return its stdout+stderr; raise ``error`` with the tail on failure.
 
-    ``on_line`` receives each output line as it arrives (for build logs).
+    ``on_line`` receives each output line as it arrives (for build logs); the call then
+    keeps and returns only the last :data:`TAIL` lines (a build's log may run to GBs).
     ``keep`` sees each line first; one it refuses (a tool's debug chatter, read for
     what it reports) reaches neither ``on_line`` nor the output nor an error's tail.
     ``stdout_only``: return stdout alone, for answers that are parsed (JSON, an ID):
@@ -112,7 +115,7 @@ def call(
     if expired.is_set():
         raise error(_too_long(shown, timeout, lines))
     if rc != 0:
-        tail = redact("".join(lines[-15:]).rstrip())
+        tail = redact("".join(list(lines)[-TAIL:]).rstrip())
         raise error(f"`{shown}` exited with {rc}:\n{tail}")
     return out
 
@@ -135,7 +138,7 @@ def _call_stdout(
     if expired.is_set():
         raise error(_too_long(shown, timeout, (out + err).splitlines(keepends=True)))
     if proc.returncode != 0:
-        tail = redact("".join((out + err).splitlines(keepends=True)[-15:]).rstrip())
+        tail = redact("".join((out + err).splitlines(keepends=True)[-TAIL:]).rstrip())
         raise error(f"`{shown}` exited with {proc.returncode}:\n{tail}")
     return out
 
@@ -164,7 +167,7 @@ def _deadline(proc: subprocess.Popen[str], timeout: float | None) -> Iterator[th
 
 
 def _too_long(shown: str, timeout: float | None, lines: Sequence[str]) -> str:
-    tail = redact("".join(lines[-15:]).rstrip())
+    tail = redact("".join(list(lines)[-TAIL:]).rstrip())
     return (
         f"`{shown}` did not finish within {timeout:g} s and was stopped; is the tool stuck "
         f"(a hung daemon, driver or lock)? run it by hand to see" + (f":\n{tail}" if tail else "")
@@ -196,8 +199,8 @@ def _read_lines(
     proc: subprocess.Popen[str],
     on_line: Callable[[str], None] | None,
     keep: Callable[[str], bool] | None = None,
-) -> list[str]:
-    lines: list[str] = []
+) -> Sequence[str]:
+    lines: list[str] | deque[str] = [] if on_line is None else deque(maxlen=TAIL)
     assert proc.stdout is not None
     for line in proc.stdout:
         if keep is not None and not keep(line.rstrip("\n")):

@@ -165,3 +165,13 @@ def test_a_command_past_its_timeout_is_stopped_and_named(stdout_only: bool) -> N
 
 def test_a_command_within_its_timeout_answers_as_before() -> None:
     assert cmd.call([sys.executable, "-c", "print('ok')"], quiet=True, timeout=30) == "ok\n"
+
+
+def test_a_streamed_call_keeps_only_the_tail_of_its_output() -> None:
+    """A build's log goes to on_line line by line; kept whole as well, 200 MB of RUN output
+    took 679 MiB (issue 18). The error's tail is all the call needs of it."""
+    seen: list[str] = []
+    script = "for i in range(100000): print(i)"
+    out = cmd.call([sys.executable, "-c", script], quiet=True, on_line=seen.append)
+    assert len(seen) == 100000 and seen[-1] == "99999"
+    assert out.splitlines() == [str(i) for i in range(100000 - cmd.TAIL, 100000)]
