@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from lockpipe.errors import LockError
-from lockpipe.fs import read_utf8
+from lockpipe.fs import hash_file, read_utf8
 from lockpipe.imagebuild.lint import instructions
 from lockpipe.urls import shown
 
@@ -95,7 +95,7 @@ def _tree_sha256(path: Path) -> str:
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     for f in files:
         sha.update(f.relative_to(path).as_posix().encode() + b"\0" if f != path else b"")
-        sha.update(f.read_bytes())
+        hash_file(sha, f)  # in pieces: a 600 MB wheel was read whole
     return sha.hexdigest()
 
 
