@@ -23,6 +23,12 @@ READ_BLOCK = 4 << 20
 Reader = Callable[[int, int], bytes]  # (n, offset) -> bytes: os.pread without its fd
 
 
+class Unfed(FetchError):
+    """No more bytes will be fed, and the hashed prefix has not reached the file's end:
+    the bytes at its end were never written nor fed (what was fetched and what the hasher
+    was told is on disk disagree). An error, where waiting for them would hang for ever."""
+
+
 class OrderedHasher:
     """Hashes ``[0, size)`` of a file, fed in any order.
 
@@ -43,6 +49,7 @@ class OrderedHasher:
         self._sha = hashlib.sha256()
         self._cond = threading.Condition()
         self._stopped = False
+        self._fed = False  # no more feeds will come (finish)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="sha256", daemon=True)
         self._thread.start()
@@ -61,6 +68,14 @@ class OrderedHasher:
         """The stream ended at ``size`` (for downloads whose size was not known)."""
         with self._cond:
             self._size = size
+            self._cond.notify()
+
+    def finish(self) -> None:
+        """Every byte has been fed: past this, a byte the prefix waits for that is neither in
+        memory nor on disk raises :class:`Unfed` in :meth:`result`, instead of a wait for
+        ever."""
+        with self._cond:
+            self._fed = True
             self._cond.notify()
 
     def stop(self) -> None:
@@ -102,6 +117,13 @@ class OrderedHasher:
                 end = self._disk.end_of(self._pos)
                 if end is not None:
                     return None, min(end - self._pos, READ_BLOCK)
+                if self._fed:
+                    total = "an unknown size" if self._size is None else f"{self._size:,}"
+                    raise Unfed(
+                        f"the sha256 stopped at byte {self._pos:,} of {total}: no bytes came "
+                        "for it though the download ended (a bug); the partial file is "
+                        "discarded, run again"
+                    )
                 self._cond.wait()
 
     def _run(self) -> None:

@@ -10,6 +10,11 @@ share of failures over the whole file, and whether the file still moves. So:
   that never does gets only the base);
 - a wall-clock bound: no new byte for ``give_up_after`` seconds ends it, so a
   server that stops answering ends the run in bounded time at any file size;
+- a drop that still brought bytes is retried at once and costs nothing, but only
+  while its piece moves at ``slowest`` bytes/s or more over ``slow_for`` s across
+  its reconnects (:class:`Floor`): each connection's own floor starts again with
+  each request, so a server hanging up after a few bytes of every request beat it
+  and took hours for a file, never failing;
 - backoff grows only while the whole file stands still. When other connections
   bring bytes the server works, and a piece that doubled its wait on each
   unlucky failure would sleep for a minute while the rest of the file is done.
@@ -27,13 +32,14 @@ import time
 from collections.abc import Callable
 
 from lockpipe.http import backoff
-from lockpipe.payloads.errors import RetryableHTTP, Stopped, Unreachable
+from lockpipe.payloads.errors import RetryableHTTP, Stopped, TooSlow, Unreachable
 from lockpipe.payloads.gate import WAKE, Permit
 from lockpipe.payloads.settings import Context, Tuning
 
 AGAIN_AT_ONCE = 0.05  # after a drop that still brought bytes: the server is working
 THROTTLED = (429, 503)  # the server asks for fewer requests: the run's gate shrinks
 FIX = "try again later, or with fewer --connections, or from a --mirror"
+SLOW_FIX = "try a --mirror (LOCKPIPE_MIRROR), or again later"
 UNREACHABLE_FIX = (
     "check this host's network, DNS and proxy (HTTPS_PROXY), or fetch from a --mirror "
     "(LOCKPIPE_MIRROR) it can reach"
@@ -127,6 +133,42 @@ class Streak:
         else:
             self.count += 1
         return self.count
+
+
+class Floor:
+    """One piece's rate across its reconnects, against ``slowest`` bytes/s over ``slow_for``
+    s: what ends a piece whose every request brings a few bytes and hangs up.
+
+    Its window starts again after a failure the budget counts (the wait after it, a
+    Retry-After included, is not the server being slow; the budget bounds those).
+    """
+
+    def __init__(
+        self, tuning: Tuning, pos: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.tuning, self.clock = tuning, clock
+        self.since, self.mark, self.drops = clock(), pos, 0
+
+    def restart(self, pos: int) -> None:
+        self.since, self.mark = self.clock(), pos
+
+    def judge(self, pos: int, exc: RetryableHTTP) -> None:
+        """A drop that brought the piece to ``pos``: raise :class:`TooSlow`, naming ``exc``
+        (its URL) and the fix, when the piece came under the floor over ``slow_for`` s or
+        more; else the window moves on once it is that long."""
+        t, now = self.tuning, self.clock()
+        self.drops += 1
+        took, came = now - self.since, pos - self.mark
+        if took < t.slow_for:
+            return
+        if came >= t.slowest * took:
+            self.restart(pos)
+            return
+        raise TooSlow(
+            f"{exc}; too slow across reconnects: {came:,} bytes in {took:.0f} s, under "
+            f"{t.slowest:,} bytes/s, the server hanging up {self.drops:,} times after a few "
+            f"bytes; {SLOW_FIX}"
+        )
 
 
 def wait_to_retry(

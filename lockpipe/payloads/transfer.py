@@ -16,11 +16,11 @@ import threading
 from lockpipe.errors import IntegrityError, LockpipeError
 from lockpipe.payloads.errors import HTTPFatal, RangeIgnored, RetryableHTTP, Stopped, TooSlow
 from lockpipe.payloads.gate import Permit
-from lockpipe.payloads.hasher import OrderedHasher
+from lockpipe.payloads.hasher import OrderedHasher, Unfed
 from lockpipe.payloads.http import Opened, body, open_range
 from lockpipe.payloads.partial import Partial
 from lockpipe.payloads.ranges import RangeSet
-from lockpipe.payloads.retry import Budget, Streak, wait_to_retry
+from lockpipe.payloads.retry import Budget, Floor, Streak, wait_to_retry
 from lockpipe.payloads.schedule import Piece, Scheduler
 from lockpipe.payloads.settings import Context, MiB, Tuning
 from lockpipe.payloads.sources import Candidate
@@ -57,7 +57,11 @@ class Transfer:
         try:
             if p.size is None or p.done.missing(p.size):
                 self._download()
+            self.hasher.finish()  # a byte still missing now never comes: Unfed, not a hang
             return self.hasher.result()
+        except Unfed:
+            p.reset()  # the journal and the hashed bytes disagree: start the file again
+            raise
         finally:
             self.hasher.stop()
             p.stop_flushing()
@@ -75,19 +79,34 @@ class Transfer:
         self.sched.done(first)
         return first.pos, first.end
 
-    def _learn_size(self, opened: Opened, end: int) -> tuple[int, int]:
-        """A 206 told the size the caller did not know: plan the rest; the probe's piece."""
-        t, total = self.ctx.tuning, opened.total
+    def _learn_size(self, opened: Opened, end: int) -> tuple[int, int] | None:
+        """A 206 told the size the caller did not know: plan the rest; the probe's piece
+        (None: its bytes are written already, and its response is of no use).
+
+        Bytes an earlier try wrote (a 200 that broke off journals ``[0, n)`` with no size)
+        are kept: only the gaps are fetched, and the hasher, which reads them back from disk,
+        is fed the rest at their own offsets. Written bytes past the size do not fit: the
+        file starts again, the partial file and the hasher together.
+        """
+        t, total, p = self.ctx.tuning, opened.total, self.partial
         if total is None:
             opened.response.close()
             raise RangeIgnored(f"{opened.url}: a 206 without the file's total size")
         self._bound(opened, total, f"says the file has {total:,} bytes, more than")
-        self.partial.set_size(total)
+        if any(e > total for _, e in p.done):
+            p.forget_claim()  # truncated: no byte of the longer file stays past the end
+            self.hasher.stop()
+            self.hasher = OrderedHasher(p.read, None, RangeSet(), t.memory_cap)
+        p.set_size(total)
         self.hasher.set_size(total)
-        end, largest = min(end, total), piece_size(total, t)
-        self.sched = Scheduler([(end, total)], t.connections, largest)
-        self.planned = (total, largest)
-        return 0, end
+        gaps, largest = p.done.missing(total), piece_size(total, t)
+        first = None
+        if gaps and gaps[0][0] == 0:  # the probe's bytes [0, end) are missing: keep it
+            cut = min(end, gaps[0][1])
+            first, gaps[0] = (0, cut), (cut, gaps[0][1])
+        self.sched = Scheduler(gaps, t.connections, largest)
+        self.planned = (sum(e - s for s, e in gaps) + (first[1] if first else 0), largest)
+        return first
 
     def _download(self) -> None:
         p, t = self.partial, self.ctx.tuning
@@ -105,15 +124,19 @@ class Transfer:
             if not opened.ranged:
                 self._stream(opened)
                 return
+            probe: tuple[int, int] | None = first
             if p.size is None:
-                first = self._learn_size(opened, first[1])
+                probe = self._learn_size(opened, first[1])
             self.budget.add_work(*self.planned)  # the server serves this file: budget its work
             workers = [
                 threading.Thread(target=self._worker, daemon=True) for _ in range(t.connections - 1)
             ]
             for w in workers:
                 w.start()
-            self._guard(self.sched.take_exact(*first), opened, permit)
+            if probe is None:
+                opened.response.close()
+            else:
+                self._guard(self.sched.take_exact(*probe), opened, permit)
         self._worker()  # the probing thread takes pieces too once its own is done
         for w in workers:
             w.join()
@@ -182,7 +205,7 @@ class Transfer:
 
         Its end may move closer while this runs (another connection took the rest).
         """
-        streak = Streak(self.budget)
+        streak, floor = Streak(self.budget), Floor(self.ctx.tuning, piece.pos)
         while piece.pos < piece.end:
             before = piece.pos
             try:
@@ -208,7 +231,12 @@ class Transfer:
                     )
             except RetryableHTTP as exc:
                 moved = piece.pos > before and not isinstance(exc, TooSlow)
-                self._retry(exc, permit, streak.failed(moved))
+                failures = streak.failed(moved)
+                if not failures:  # free to retry, unless the piece moves under the floor
+                    floor.judge(piece.pos, exc)
+                self._retry(exc, permit, failures)
+                if failures:
+                    floor.restart(piece.pos)
             opened = None
 
     def _bound(self, opened: Opened, end: int, what: str) -> None:

@@ -1,0 +1,47 @@
+"""The rate floor across a piece's reconnects (retry.Floor), on a clock the test moves."""
+
+from __future__ import annotations
+
+import pytest
+
+from lockpipe.payloads.errors import RetryableHTTP, TooSlow
+from lockpipe.payloads.retry import Floor
+from lockpipe.payloads.settings import Tuning
+
+DROP = RetryableHTTP("http://127.0.0.1:1/x: connection broken (ProtocolError)")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_drops_under_the_floor_over_slow_for_end_the_piece_with_the_url_and_fix() -> None:
+    clock = Clock()
+    floor = Floor(Tuning(slowest=1024, slow_for=60.0), 0, clock)
+    pos = 0
+    while clock.now + 0.35 - 1000.0 < 60.0:  # 128 bytes a drop, a drop every 0.35 s
+        clock.now += 0.35
+        pos += 128
+        floor.judge(pos, DROP)  # less than slow_for: free
+    clock.now += 0.35
+    pos += 128
+    with pytest.raises(TooSlow) as err:
+        floor.judge(pos, DROP)
+    message = str(err.value)
+    assert "http://127.0.0.1:1/x" in message and "under 1,024 bytes/s" in message
+    assert "--mirror" in message and "again later" in message
+
+
+def test_fast_drops_pass_and_a_counted_failure_starts_the_window_again() -> None:
+    clock = Clock()
+    floor = Floor(Tuning(slowest=1024, slow_for=60.0), 0, clock)
+    clock.now += 61.0
+    floor.judge(10 << 20, DROP)  # 10 MiB in a minute: fine, and the window moves on
+    clock.now += 120.0  # a Retry-After wait the budget counted
+    floor.restart(10 << 20)
+    clock.now += 1.0
+    floor.judge((10 << 20) + 100, DROP)  # the wait is not the server being slow
