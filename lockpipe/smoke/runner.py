@@ -21,6 +21,7 @@ import requests
 
 from lockpipe.engines.base import Engine, GpuMode, Mount, RunSpec
 from lockpipe.errors import CheckFailed, LockpipeError, SmokeError
+from lockpipe.fs import write_atomic
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, read_record
 from lockpipe.imagebuild.run import build_key
@@ -323,7 +324,8 @@ def _scan(log: str, runtime: str) -> tuple[str, Mapping[str, float]]:
 
 
 def _stop_keeping_log(engine: Engine, container: str, log_path: Path) -> str:
-    """Fetch the log, stop the container, write the log; the stop runs whatever else raises."""
+    """Fetch the log, stop the container, write the log (atomically: the old one or the new
+    one, never half); the stop runs whatever else raises."""
     log = "(no log: fetching it was interrupted)"
     try:
         log = _safe_logs(engine, container)
@@ -331,7 +333,7 @@ def _stop_keeping_log(engine: Engine, container: str, log_path: Path) -> str:
         try:
             engine.stop(container)  # before the write: a failed write must not leak a GPU
         finally:
-            log_path.write_text(log)
+            write_atomic(log_path, log)  # a full disk leaves the last run's log whole
     return log
 
 

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -226,3 +228,30 @@ def test_run_spec_gives_the_container_the_locks_serve_env() -> None:
     )
     spec = run_spec(target, "sha256:" + "1" * 64, ("llama-server", "-m", "x"), STORE, 18080)
     assert spec.env == {"LLAMA_ARG_THREADS": "2"}
+
+
+def test_a_log_that_cannot_be_written_whole_leaves_the_last_one_whole(tmp_path: Path) -> None:
+    """The server's log was written in place: a write cut short (a full disk, here a file
+    size limit) left half of it where the last run's log was (issue 18)."""
+    log = tmp_path / "llama-cpu.log"
+    log.write_text("the last run's log\n")
+    script = f"""
+import resource, signal, sys
+from pathlib import Path
+sys.path.insert(0, {str(REPO)!r})
+from tests.fake_engine import FakeEngine
+from lockpipe.smoke.runner import _stop_keeping_log
+class Noisy(FakeEngine):
+    def logs(self, container):
+        return "x" * 100000
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit: EFBIG, not death
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    _stop_keeping_log(Noisy("sha256:" + "1" * 64), "c1", Path(sys.argv[1]))
+except OSError as exc:
+    print("failed:", exc.errno)
+"""
+    done = subprocess.run([sys.executable, "-c", script, str(log)], capture_output=True,
+                          text=True, check=False, cwd=REPO)  # fmt: skip
+    assert "failed: 27" in done.stdout, done.stdout + done.stderr[-2000:]  # EFBIG
+    assert log.read_text() == "the last run's log\n"
