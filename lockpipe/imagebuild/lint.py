@@ -13,47 +13,42 @@
 
 from __future__ import annotations
 
-import itertools
 import re
 from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass
 
 from lockpipe.errors import LintError
 from lockpipe.fs import read_utf8
+from lockpipe.imagebuild.dockerfile import (
+    WORDS,
+    Instruction,
+    builder_flags,
+    escape_char,
+    mount_options,
+    syntax_directives,
+)
+from lockpipe.imagebuild.dockerfile import instructions as instructions  # context.py reads it
 from lockpipe.lock import closure, requirements
 from lockpipe.lock.model import Lock, Target
 from lockpipe.lock.refs import DIGEST_RE
 
 _ARG_REF = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$")
+_PIP = r"pip(3(\.\d+)?)?\s+(install|download)"
 _DOWNLOAD = re.compile(
-    r"\b(curl|wget|git\s+clone|pip3?\s+(install|download)|python3?\s+-m\s+pip\s+install)\b"
+    rf"\b(curl|wget|git\s+(clone|fetch|pull)|{_PIP}|python(3(\.\d+)?)?\s+-m\s+{_PIP})\b",
+    re.IGNORECASE,
 )
+# A source ADD fetches (dockerfile2llb/convert_copy.go, isHTTPSource and isGitSource, by
+# dfgitutil.ParseGitRef): a URL of a git transport (util/gitutil/git_url.go, the scheme
+# in any case) or an scp-style git@host:path (util/sshutil/scpurl.go). BuildKit takes
+# HTTP:// for a context path; lint flags it all the same.
+_REMOTE = re.compile(r"(?i)\b(https?|git|ssh)://|(^|\s)[a-z0-9_-]+@[a-z0-9.-]+:")
 _CHECKED = re.compile(
     r"sha256sum\s+(-c|--check)|--require-hashes|--hash=sha256:|\bsha256sum\b.*\bgrep\b"
 )
 _PIPE_TO_SHELL = re.compile(r"\|\s*(sudo\s+)?(ba|da|z)?sh\b")
 # a control character other than tab: "embedded null byte" where a source names a path
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
-_SYNTAX = re.compile(r"^#\s*syntax\s*=\s*(\S+)", re.IGNORECASE)
-
-
-def _syntax_directive(text: str) -> Finding | None:
-    """A ``# syntax=`` frontend is an image docker pulls: it must be pinned like a FROM."""
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.startswith("#"):
-            return None  # parser directives only come first
-        m = _SYNTAX.match(line)
-        if m and not DIGEST_RE.match(m.group(1).partition("@")[2]):
-            return Finding(number, "pin", f"# syntax={m.group(1)}: the frontend is pulled "
-                           "at build time; pin it by digest or drop the line")  # fmt: skip
-    return None
-
-
-@dataclass(frozen=True)
-class Instruction:
-    line: int
-    keyword: str
-    args: str
 
 
 @dataclass(frozen=True)
@@ -66,66 +61,8 @@ class Finding:
         return f"{path}:{self.line}: [{self.rule}] {self.message}"
 
 
-# A parser directive as BuildKit reads one (Go's \s is ASCII): only the leading comments.
-_DIRECTIVE = re.compile(
-    r"#[\t\n\f\r ]*([a-zA-Z][a-zA-Z0-9]*)[\t\n\f\r ]*=[\t\n\f\r ]*(.+?)[\t\n\f\r ]*"
-)
-# the words of an instruction, as BuildKit's splitCommand splits them
-_WORDS = re.compile(r"[\t\v\f\r ]+")
-
-
-def escape_char(text: str) -> str:
-    """The escape character a ``# escape=`` parser directive sets: ``\\`` or a backtick.
-
-    Directives count only in the leading comments, until the first line that is not one
-    of a known kind (as BuildKit reads them: syntax, escape, and check since Dockerfile
-    1.8); another value fails the build, so it is left at the default here.
-    """
-    for line in text.removeprefix("\ufeff").splitlines():  # BuildKit drops a leading BOM
-        m = _DIRECTIVE.fullmatch(line.lstrip())
-        if m is None or m.group(1).lower() not in ("escape", "syntax", "check"):
-            break
-        if m.group(1).lower() == "escape":
-            return m.group(2) if m.group(2) in ("\\", "`") else "\\"
-    return "\\"
-
-
-def instructions(text: str) -> Iterator[Instruction]:
-    """Instructions with continuation lines joined; comments and blanks dropped.
-
-    As BuildKit reads them: a line continues only when it ends in the escape character
-    (``\\``, or what ``# escape=`` sets) and then nothing but spaces and tabs; a blank
-    or comment line inside a continuation is skipped, not its end; a continuation still
-    open at the end of the file is an instruction all the same.
-    """
-    text = text.removeprefix("\ufeff")  # a byte order mark, as BuildKit drops it
-    escape = escape_char(text)
-    buf: list[str] = []
-    start = 0
-
-    def joined() -> Instruction:
-        keyword, *rest = _WORDS.split(" ".join(buf).strip(), maxsplit=1)
-        return Instruction(start, keyword.upper(), rest[0].strip() if rest else "")
-
-    for number, raw in enumerate(text.splitlines(), 1):
-        stripped = raw.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if not buf:
-            start = number
-        body = raw.rstrip(" \t")
-        if body.endswith(escape):
-            buf.append(body[:-1].strip())
-            continue
-        buf.append(stripped)
-        yield joined()
-        buf = []
-    if buf:
-        yield joined()
-
-
-def _from_image(args: str) -> tuple[str, str | None]:
-    words = [w for w in args.split() if not w.startswith("--")]
+def _from_image(args: str, escape: str) -> tuple[str, str | None]:
+    words = builder_flags(args, escape)[1].split()  # after the flags, as BuildKit reads them
     image = words[0] if words else ""
     alias = words[2].lower() if len(words) >= 3 and words[1].lower() == "as" else None
     return image, alias
@@ -152,8 +89,10 @@ def _is_stage(name: str, stages: list[str], *, by_index: bool) -> bool:
     return bool(name) and name.lower() in stages
 
 
-def _check_from(ins: Instruction, stages: list[str], pinned_args: Set[str]) -> list[Finding]:
-    image, alias = _from_image(ins.args)
+def _check_from(
+    ins: Instruction, stages: list[str], pinned_args: Set[str], escape: str
+) -> list[Finding]:
+    image, alias = _from_image(ins.args, escape)
     out = []
     if not _is_stage(image, stages, by_index=False) and image != "scratch":
         out = _pin(ins.line, f"FROM {image}", image, pinned_args)
@@ -161,28 +100,34 @@ def _check_from(ins: Instruction, stages: list[str], pinned_args: Set[str]) -> l
     return out
 
 
-def _named_images(ins: Instruction) -> Iterator[tuple[str, str]]:
+def _named_images(ins: Instruction, escape: str) -> Iterator[tuple[str, str]]:
     """(how it was written, image) for each ``--from=`` of a COPY or ADD and each ``from=``
-    of a RUN ``--mount``: the leading flags only, not the words of the command."""
+    of a RUN ``--mount``: the leading flags only, not the words of the command.
+
+    Flags as BuildKit's parser reads them (quotes out, parser/split_command.go); a flag's
+    name in its case (``--FROM`` is an unknown flag, instructions/bflag.go); a mount spec
+    as CSV with its keys in any case (instructions/commands_runmount.go).
+    """
     keyword, args = ins.keyword, ins.args
     if keyword == "ONBUILD":  # the instruction it carries runs in a child image's build
-        inner, _, args = args.partition(" ")
-        keyword = inner.upper()
-    for flag in itertools.takewhile(lambda w: w.startswith("--"), args.split()):
+        inner, *rest = WORDS.split(args, maxsplit=1)
+        keyword, args = inner.upper(), rest[0] if rest else ""
+    for flag in builder_flags(args, escape)[0]:
         name, _, value = flag.partition("=")
         if name == "--from" and keyword in ("COPY", "ADD"):
             yield f"{keyword} --from={value}", value
         elif name == "--mount" and keyword == "RUN":
-            for option in value.strip("\"'").split(","):
-                key, _, image = option.partition("=")
-                if key.strip() == "from":
+            for key, image in mount_options(value):
+                if key == "from":
                     yield f"RUN --mount=…,from={image}", image
 
 
-def _check_named(ins: Instruction, stages: list[str], pinned_args: Set[str]) -> list[Finding]:
+def _check_named(
+    ins: Instruction, stages: list[str], pinned_args: Set[str], escape: str
+) -> list[Finding]:
     """Each image named outside FROM: an earlier stage (by name or index), or pinned."""
     out = []
-    for shown, image in _named_images(ins):
+    for shown, image in _named_images(ins, escape):
         if _is_stage(image, stages, by_index=True):
             continue
         if re.search(r"(^|[:/])latest(@|$)", image):
@@ -202,10 +147,15 @@ def unpinned_apt(build_args: Mapping[str, str]) -> list[str]:
 
 def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True) -> list[Finding]:
     """Every rule broken by ``text``; an empty list when it is clean."""
-    syntax = _syntax_directive(text)
-    findings: list[Finding] = [syntax] if syntax else []
+    findings: list[Finding] = []
+    for line, image in syntax_directives(text):  # a frontend is an image docker pulls
+        if not DIGEST_RE.match(image.partition("@")[2]):
+            why = "the frontend is pulled at build time; pin it by digest or drop the line"
+            findings.append(Finding(line, "pin", f"# syntax={image}: {why}"))
+    escape = escape_char(text)
     stages: list[str] = []  # each stage's name ("" if it has none), in order
     for ins in instructions(text):
+        script = f"{ins.args}\n{ins.body}"  # a RUN runs its heredocs (parser/parser.go)
         control = _CONTROL.search(ins.args)
         if control:
             findings.append(Finding(ins.line, "control", f"{ins.keyword} holds the control "
@@ -218,9 +168,9 @@ def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True
                     f"{ins.keyword} {ins.args}: 'latest' is not a pin; use a version and a digest",
                 )
             )
-        findings += _check_named(ins, stages, pinned_args)
+        findings += _check_named(ins, stages, pinned_args, escape)
         if ins.keyword == "FROM":
-            findings += _check_from(ins, stages, pinned_args)
+            findings += _check_from(ins, stages, pinned_args, escape)
         elif ins.keyword in ("COPY", "ADD") and not allow_copy:
             findings.append(
                 Finding(
@@ -230,7 +180,7 @@ def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True
                     "target; install with RUN --mount=type=bind instead",
                 )
             )
-        elif ins.keyword == "ADD" and re.search(r"https?://", ins.args):
+        elif ins.keyword == "ADD" and _REMOTE.search(ins.args):
             findings.append(
                 Finding(
                     ins.line,
@@ -238,13 +188,11 @@ def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True
                     "ADD from a URL skips the checksum; fetch the file through the lock instead",
                 )
             )
-        elif (
-            ins.keyword == "RUN" and _DOWNLOAD.search(ins.args) and _PIPE_TO_SHELL.search(ins.args)
-        ):
+        elif ins.keyword == "RUN" and _DOWNLOAD.search(script) and _PIPE_TO_SHELL.search(script):
             why = "RUN pipes a download into a shell, which no checksum can vet; use the lock"
             findings.append(Finding(ins.line, "download", why))
-        elif ins.keyword == "RUN" and _DOWNLOAD.search(ins.args) and not _CHECKED.search(ins.args):
-            tool = _DOWNLOAD.search(ins.args)
+        elif ins.keyword == "RUN" and _DOWNLOAD.search(script) and not _CHECKED.search(script):
+            tool = _DOWNLOAD.search(script)
             findings.append(
                 Finding(
                     ins.line,
