@@ -258,7 +258,7 @@ def _vllm_target(
         card=card,
         plan=plan,
         weights_bytes=weights,
-        env={**env, **over.env},
+        env={**env, **target.serve.env, **over.env},  # the image's, the lock's, the what-if's
         declared_parallel=target.serve.parallel,
         validation=validation,
     )

@@ -176,8 +176,8 @@ def parse(
     ``validate``: per command, the facts :mod:`.vllm_validate` built for vLLM's own backend
     and page functions (None: not asked), answered in ``Accepted.validation``."""
     argvs = [stand_in(c) for c in commands]
-    child_env = {
-        **os.environ,
+    child_env = {  # not this host's VLLM_*: the server sees its image's and the lock's
+        **{k: v for k, v in os.environ.items() if not k.startswith("VLLM_")},
         "PYTHONPATH": str(env.tree),
         "VLLM_TARGET_DEVICE": "cpu",  # no CUDA platform is probed: this host has no GPU
         "VLLM_LOGGING_LEVEL": "ERROR",

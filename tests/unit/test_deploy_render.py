@@ -259,7 +259,7 @@ def test_a_built_targets_serve_env_is_in_the_unit() -> None:
     loaded = dataclasses.replace(loaded, targets={**loaded.targets, "llama-cpu": changed})
     facts = HostFacts(podman=(5, 4), image_entrypoint=None, image_ld_path=None, gpu_host=HOST)
     i = inputs_for_target(loaded, "llama-cpu", pinned("llama-cpu", changed.tag), STORE, facts,
-                          DeployOptions(gpu_mode="auto"))  # fmt: skip
+                          DeployOptions(gpu_mode="manual"))  # fmt: skip
     lines = render(i).render().splitlines()
     assert "Environment=CUDA_VISIBLE_DEVICES=1" in lines
     assert "Environment=LLAMA_ARG_THREADS=2" in lines

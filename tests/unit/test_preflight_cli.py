@@ -4,41 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from lockpipe.cli import options
 from lockpipe.cli.options import add_preflight_options
-from lockpipe.cli.preflight import do_preflight
 from lockpipe.errors import CheckFailed, LockError, UsageError
 from lockpipe.preflight import config
+from tests.frank_small import run_preflight as run
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def run(tmp_path: Path, *argv: str) -> tuple[int, dict[str, Any]]:
-    parser = options.Parser(prog="lockpipe preflight", parents=[options.common()])
-    parser.add_argument("targets", nargs="*")
-    add_preflight_options(parser)
-    out = tmp_path / "preflight.json"
-    (tmp_path / "no-store").mkdir(exist_ok=True)  # an empty store: nothing read from it
-    args = parser.parse_args(
-        [
-            "--lock",
-            str(REPO / "locks" / "digests.json"),
-            "--store",
-            str(tmp_path / "no-store"),
-            "--json",
-            str(out),
-            *argv,
-        ]
-    )
-    args.verb = "preflight"
-    code = do_preflight(args)
-    report: dict[str, Any] = json.loads(out.read_text())
-    return code, {t["target"]: t for t in report["targets"]}
 
 
 def test_the_lock_as_it_stands_on_the_3090(tmp_path: Path) -> None:
@@ -229,3 +205,21 @@ def test_a_length_written_as_vllm_s_shorthand_is_refused_with_its_whole_number(
     assert "'128k' is not a number of tokens: write it whole (128000 for 128k" in (
         capsys.readouterr().err
     )
+
+
+def test_the_locks_serve_env_is_judged_as_the_server_sees_it(tmp_path: Path) -> None:
+    """serve.env reaches the container (smoke and the unit), so preflight judges it as
+    it does --env and the Dockerfile's ENV: the seeds' VLLM_ATTENTION_BACKEND=TURBOQUANT
+    in the lock passed before, unread (issue 18)."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "images").symlink_to(REPO / "images")
+    (root / "locks").mkdir()
+    doc = json.loads((REPO / "locks" / "digests.json").read_text())
+    doc["targets"]["frank-small"]["serve"]["env"] = {"VLLM_ATTENTION_BACKEND": "TURBOQUANT"}
+    lock = root / "locks" / "digests.json"
+    lock.write_text(json.dumps(doc, indent=2) + "\n")
+    shutil.copy(REPO / "locks" / "preflight.json", root / "locks" / "preflight.json")
+    code, by = run(tmp_path, "--gpu", "rtx3090", "frank-small", lock=lock)
+    names = [c["name"] for c in by["frank-small"]["checks"] if c["status"] == "fail"]
+    assert code == CheckFailed.return_code and "env" in names, names

@@ -12,13 +12,14 @@ import json
 import re
 import sys
 import zipfile
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lockpipe.errors import CheckFailed
+from lockpipe.errors import CheckFailed, EngineError
 from lockpipe.lock.model import load_lock
 from lockpipe.preflight import vllm_parser, vllm_rules
 from lockpipe.preflight.vllm_args import VllmArgs, parse_args
@@ -284,3 +285,26 @@ def test_the_torch_the_parser_runs_on_is_said_beside_the_wheels_pin(tmp_path: Pa
     same = replace(env, torch="2.13.0+cpu", torch_pin="==2.13.0")
     assert same.torch_note == "torch 2.13.0+cpu"
     assert "not recorded" in replace(env, torch=None).torch_note
+
+
+def test_the_parser_child_does_not_see_this_hosts_vllm_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The child took this host's environment whole: a VLLM_* variable set where preflight
+    runs (not in the image or the lock) reached vLLM's parser and validators, judging
+    another shape than the server's (issue 18)."""
+    monkeypatch.setenv("VLLM_ATTENTION_BACKEND", "FLASHINFER")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    seen: list[dict[str, str]] = []
+
+    def runner(argv: Sequence[str], env: Mapping[str, str]) -> str:
+        seen.append(dict(env))
+        raise EngineError("stopped here")
+
+    env = vllm_parser.ParserEnv(version="0.0", python=tmp_path / "python", tree=tmp_path,
+                                wheel="vllm.whl", sha256="0" * 64)  # fmt: skip
+    (got,) = vllm_parser.parse(env, [("vllm", "serve", "m")], run=runner)
+    assert isinstance(got, vllm_parser.Unavailable)
+    (child,) = seen
+    assert "VLLM_ATTENTION_BACKEND" not in child and child["HOME"] == str(tmp_path)
+    assert child["VLLM_TARGET_DEVICE"] == "cpu"
