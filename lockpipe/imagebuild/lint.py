@@ -29,6 +29,7 @@ from lockpipe.imagebuild.dockerfile import (
 )
 from lockpipe.imagebuild.dockerfile import instructions as instructions  # context.py reads it
 from lockpipe.lock import closure, requirements
+from lockpipe.lock.llama_argv import option
 from lockpipe.lock.model import Lock, Target
 from lockpipe.lock.refs import DIGEST_RE
 
@@ -242,8 +243,8 @@ def mtp_problems(lock: Lock, target: Target) -> list[str]:
     so its ``-m`` payload must say (``expect.nextn_layers``) that it carries one: the
     payload check then proves the ``blk.N.nextn.*`` tensors are there. A model without
     them starts, logs that speculative decoding is off, and serves slowly: caught here."""
-    cmd = list(target.serve.command)
-    after = {flag: cmd[i + 1] for i, flag in enumerate(cmd[:-1])}
+    cmd = list(target.serve.command)  # names as llama-server reads them: --spec_type too
+    after = {option(flag): cmd[i + 1] for i, flag in enumerate(cmd[:-1])}
     spec = after.get("--spec-type", "")
     if "draft-mtp" not in spec.split(",") or any(f in after for f in _DRAFT_FLAGS):
         return []

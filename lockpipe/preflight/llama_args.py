@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from lockpipe.errors import FormatError, UsageError
+from lockpipe.lock.llama_argv import option, refused
 from lockpipe.preflight.llama import KV_TYPES
-from lockpipe.preflight.llama_argv import option, refused
 
 # Typed from the pinned tree (preflight runs before it is fetched; C++, not runnable here)
 AUTO_SLOTS = 4  # server.cpp: n_parallel auto -> 4, kv_unified true (tree-checked)

@@ -37,7 +37,7 @@ from typing import Any
 
 from lockpipe.errors import FormatError, LockError
 from lockpipe.jsonshape import Reader
-from lockpipe.preflight.llama_argv import option
+from lockpipe.lock.llama_argv import option
 
 # Typed from the pinned tree, not read at run time: preflight judges before any tree is
 # fetched, and these are C++ a CPU here cannot run; tests/unit/test_preflight_llama_tree.py

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from lockpipe.errors import CheckFailed
+from lockpipe.lock.llama_argv import option
 from lockpipe.smoke import checks, metrics
 from lockpipe.smoke.metrics import Probe
 
@@ -97,9 +98,8 @@ SPEC_FLAGS = ("--spec-type", "--spec-draft-model", "-md", "--model-draft", "--sp
 
 def speculates(command: Sequence[str]) -> bool:
     """Whether ``command`` makes the server speculate, so acceptance is worth measuring."""
-    # a -- name's _ is - to both servers (llama.cpp common/arg.cpp:672-675, vLLM's argparse)
-    names = (t.split("=", 1)[0] for t in command)
-    return any((n.replace("_", "-") if n.startswith("--") else n) in SPEC_FLAGS for n in names)
+    # a -- name's _ is - to both servers (llama.cpp's arg.cpp: llama_argv; vLLM's argparse)
+    return any(option(t.split("=", 1)[0]) in SPEC_FLAGS for t in command)
 
 
 def acceptance(server: Server, baseline: Mapping[str, Probe] | None, shape: str) -> Judged:

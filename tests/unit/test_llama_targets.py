@@ -102,6 +102,25 @@ def test_draft_mtp_without_a_draft_model_needs_a_model_that_says_it_carries_next
     assert mtp_problems(lock, lock.target("llama-cuda")) == []
 
 
+def test_the_mtp_lint_reads_underscore_spellings_as_llama_server_does() -> None:
+    """llama-server turns a -- option's '_' into '-' (common/arg.cpp:672-675): --spec_type
+    draft-mtp without nextn_layers passed the lint, and --model_draft was not seen as a
+    draft model (issue 18)."""
+    doc = _doc()
+    del doc["payloads"]["qwen3.8-27b-iq3_s-mtp"]["expect"]
+    cmd = doc["targets"]["llama-cuda-mtp"]["serve"]["command"]
+    doc["targets"]["llama-cuda-mtp"]["serve"]["command"] = [
+        "--spec_type" if c == "--spec-type" else c for c in cmd
+    ]
+    lock = parse_lock(doc, LOCK_PATH)
+    (problem,) = mtp_problems(lock, lock.target("llama-cuda-mtp"))
+    assert "payloads.qwen3.8-27b-iq3_s-mtp.expect has no nextn_layers" in problem
+    drafted = doc["targets"]["llama-cuda-mtp"]["serve"]["command"] + ["--model_draft", "x"]
+    doc["targets"]["llama-cuda-mtp"]["serve"]["command"] = drafted
+    lock = parse_lock(doc, LOCK_PATH)
+    assert mtp_problems(lock, lock.target("llama-cuda-mtp")) == []
+
+
 def test_the_mtp_gguf_must_carry_the_nextn_tensors_its_expect_names(tmp_path: Path) -> None:
     """A tiny GGUF under the Qwen payload's name: blk.64.nextn.* present passes, absent fails."""
     payload = load_lock(LOCK_PATH).payloads["qwen3.8-27b-iq3_s-mtp"]
