@@ -17,6 +17,7 @@ from lockpipe.errors import DeployError
 from lockpipe.lock.model import Lock
 from lockpipe.log import echo
 from lockpipe.publish.push import check_prefix
+from lockpipe.refresh.gitsha import MAX_GIT_FILE
 from lockpipe.registry import modelpack as mp
 from lockpipe.registry.client import registry_for
 from lockpipe.registry.push import get_manifest
@@ -30,7 +31,15 @@ def _pinned(prefix: str, lock: Lock, payload: str) -> tuple[str, list[str]]:
     reg, ep = registry_for(f"{registry}/{repo}:{mp.tag(p)}")
     body, _ = get_manifest(reg, ep.repository, mp.tag(p))
     digest = "sha256:" + hashlib.sha256(body).hexdigest()
-    lacks = art.artifact_lacks(p, mp.file_layers(f"{registry}/{repo}:{mp.tag(p)}", body))
+    layers = mp.file_layers(f"{registry}/{repo}:{mp.tag(p)}", body)
+    lacks = art.artifact_lacks(p, layers)
+    for file, layer in art.by_git_id(p, layers):  # small files kept in git: read and hashed
+        if layer.size > MAX_GIT_FILE:
+            lacks.append(f"{file.path}: {layer.size:,} bytes, more than lockpipe reads of a file "
+                         f"kept in git ({MAX_GIT_FILE:,}); pin its sha256 in the lock")  # fmt: skip
+            continue
+        data = reg.request("GET", ep.repository, f"blobs/{layer.digest}").content
+        lacks += [why for why in [art.git_lacks(file, layer, data)] if why]
     return f"{registry}/{repo}@{digest}", lacks
 
 

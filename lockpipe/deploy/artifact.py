@@ -13,13 +13,15 @@ mounts holds every file of every payload the serve command names.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from lockpipe.deploy import keys
 from lockpipe.deploy.unit import Entry, Unit, sections, verbatim
-from lockpipe.lock.model import PLACEHOLDER, Lock, Payload, Target
+from lockpipe.lock.model import PIN_BY_HAND, PLACEHOLDER, Lock, Payload, PayloadFile, Target
+from lockpipe.payloads.blobs import git_blob_id
 from lockpipe.registry.modelpack import Layer
 
 ARTIFACT_SINCE: keys.Version = (5, 7)
@@ -108,7 +110,9 @@ def artifact_command(
 
 
 def artifact_lacks(payload: Payload, layers: Mapping[str, Layer]) -> list[str]:
-    """The files of ``payload`` its artifact's manifest does not hold as the lock pins them."""
+    """The files of ``payload`` its artifact's manifest does not hold as the lock pins them.
+    A file pinned by its git blob id alone (:func:`by_git_id`) is checked by its bytes; one
+    pinned by nothing cannot be checked, so it is one too (the store refuses it as well)."""
     out = []
     for f in payload.files:
         layer = layers.get(f.path)
@@ -118,4 +122,29 @@ def artifact_lacks(payload: Payload, layers: Mapping[str, Layer]) -> list[str]:
             out.append(f"{f.path}: {layer.size:,} bytes in the artifact, the lock pins {f.size:,}")
         elif f.sha256 and layer.digest != f"sha256:{f.sha256}":
             out.append(f"{f.path}: {layer.digest} in the artifact, the lock pins sha256:{f.sha256}")
+        elif not f.sha256 and not f.git_sha1:
+            out.append(f"{f.path}: the lock pins no sha256 or git_sha1 for it, so no copy of it "
+                       f"can be checked; {PIN_BY_HAND}")  # fmt: skip
     return out
+
+
+def by_git_id(payload: Payload, layers: Mapping[str, Layer]) -> list[tuple[PayloadFile, Layer]]:
+    """The files whose artifact layer only their bytes can check: pinned by git blob id
+    alone (files the Hub keeps in git), which the layer's sha256 digest cannot be compared
+    with. Only files the manifest holds at the pinned size."""
+    return [
+        (f, layers[f.path]) for f in payload.files
+        if not f.sha256 and f.git_sha1 and f.path in layers
+        and (f.size is None or layers[f.path].size == f.size)
+    ]  # fmt: skip
+
+
+def git_lacks(file: PayloadFile, layer: Layer, data: bytes) -> str | None:
+    """What is wrong with ``data``, the registry's blob of ``layer``, as ``file``'s bytes."""
+    got = "sha256:" + hashlib.sha256(data).hexdigest()
+    if got != layer.digest:
+        return f"{file.path}: the registry answered the blob {layer.digest} with bytes of {got}"
+    blob = git_blob_id(data)
+    if blob != file.git_sha1:
+        return f"{file.path}: git blob {blob} in the artifact, the lock pins {file.git_sha1}"
+    return None

@@ -41,6 +41,7 @@ class _Registry(FakeServer):
     def __init__(self) -> None:
         super().__init__(_Handler)
         self.manifest = b"{}"
+        self.blobs: dict[str, bytes] = {}  # digest -> bytes
         self.seen: list[str] = []
 
 
@@ -53,6 +54,8 @@ class _Handler(FakeHandler):
             self.send_bytes(200, b"{}", {"Content-Type": "application/json"})
         elif self.path.endswith(f"/manifests/rev-{REV}"):
             self.send_bytes(200, self.server.manifest, {"Content-Type": mp.OCI_MANIFEST})
+        elif "/blobs/" in self.path and self.path.rsplit("/", 1)[1] in self.server.blobs:
+            self.send_bytes(200, self.server.blobs[self.path.rsplit("/", 1)[1]])
         else:
             self.send_bytes(404, b"")
 
@@ -231,3 +234,39 @@ def test_a_token_server_refusing_mid_download_hands_the_file_to_the_hub(tmp_path
     assert any(p.endswith(f"/resolve/{REV}/model.safetensors") for p in hub.requests)  # ... so
     stored = list((tmp_path / "store").rglob("model.safetensors"))
     assert stored and stored[0].read_bytes() == WEIGHTS, done.stderr
+
+
+def test_deploy_artifacts_checks_a_git_pinned_file_by_its_bytes(
+    servers: tuple[_Registry, FakeHub], tmp_path: Path
+) -> None:
+    """config.json is pinned by its git blob id; the artifact's layer of the same size held
+    other bytes, and deploy --artifacts wrote the unit (only the size was compared)."""
+    registry, _ = servers
+    good, bad = CONFIG, CONFIG.replace(b"gemma4", b"llama4")
+    git_id = hashlib.sha1(b"blob %d\0" % len(good) + good, usedforsecurity=False).hexdigest()
+    digest = "sha256:" + hashlib.sha256(bad).hexdigest()
+    registry.blobs[digest] = bad
+    registry.manifest = json.dumps({"layers": [_layer(digest=digest, size=len(bad))]}).encode()
+    document = doc()
+    document["payloads"] = {"snap": {
+        "repository": "org/snap", "revision": REV, "role": "mtp-assistant",
+        "format": "safetensors", "files": {"config.json": {"size": len(good), "git_sha1": git_id}},
+    }}  # fmt: skip
+    app = document["targets"]["app"]
+    app["payloads"] = ["snap"]
+    app["serve"]["command"] = ["llama-server", "-m", "{payload-dir:snap}"]
+    lock, state = make_repo(tmp_path / "checkout", document), tmp_path / "state"
+    done = subprocess.run(
+        [sys.executable, "-m", "lockpipe", "deploy", "app", "--lock", str(lock), "--state",
+         str(state), "--image", f"127.0.0.1:5000/lockpipe-test/app@sha256:{'cd' * 32}",
+         "--force", "--no-inspect", "--no-verify", "--podman-version", "5.7",
+         "--artifacts", f"{registry.host}/models"],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == DeployError.return_code, done.stderr
+    assert "payloads.snap: config.json: git blob " in done.stderr, done.stderr
+    assert f"the lock pins {git_id}" in done.stderr
+    assert any(f"/blobs/{digest}" in x for x in registry.seen)
+    assert not (state / "deploy").exists()

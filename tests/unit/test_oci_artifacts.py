@@ -154,6 +154,42 @@ def test_an_artifact_missing_or_changing_a_file_is_named(tmp_path: Path) -> None
     ]
 
 
+def test_a_file_the_lock_pins_by_nothing_is_a_lack_of_the_artifact(tmp_path: Path) -> None:
+    """Only its presence was checked: any bytes passed deploy --artifacts, where the store
+    refuses such a file (store.blob_id: no sha256 or git_sha1 pinned) (issue 18)."""
+    lock = _lock(tmp_path, {"config.json": {"size": 3}, "w.bin": {"size": 5, "sha256": SHA}})
+    layers = {
+        "config.json": mp.Layer(path="config.json", digest="sha256:" + "00" * 32, size=3),
+        "w.bin": mp.Layer(path="w.bin", digest=f"sha256:{SHA}", size=5),
+    }
+    (lack,) = art.artifact_lacks(lock.payloads["snap"], layers)
+    assert lack.startswith("config.json: the lock pins no sha256 or git_sha1 for it")
+
+
+def test_a_file_pinned_by_its_git_id_is_checked_by_its_bytes(tmp_path: Path) -> None:
+    """A git-pinned file's layer was checked by its size alone: other bytes of that size
+    passed (issue 18)."""
+    good, bad = b"{}\n", b"[]\n"
+    git_id = hashlib.sha1(b"blob 3\0" + good, usedforsecurity=False).hexdigest()
+    lock = _lock(tmp_path, {"config.json": {"size": 3, "git_sha1": git_id}})
+    payload = lock.payloads["snap"]
+    (f,) = payload.files
+
+    def layer(data: bytes) -> mp.Layer:
+        return mp.Layer(path="config.json", size=3,
+                        digest="sha256:" + hashlib.sha256(data).hexdigest())  # fmt: skip
+
+    ((got, _),) = art.by_git_id(payload, {"config.json": layer(bad)})
+    assert got == f
+    assert art.git_lacks(f, layer(good), good) is None
+    bad_id = hashlib.sha1(b"blob 3\0" + bad, usedforsecurity=False).hexdigest()
+    assert art.git_lacks(f, layer(bad), bad) == (
+        f"config.json: git blob {bad_id} in the artifact, the lock pins {git_id}"
+    )
+    said = art.git_lacks(f, layer(good), bad)  # the registry's bytes are not its digest's
+    assert said is not None and "the registry answered the blob sha256:" in said
+
+
 def test_the_store_check_counts_every_file_of_a_snapshot(tmp_path: Path) -> None:
     lock = _lock(tmp_path)
     store = tmp_path / "store"
