@@ -104,6 +104,14 @@ def _checked(path: Path, report: Any) -> dict[str, Any]:
                   fix="pass the JSON report refresh-digests wrote")  # fmt: skip
     doc = read.get(report, (), dict)
     for i in range(len(read.get(doc, ("proposals",), list, []))):
+        at = ("proposals", i)
+        for key in ("kind", "name", "pinned", "version", "new"):  # into branch names and text
+            read.get(doc, (*at, key), str)
+        for key in ("first_seen", "held"):
+            read.get(doc, (*at, key), str, "")
+        for key in ("targets", "also", "verdicts"):
+            for j in range(len(read.get(doc, (*at, key), list, []))):
+                read.get(doc, (*at, key, j), dict if key == "verdicts" else str)
         try:
             from_json(read.get(doc, ("proposals", i), dict))
         except (TypeError, ValueError) as exc:

@@ -107,7 +107,37 @@ def test_a_patch_outside_what_upgrade_writes_is_refused(tmp_path: Path) -> None:
         ([], "the report is a list, not an object"),
         ({"proposals": 3}, "proposals is an integer, not a list"),
         ({"proposals": [1]}, "proposals[0] is an integer, not an object"),
-        ({"proposals": [{"name": "x"}]}, "proposals[0] is not a proposal ("),
+        ({"proposals": [{"name": "x"}]}, "the report has no proposals[0].kind"),
+        (
+            {
+                "proposals": [
+                    {
+                        "kind": "pip",
+                        "name": 7,
+                        "pinned": "1",
+                        "version": "2",
+                        "new": "x",
+                        "targets": [],
+                    }
+                ]
+            },
+            "proposals[0].name is an integer, not a string",
+        ),
+        (
+            {
+                "proposals": [
+                    {
+                        "kind": "pip",
+                        "name": "x",
+                        "pinned": "1",
+                        "version": "2",
+                        "new": "x",
+                        "targets": [3],
+                    }
+                ]
+            },
+            "proposals[0].targets[0] is an integer, not a string",
+        ),
     ],
 )
 def test_a_report_of_another_shape_is_one_line_naming_it(
