@@ -10,6 +10,7 @@ so no chunk is sent to be refused. A blob the repository already has is not sent
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -119,7 +120,10 @@ def _chunked(
             )
             probe_failed = resp.status_code != 202 or not _covers(resp.headers.get("Range"), end)
             if probe_failed and start == 0:
-                reg.request("DELETE", repository, location, actions=PUSH, ok=(204, 404, 405))
+                # A courtesy: a registry expires an abandoned upload itself, so one that
+                # refuses the DELETE (400, 403, a 5xx) must not end the single PUT after it.
+                with contextlib.suppress(RegistryError):
+                    reg.request("DELETE", repository, location, actions=PUSH, ok=(204, 404, 405))
                 return 0
             if probe_failed:
                 raise RegistryError(

@@ -42,12 +42,17 @@ def blob_data_path(storage: Path, digest: str) -> Path:
 
 class Relay(FakeServer):
     """A relay to the registry at ``upstream`` that can refuse chunked uploads (PATCH -> 405,
-    as registries without chunk support answer) or drop ``Range`` from every request (a
-    front that serves whole blobs only); ``seen``: (method, status) of each request."""
+    as registries without chunk support answer), refuse DELETE (400: a registry that keeps
+    abandoned uploads to expire them) or drop ``Range`` from every request (a front that
+    serves whole blobs only); ``seen``: (method, status) of each request."""
 
-    def __init__(self, upstream: str, *, refuse_patch: bool = False, drop_range: bool = False):
+    def __init__(
+        self, upstream: str, *, refuse_patch: bool = False, refuse_delete: bool = False,
+        drop_range: bool = False,
+    ):  # fmt: skip
         super().__init__(_RelayHandler)
         self.upstream, self.refuse_patch, self.drop_range = upstream, refuse_patch, drop_range
+        self.refuse_delete = refuse_delete
         self.seen: list[tuple[str, int]] = []
 
 
@@ -59,6 +64,10 @@ class _RelayHandler(FakeHandler):
         if self.command == "PATCH" and self.server.refuse_patch:
             self.server.seen.append(("PATCH", 405))
             self.send_bytes(405, b'{"errors":[{"code":"UNSUPPORTED"}]}')
+            return
+        if self.command == "DELETE" and self.server.refuse_delete:
+            self.server.seen.append(("DELETE", 400))
+            self.send_bytes(400, b'{"errors":[{"code":"UNSUPPORTED"}]}')
             return
         answer = self.forward(
             self.server.upstream, body, {"Range": None} if self.server.drop_range else None
