@@ -103,6 +103,15 @@ def open_range(transport: Transport, cand: Candidate, start: int, end: int | Non
 
 
 def _opened(resp: requests.Response, cand: Candidate, start: int, url: str) -> Opened:
+    encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):  # asked for identity: these bytes are not the file's
+        resp.close()
+        raise HTTPFatal(
+            f"{url}: answered with Content-Encoding {shown(encoding, 40)}, though asked for "
+            "the file's own bytes (Accept-Encoding: identity); it or a proxy before it "
+            "compresses what it should not: use another --mirror, or fetch around the proxy",
+            resp.status_code,
+        )
     if resp.status_code == 200:
         total = whole_number(resp.headers.get("Content-Length"))
         return Opened(response=resp, start=0, total=total, ranged=False, url=url)

@@ -28,6 +28,7 @@ second FaultServer on 127.0.0.2; it records every Authorization header seen.
 
 from __future__ import annotations
 
+import gzip
 import os
 import random
 import re
@@ -108,6 +109,15 @@ class _Handler(BaseHTTPRequestHandler):
                 + bytes([data[len(data) // 2] ^ 1])
                 + data[len(data) // 2 + 1 :]
             )
+        if mode == "gzip":  # compresses though asked for identity, Range ignored
+            packed = gzip.compress(data, mtime=0)
+            self.send_response(200)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(packed)))
+            self.end_headers()
+            if not head:
+                self.wfile.write(packed)
+            return None
         start, end, status = 0, len(data), 200
         match = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
         if match and mode != "norange":

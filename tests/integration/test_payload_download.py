@@ -275,3 +275,18 @@ def test_a_size_a_server_only_claimed_is_not_taken_for_the_locks(
     finally:
         server.stop()
     assert not journal.exists()
+
+
+def test_a_compressed_answer_is_named_and_the_next_source_serves(
+    fault: FaultServer, tmp_path: Path
+) -> None:
+    """A server that gzips the file though asked for identity: its bytes' sha256 was a
+    mismatch blamed on the lock ('the lock may pin the wrong file') (issue 18)."""
+    with pytest.raises(HTTPFatal) as err:
+        run_payloads(lock_for(tmp_path), [], options(tmp_path, f"{fault.url}/gzip"))
+    said = str(err.value)
+    assert "answered with Content-Encoding 'gzip', though asked for the file's own bytes" in said
+    assert "the lock may pin the wrong file" not in said
+    opts = options(tmp_path / "2", f"{fault.url}/ok", mirror=f"{fault.url}/gzip")
+    [result] = run_payloads(lock_for(tmp_path / "2"), [], opts)
+    assert result.path.read_bytes() == DATA
