@@ -140,7 +140,13 @@ class _Reader:
             return self.string()
         if vtype != _ARRAY:
             raise self.fail(f"unknown value type {vtype} for {key!r}")
-        itype, n = self.scalar("<I"), self.count(f"array length of {key!r}")
+        itype = self.scalar("<I")
+        if itype == _ARRAY:
+            # llama.cpp's gguf_init_from_file_impl (ggml/src/gguf.cpp) reads one array level
+            # and refuses an array of arrays ("key '%s' has invalid GGUF type"): so does this,
+            # instead of recursing once per level of a crafted header
+            raise self.fail(f"the array {key!r} holds arrays, which llama.cpp refuses")
+        n = self.count(f"array length of {key!r}")
         if n > KEEP_ARRAY:
             arrays[key] = (itype, n)
             if itype in _SCALARS:  # fixed size: jump over it

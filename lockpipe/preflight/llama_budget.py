@@ -20,6 +20,7 @@ from lockpipe.preflight import llama, llama_cuda, plan_hybrid
 from lockpipe.preflight.config import DEFAULT_LLAMA_COMPUTE_MIB, LlamaSlots, TargetPlan
 from lockpipe.preflight.host import Card
 from lockpipe.preflight.llama_args import LlamaArgs
+from lockpipe.preflight.recurrent import ROLLBACK_TYPES as ROLLBACK
 from lockpipe.preflight.verdict import MIB, Check, Figure
 
 
@@ -33,6 +34,7 @@ class Budget:
     unified: float  # a unified KV stream inside fixed (0: one stream per slot)
     window: int  # tokens each slot's stream holds (the unified stream: all of -c)
     how: str
+    snapshots: int = 0  # rollback snapshots of the recurrent state inside ``state``
 
     def need(self, slots: int) -> float:
         return self.fixed + slots * self.per_slot
@@ -95,9 +97,9 @@ def terms(
         how += _why_not(cal, shared)
     if shared:
         return Budget(fixed=fixed + stream, per_slot=state, state=state, unified=stream,
-                      window=window, how=how)  # fmt: skip
+                      window=window, how=how, snapshots=extra.snapshots)  # fmt: skip
     return Budget(fixed=fixed, per_slot=stream + state, state=state, unified=0.0,
-                  window=window, how=how)  # fmt: skip
+                  window=window, how=how, snapshots=extra.snapshots)  # fmt: skip
 
 
 def _why_not(cal: LlamaSlots, shared: bool) -> str:
@@ -170,6 +172,17 @@ def _budget_check(
         detail, fix = f"{fit} fit", f"--parallel {fit} (the KV pool allocates up front)"
     elif tokens:
         detail, fix = f"-c {tokens:,} fits", f"-c {tokens} (the KV pool allocates up front)"
+    elif b.state and b.fixed - b.unified + a.slots * b.state >= mem:
+        # the recurrent state holds 1 + n_rs_seq rows per slot, and a rollback --spec-type
+        # makes n_rs_seq --spec-draft-n-max (need_n_rs_seq, recurrent.Speculative.n_rs_seq):
+        # no quant or card size is the lever when those snapshots fill the card
+        detail = f"the recurrent state alone ({a.slots} x {b.state:,.0f} MiB) fills it"
+        fix = (
+            f"a lower --spec-draft-n-max ({b.snapshots:,} rollback snapshots of the state "
+            f"per slot) or a --spec-type that keeps none (not {', '.join(sorted(ROLLBACK))})"
+            if b.snapshots
+            else "fewer slots (--parallel) or a bigger card"
+        )
     else:
         detail, fix = "no context fits", "a smaller quant or a bigger card"
     return Check(name="budget", status="fail", detail=f"{problem}; {detail}", fix=fix)

@@ -15,6 +15,7 @@ from typing import Any
 from lockpipe.preflight import llama, recurrent
 from lockpipe.preflight.shape import ModelShape
 from lockpipe.preflight.verdict import Check, Figure, checked, mib
+from lockpipe.spelling import hint
 
 
 def spec_checks(
@@ -43,6 +44,21 @@ def spec_checks(
                 fix="one of " + ", ".join(sorted(recurrent.SPEC_TYPES)),
             )
         )
+    drafts = (("-ctkd", spec.draft_type_k), ("-ctvd", spec.draft_type_v))
+    if bad := [(flag, kv) for flag, kv in drafts if kv not in llama.KV_TYPES]:
+        # common/arg.cpp reads -ctkd/-ctvd with kv_cache_type_from_str, as -ctk/-ctv, and
+        # stops on a name it lacks whether or not a draft runs; named "cache-type" so the
+        # plan stops before sizing a cache of an unknown type (a KeyError in row_bytes)
+        flag, kv = bad[0]
+        return [
+            *out,
+            Check(
+                name="cache-type",
+                status="fail",
+                detail=f"{flag} {kv} is not a b10069 cache type{hint(kv, llama.KV_TYPES)}",
+                fix="one of " + ", ".join(llama.KV_TYPES),
+            ),
+        ]
     if not spec.mtp or shape.hybrid is None:  # a plain model: as before, nothing added
         return out
     if spec.draft_model:
@@ -55,8 +71,6 @@ def spec_checks(
             "--spec-type draft-mtp needs MTP blocks (nextn_predict_layers > 0); this model has "
             "none, and llama.cpp refuses the MTP context (src/llama-context.cpp:3575-3579)"
         )
-    elif bad := [x for x in pair if x not in llama.KV_TYPES]:
-        problem = f"draft cache type {bad[0]} is not a b10069 cache type"
     elif fa:  # a CUDA card, flash attention not off
         problem = llama.fa_pair_problem(*pair, all_quants=all_quants)
     ok = f"{len(shape.mtp_layers)} MTP block(s), draft KV {pair[0]}/{pair[1]}"
@@ -70,6 +84,7 @@ class Extra:
 
     state_per_slot: int = 0  # recurrent state: one set per sequence, whatever the cache
     mtp_per_stream: int = 0  # the draft-mtp context's KV: per KV stream, like the main KV
+    snapshots: int = 0  # rollback snapshots in state_per_slot (--spec-draft-n-max of them)
 
 
 def memory(
@@ -103,7 +118,7 @@ def memory(
                                "n_embd_r": r, "n_embd_s": s, "n_rs_seq": st.rows_per_slot - 1,
                                "recurrent_per_slot": st.per_slot,
                                "recurrent_total": st.total}  # fmt: skip
-    extra = Extra(state_per_slot=st.per_slot)
+    extra = Extra(state_per_slot=st.per_slot, snapshots=st.rows_per_slot - 1)
     if spec.mtp_on_target and shape.mtp_layers:
         mtp = llama.mtp_kv_size(shape, cells, spec.draft_type_k, spec.draft_type_v)
         extra = replace(extra, mtp_per_stream=mtp.per_slot)

@@ -223,6 +223,9 @@ class Speculative:
         return tuple(t for t in self.types if t not in SPEC_TYPES)
 
 
+INT_MAX = 2**31 - 1  # std::stoi's int (common/arg.cpp reads --spec-draft-n-max with it)
+
+
 def speculative(command: Sequence[str]) -> Speculative:
     """``--spec-type`` (comma-separated; repeats add up), ``--spec-draft-n-max``, ``-ctkd``
     and ``-ctvd``, as ``common/arg.cpp:3787-3923`` reads them (environment not read); a
@@ -237,8 +240,16 @@ def speculative(command: Sequence[str]) -> Speculative:
             # a value naming "none" adds only NONE (common_speculative_types_from_names)
             types += [] if "none" in names else names
         elif t == "--spec-draft-n-max":
-            if not value.isdigit():
+            # common/arg.cpp reads it with std::stoi: an int, so at most INT_MAX (past it
+            # std::out_of_range stops llama-server). ASCII digits only: str.isdigit() took
+            # "²", which int() then refused, and 5,000 digits hit Python's int-digits limit
+            if not (value.isascii() and value.isdigit()) or len(value.lstrip("0")) > 10:
                 raise LockError(f"serve.command: --spec-draft-n-max {value!r} is not a count")
+            if int(value) > INT_MAX:
+                raise LockError(
+                    f"serve.command: --spec-draft-n-max {value}: past INT_MAX ({INT_MAX:,}), "
+                    "which llama-server's std::stoi refuses (std::out_of_range)"
+                )
             found["draft_n_max"] = int(value)
         elif t in ("-ctkd", "--cache-type-k-draft", "--spec-draft-type-k"):
             found["draft_type_k"] = value.lower()

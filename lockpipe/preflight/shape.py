@@ -226,6 +226,7 @@ def from_gguf(
         )
         for i in range(n)
     )
+    _check_heads(layers, arch, source)
     return ModelShape(
         name=str(meta.get("general.name") or arch),
         layers=layers,
@@ -236,6 +237,35 @@ def from_gguf(
         arch=arch,
         hybrid=hybrid,
     )
+
+
+def _check_heads(layers: Sequence[Layer], arch: str, source: str) -> None:
+    """Every layer preflight counts as KV (not recurrent) has at least one query and KV head
+    and non-zero head sizes. llama.cpp (src/llama-model.cpp load_hparams) reads
+    ``head_count`` 0 as a model without attention ("non-transformer models do not have
+    attention heads") and a layer's ``head_count_kv`` 0 as a recurrent layer (jamba,
+    granitehybrid, falcon-h1: ``recurrent_layer_arr[i] = n_head_kv(i) == 0``), neither of
+    which preflight sizes: 0 was taken as 0 bytes of KV and a PASS."""
+    for x in layers:
+        if x.recurrent or not x.has_kv:
+            continue
+        if not x.q_heads:
+            raise FormatError(
+                f"{source}: {arch}.attention.head_count is 0 for layer {x.index}: llama.cpp "
+                "reads that as a model without attention, whose state preflight does not size"
+            )
+        if not x.kv_heads:
+            raise FormatError(
+                f"{source}: {arch}.attention.head_count_kv is 0 for layer {x.index}: llama.cpp "
+                "reads that as a recurrent layer (n_head_kv(il) == 0), whose state preflight "
+                "does not size for this architecture"
+            )
+        if not x.head_k or not x.head_v:
+            raise FormatError(
+                f"{source}: layer {x.index} has a head size of 0 (attention.key_length/"
+                "value_length not given and embedding_length // head_count is 0); the header "
+                "is corrupt or not this model's"
+            )
 
 
 def from_hf_config(config: Mapping[str, Any], *, source: str) -> ModelShape:
@@ -264,6 +294,11 @@ def from_hf_config(config: Mapping[str, Any], *, source: str) -> ModelShape:
         if hidden is None:
             raise FormatError(f"{source}: config.json lacks 'hidden_size'; its KV size is unknown")
         head = hidden // heads
+        if head == 0:  # pages of 0 bytes, then a ZeroDivisionError in vllm_kv's page count
+            raise FormatError(
+                f"{source}: hidden_size {hidden:,} // num_attention_heads {heads:,} is a head "
+                "size of 0 (and head_dim is not given); the config is corrupt or not this model's"
+            )
     listed = read.get(config, (*at, "layer_types"), list, [])
     types = [read.get(config, (*at, "layer_types", i), str) for i in range(len(listed))]
     window = number("sliding_window")
