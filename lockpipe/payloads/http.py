@@ -151,9 +151,10 @@ def body(opened: Opened, tuning: Tuning) -> Iterator[bytes]:
             try:
                 data = raw.read1(tuning.chunk - len(gathered))
             except Exception as exc:  # urllib3 and http.client raise several kinds for one cause
-                raise RetryableHTTP(
-                    f"{opened.url}: connection broken ({type(exc).__name__})"
-                ) from None
+                broken = RetryableHTTP(f"{opened.url}: connection broken ({type(exc).__name__})")
+                if gathered:  # what came is kept: the retry resumes after it
+                    yield bytes(gathered)
+                raise broken from None
             now = time.monotonic()
             if not data:
                 if gathered:
