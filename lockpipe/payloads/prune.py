@@ -3,10 +3,13 @@
 A runtime given ``snapshots/<revision>`` loads whatever the folder holds: a file
 dropped from the lock's ``files``, or one another Hugging Face cache tool (``hf
 download``, a runtime fetching what it lacked) wrote there, would be loaded
-without ever having been verified. So, after a snapshot payload is linked, every
+without ever having been verified. So, before a snapshot payload is linked, every
 entry of its folder that no payload of the lock at that repository and revision
 names is removed: a link, a file, a folder of them. Blobs stay (other snapshots
-may point at them); only the folder's view changes.
+may point at them); only the folder's view changes. Pruning comes first because
+such an entry can stand in the links' way: a link to a folder elsewhere where the
+lock lists ``sub/x`` (linking through it would write outside the store), or a real
+folder where the lock lists a file.
 
 :func:`strays` only reads; :func:`remove` acts. Callers hold the snapshot's lock
 (:mod:`lockpipe.payloads.locks`), so no other run links into the folder meanwhile.

@@ -234,7 +234,11 @@ class _Run:
                 f"{gone[0].path} vanished while the run checked it; something else is "
                 "deleting files in the store: stop it and run again"))  # fmt: skip
             return
-        self._link(p, blobs)
+        try:
+            self._link(p, blobs)
+        except FetchError as exc:
+            self._fail(p, exc)
+            return
         status = max((self.got[b.path][0] for b in blobs), key=STATUS_ORDER.index)
         fresh = {b.path for b in blobs} - self.counted  # a blob payloads share counts once
         fetched = sum(self.got[path][1] for path in fresh)
@@ -246,19 +250,31 @@ class _Run:
     def _link(self, p: Payload, blobs: list[Blob]) -> None:
         """Link the payload's blobs, under the folder's lock; a snapshot's folder then holds
         only what the lock lists at its repository and revision (other payloads of the lock,
-        single files too, may share the folder)."""
+        single files too, may share the folder).
+
+        A snapshot's folder is pruned before the links are made: a link to a folder elsewhere
+        (``sub -> /elsewhere``) or a real folder where the lock lists a file goes first, so
+        no link lands outside the store, or fails on a folder. Then each path must be its
+        blob's link, or the payload is not done."""
         folder = st.snapshot_dir(self.store, p)
+        pairs = [(b.path, b.link) for b in blobs]
         with file_lock(snapshot_lock_path(self.store, folder), lambda pid: None):
-            st.link_all([(b.path, b.link) for b in blobs])
-            if not p.snapshot:
-                return
-            same = [q for q in self.lock.payloads.values() if q.repository == p.repository]
-            keep = {f.path for q in same if q.revision == p.revision for f in q.files}
-            if extra := strays(folder, keep):
-                remove(extra)
-                shown = ", ".join(str(x.relative_to(folder)) for x in extra)
-                self.out.note(f"payloads.{p.name}: removed from {folder} what the lock does "
-                              f"not list there: {shown}")  # fmt: skip
+            if p.snapshot:
+                st.real_folder(self.store, p)
+                same = [q for q in self.lock.payloads.values() if q.repository == p.repository]
+                keep = {f.path for q in same if q.revision == p.revision for f in q.files}
+                if extra := strays(folder, keep):
+                    remove(extra)
+                    shown = ", ".join(str(x.relative_to(folder)) for x in extra)
+                    self.out.note(f"payloads.{p.name}: removed from {folder} what the lock "
+                                  f"does not list there: {shown}")  # fmt: skip
+            st.link_all(pairs)
+            if wrong := st.misplaced(pairs):
+                shown = ", ".join(str(x) for x in wrong)
+                raise FetchError(
+                    f"{shown}: not the link to its blob after linking; something else "
+                    "writes in the snapshot folder: stop it, then run again"
+                )
 
     def _download(self, todo: list[Blob]) -> None:
         ctx = Context(

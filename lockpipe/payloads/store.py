@@ -151,24 +151,103 @@ def link(blob: Path, path: Path) -> None:
     link_all([(blob, path)])
 
 
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _subdir(fd: int, name: str) -> int:
+    """Open the folder ``name`` in the folder ``fd``, made if missing, never through a link:
+    a link (to a folder elsewhere, say) or a file where the layout has a folder is an entry
+    of the store no lock lists, and is replaced by a folder (what a link pointed to stays)."""
+    for _ in range(2):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, dir_fd=fd)
+        try:
+            return os.open(name, _DIR, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+        os.unlink(name, dir_fd=fd)
+    raise OSError(errno.ENOTDIR, "not a folder", name)
+
+
+def _open_folder(base: Path, folder: Path) -> int:
+    """``folder`` (below ``base``) opened one part at a time from ``base`` (:func:`_subdir`)."""
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in folder.relative_to(base).parts:
+            fd, parent = _subdir(fd, part), fd
+            os.close(parent)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def real_folder(store: Path, payload: Payload) -> None:
+    """Make ``snapshots/<revision>`` a real folder of the store: pruning it then never walks
+    into (or removes from) a folder a link there pointed to."""
+    folder = snapshot_dir(store, payload)
+    os.close(_open_folder(repo_dir(store, payload), folder))
+
+
 def link_all(pairs: list[tuple[Path, Path]]) -> None:
     """:func:`link` for many (blob, path) pairs: links already right are left alone, and
-    each folder is fsynced once (a snapshot's re-run then writes nothing)."""
-    changed: set[Path] = set()
+    each folder is fsynced once (a snapshot's re-run then writes nothing).
+
+    No link is followed on the way to a path (:func:`_subdir`), so nothing is written
+    outside the store. A real folder where a path's link belongs is not removed here:
+    :class:`FetchError` names it (a snapshot payload's run prunes it first).
+    """
+    folders: dict[Path, tuple[int, bool]] = {}  # folder -> (its fd, whether it changed)
+    try:
+        for blob, path in pairs:
+            target = os.path.relpath(blob, path.parent)
+            if path.parent not in folders:
+                base = Path(os.path.commonpath([blob, path.parent]))
+                folders[path.parent] = (_open_folder(base, path.parent), False)
+            fd, name = folders[path.parent][0], path.name
+            with contextlib.suppress(OSError):
+                if os.readlink(name, dir_fd=fd) == target:
+                    continue
+            # a name of this process's and thread's own: another run may link the same path
+            tmp = f".{name}.{os.getpid()}-{threading.get_ident()}.lockpipe-link"
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp, dir_fd=fd)
+            os.symlink(target, tmp, dir_fd=fd)
+            try:
+                os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=fd)
+                if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+                    raise FetchError(
+                        f"{path} is a folder where the lock lists a file: its contents are "
+                        "nothing the lock pins; remove it, then run again"
+                    ) from None
+                raise
+            folders[path.parent] = (fd, True)
+        for fd, changed in folders.values():
+            if changed:
+                os.fsync(fd)
+    finally:
+        for fd, _ in folders.values():
+            os.close(fd)
+
+
+def misplaced(pairs: list[tuple[Path, Path]]) -> list[Path]:
+    """The paths of ``pairs`` that are not their blob's link: a link with another target,
+    or a path reached through a link (what :func:`link_all` left must be what is there)."""
+    out = []
     for blob, path in pairs:
-        target = os.path.relpath(blob, path.parent)
-        with contextlib.suppress(OSError):
-            if os.readlink(path) == target:
-                continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # a name of this process's and thread's own: another run may link the same path
-        tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.lockpipe-link")
-        tmp.unlink(missing_ok=True)
-        os.symlink(target, tmp)
-        os.replace(tmp, path)
-        changed.add(path.parent)
-    for folder in sorted(changed):
-        fsync_dir(folder)
+        base = Path(os.path.commonpath([blob, path.parent]))
+        through = [q for q in path.parents if q != base and base in q.parents]
+        try:
+            right = os.readlink(path) == os.path.relpath(blob, path.parent)
+        except OSError:
+            right = False
+        if not right or any(q.is_symlink() for q in through):
+            out.append(path)
+    return out
 
 
 def unlink(path: Path) -> None:
