@@ -75,6 +75,7 @@ class FakeGitHub(FakeServer):
         self.per_page = 2
         self.next_base: str | None = None  # where the tag pages' next links point ("": relative)
         self.tags_answer: Any = None  # what every tags request gets instead, when set
+        self.release_answer: Any = None  # what every releases/latest request gets, when set
         self.compare_answer: Any = None  # what every compare request gets instead, when set
 
 
@@ -101,6 +102,8 @@ class _Handler(FakeHandler):
         if m[2] == "tags":
             return self._tags(repo, m[1])
         if m[2] == "releases/latest":
+            if srv.release_answer is not None:
+                return self.send_json(200, srv.release_answer)
             if repo.latest_release is None:
                 return self.send_json(404, {"message": "Not Found"})
             return self.send_json(200, {"tag_name": repo.latest_release})

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import re
 import tarfile
 import threading
 import zlib
@@ -39,6 +40,7 @@ class Fetched:
     path: Path
     sha256: str
     size: int
+    mirror: str | None = None  # the mirror's URL the bytes came from; None: from ``url`` itself
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +48,10 @@ class Tree:
     root: str  # the archive's one top folder (``llama.cpp-b10069``)
     sha256: str
     files: int
+    # the commit the archive was made from, as ``git archive`` (and so GitHub) writes it: the
+    # pax global header's ``comment`` (git's archive-tar.c, write_global_extended_header);
+    # None where there is none (not a git archive, or one made from a tree)
+    commit: str | None = None
 
 
 def cache_error(exc: OSError, where: Path) -> FetchError:
@@ -94,7 +100,8 @@ def _fetch_unpinned(url: str, cache: Path, mirror: str | None, most: int) -> Fet
         place(partial.path, partial.fd, dest)
         partial.journal.unlink(missing_ok=True)
         partial.close()
-        return Fetched(path=dest, sha256=digest, size=size)
+        return Fetched(path=dest, sha256=digest, size=size,
+                       mirror=cand.url if cand.kind == "mirror" else None)  # fmt: skip
     raise FetchError(f"{url}: could not fetch the archive:\n  " + "\n  ".join(problems))
 
 
@@ -113,6 +120,7 @@ def tree_hash(archive: Path) -> Tree:
     FetchError naming it and the member past the bound."""
     rows: list[tuple[str, str]] = []
     roots: set[str] = set()
+    comment: object = None
     try:
         with tarfile.open(archive, "r:*") as tar:
             count = 0
@@ -135,6 +143,7 @@ def tree_hash(archive: Path) -> Tree:
                 else:
                     continue  # devices and fifos carry no content
                 rows.append((rest, f"{mode} {digest} {rest}\n"))
+            comment = tar.pax_headers.get("comment")  # read with the first member
     except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
         raise FetchError(f"{archive}: not a readable tar archive ({exc}); the download is "
                          "damaged or the URL serves something else") from None  # fmt: skip
@@ -148,7 +157,11 @@ def tree_hash(archive: Path) -> Tree:
     h = hashlib.sha256()
     for _, row in sorted(rows):
         h.update(_raw(row))
-    return Tree(root=root, sha256=h.hexdigest(), files=len(rows))
+    commit = comment if isinstance(comment, str) and _OID.fullmatch(comment) else None
+    return Tree(root=root, sha256=h.hexdigest(), files=len(rows), commit=commit)
+
+
+_OID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a commit id, SHA-1 or SHA-256
 
 
 def check_unpacked(archive: Path, member: tarfile.TarInfo, count: int, end: int) -> None:

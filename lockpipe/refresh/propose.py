@@ -2,9 +2,9 @@
 
 - **bases**: the registry's ``tags/list`` for the base's repository, read as Renovate reads
   Docker tags (:mod:`.versions`): every newer stable tag with the same suffix and precision.
-- **sources** (llama.cpp): the repository's tags (GitHub's ``/repos/{o}/{r}/tags``, every
-  page); the newest ``bNNNN`` above the pinned one (llama.cpp tags every build, so one
-  proposal, with how many it skips).
+- **sources** (llama.cpp): the repository's latest release (GitHub's
+  ``/repos/{o}/{r}/releases/latest``), when its tag ``bNNNN`` is above the pinned one
+  (llama.cpp releases every build, so one proposal, with how many build numbers it skips).
 - **the pip side**: a requirements file derived for ``vllm[audio]==V`` moves with the base
   whose tag says V, so a base proposal carries it when PyPI has that vLLM release (and is
   refused when it does not: the audio extra could not be derived). A derived file no base
@@ -34,6 +34,7 @@ from lockpipe.refresh.model import Kind
 from lockpipe.refresh.proposal import Proposal, Verdict
 from lockpipe.refresh.rules import build_number, iso_time
 from lockpipe.refresh.versions import newer, parse_tag
+from lockpipe.urls import shown
 
 ListTags = Callable[[str], Sequence[str]]
 
@@ -178,7 +179,7 @@ def base_proposals(lock: Lock, names: Sequence[str], up: Upstreams) -> list[Prop
 
 
 def source_proposals(lock: Lock, names: Sequence[str], up: Upstreams) -> list[Proposal]:
-    from lockpipe.refresh.sources import pinned_tag, slug
+    from lockpipe.refresh.sources import pinned_tag
 
     out: list[Proposal] = []
     for name in sorted(names):
@@ -187,28 +188,49 @@ def source_proposals(lock: Lock, names: Sequence[str], up: Upstreams) -> list[Pr
         at = build_number(pinned)
         if pinned is None or at is None:
             continue
-        what, path = f"sources.{name}", f"repos/{slug(source)}/tags"
-        listed = up.github.get_all(path, what, {"per_page": "100"})
-        read = Reader(where=f"{what}: {up.github.url(path)}", root="the answer", error=FetchError)
-        tags = [read.get(listed, (i, "name"), str) for i in range(len(listed))]
-        builds = sorted(n for t in tags if (n := build_number(t)) is not None)
-        later = [b for b in builds if b > at]
-        if not later:
+        newest = _latest_build(source, up.github)
+        if newest <= at:
             continue
         targets = tuple(t for t, x in sorted(lock.targets.items()) if x.source == name)
-        skipped = (f"{len(later) - 1} other newer build(s) between them",) if len(later) > 1 else ()
+        between = newest - at - 1
+        skipped = (f"up to {between} build number(s) between them (GitHub's latest release is "
+                   "read, not every tag)",) if between > 0 else ()  # fmt: skip
         out.append(
             Proposal(
                 kind="sources",
                 name=name,
                 pinned=pinned,
-                version=f"b{later[-1]}",
-                new=f"{source.repository}/releases/tag/b{later[-1]}",
+                version=f"b{newest}",
+                new=f"{source.repository}/releases/tag/b{newest}",
                 targets=targets,
                 also=skipped,
             )
         )
     return out
+
+
+def _latest_build(source: Source, github: Api) -> int:
+    """The build number of the repository's latest release (``bNNNN``).
+
+    GitHub's ``/releases/latest`` is documented as the most recent non-prerelease,
+    non-draft release by ``created_at`` (docs.github.com/rest/releases/releases#get-the-
+    latest-release), and llama.cpp makes a release of every build tag. Its ``/tags`` list
+    is not documented as ordered at all, and holds thousands of tags: every page of it was
+    read, past MAX_PAGES (issue 18). A latest release whose tag is no build number is a
+    FetchError naming the fix."""
+    from lockpipe.refresh.sources import slug
+
+    what, path = f"sources.{source.name}", f"repos/{slug(source)}/releases/latest"
+    read = Reader(where=f"{what}: {github.url(path)}", root="the answer", error=FetchError,
+                  fix=f"is {github.shown} {github.name}?")  # fmt: skip
+    tag = read.get(github.get(path, what), ("tag_name",), str)
+    number = build_number(tag)
+    if number is None:
+        raise FetchError(f"{what}: {github.url(path)}: the latest release's tag_name "
+                         f"{shown(tag, 60)} is no build tag "
+                         "(bNNNN), so no newer build can be proposed; propose one by hand: "
+                         "set the source's url to a newer build tag's archive")  # fmt: skip
+    return number
 
 
 def _root_tag(source: Source) -> str | None:

@@ -131,6 +131,7 @@ def refresh_source(source: Source, gh: Api, archives: Archives) -> tuple[Change 
     url = f"{base}/archive/refs/tags/{ref}.tar.gz" if tagged else f"{base}/archive/{commit}.tar.gz"
     fetched = archives.fetch(url)
     tree = archives.tree(fetched.path)
+    _same_commit(what, url, fetched, tree, commit, ref if tagged else None)
     new: dict[str, Any] = {"commit": commit, "url": url, "sha256": fetched.sha256,
                            "tree_sha256": tree.sha256, "root": tree.root}  # fmt: skip
     old: dict[str, Any] = {"commit": source.commit, "url": source.url, "sha256": source.sha256,
@@ -169,6 +170,27 @@ def refresh_source(source: Source, gh: Api, archives: Archives) -> tuple[Change 
                     source=f"GitHub API ({gh.shown}): {ref} -> commit {commit}; archive {url} "
                     f"fetched and hashed (sha256 and tree_sha256)")  # fmt: skip
     return change, warns
+
+
+def _same_commit(what: str, url: str, fetched: Fetched, tree: Tree, commit: str,
+                 tag: str | None) -> None:  # fmt: skip
+    """A FetchError when the archive says (its pax ``comment``, as ``git archive`` writes it)
+    it was made from another commit than the one GitHub's API named: its sha256 and tree hash
+    would be pinned beside a commit they are not of. An archive that names none passes."""
+    if tree.commit is None or tree.commit == commit:
+        return
+    came = f"the mirror's copy {fetched.mirror}" if fetched.mirror else "GitHub's archive"
+    if fetched.mirror:
+        fix = (
+            "the mirror's copy is stale (or the tag moved): refresh the mirror's copy, or "
+            "run again without --mirror (LOCKPIPE_MIRROR)"
+        )
+    elif tag:
+        fix = f"the tag {tag} moved between the two requests: run again"
+    else:
+        fix = "run again"
+    raise FetchError(f"{what}: {url}: {came} is of commit {tree.commit} (its pax header's "
+                     f"comment), but GitHub's API names commit {commit}; {fix}")  # fmt: skip
 
 
 def _same_content(source: Source, tree: Tree, archives: Archives) -> str:

@@ -62,6 +62,7 @@ def github() -> Iterator[FakeGitHub]:
     server.repos["ggml-org/llama.cpp"] = FakeRepo(
         commits=[(pinned, "2026-11-01T00:00:00Z"), ("f" * 40, "2026-12-01T00:00:00Z")],
         tags={"b10068": pinned, "b10069": pinned, "b11434": "f" * 40, "b9000": pinned},
+        latest_release="b11434",
     )
     yield server
     server.stop()
@@ -73,13 +74,14 @@ def _proposal() -> Proposal:
                     targets=LLAMA)  # fmt: skip
 
 
-def test_the_newest_build_tag_is_proposed_from_every_page(github: FakeGitHub) -> None:
+def test_the_latest_release_build_is_proposed(github: FakeGitHub) -> None:
     api = Api(base=github.url, name="GitHub's API (FAKE)", refused="")
     up = propose.Upstreams(tags=lambda ref: [], github=api, pypi=api)
     (p,) = propose.propose(LOCK, {"sources": ["llama.cpp"]}, up)
     assert (p.key, p.pinned, p.version, p.targets) == ("sources.llama.cpp", "b10069", "b11434",
                                                         LLAMA)  # fmt: skip
-    assert sum("tags" in r for r in github.requests) == 2  # two pages of two tags each
+    # GitHub's latest release, one request; no page of the tags (llama.cpp has thousands)
+    assert github.requests == ["/repos/ggml-org/llama.cpp/releases/latest"]
 
 
 def test_every_llama_targets_flags_parse_in_b11434_and_metrics_gain(trees: Trees) -> None:

@@ -33,10 +33,13 @@ FILES = {"CMakeLists.txt": b"project(llama)\n", "src/llama.cpp": b"int main() {}
          "scripts/build.sh": b"#!/bin/sh\n"}  # fmt: skip
 
 
-def tar_gz(root: str, files: dict[str, bytes], level: int = 9, mtime: int = 0) -> bytes:
-    """A GitHub-style archive: one top folder, a build script executable."""
+def tar_gz(root: str, files: dict[str, bytes], level: int = 9, mtime: int = 0,
+           commit: str | None = None) -> bytes:  # fmt: skip
+    """A GitHub-style archive: one top folder, a build script executable; with ``commit``, a
+    pax global header whose ``comment`` names it, as ``git archive`` writes one."""
     raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    pax = {"comment": commit} if commit else None
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT, pax_headers=pax) as tar:
         for path, data in sorted(files.items()):
             info = tarfile.TarInfo(f"{root}/{path}")
             info.size, info.mode = len(data), 0o755 if path.endswith(".sh") else 0o644
@@ -222,29 +225,31 @@ def test_one_bad_gateway_from_github_does_not_fail_the_run(
 @pytest.mark.parametrize(
     ("answer", "words"),
     [
-        (["b10100"], "[0] is a string, not an object"),
-        ([{"name": 10100}], "[0].name is an integer, not a string"),
-        ([{"commit": {}}], "the answer has no [0].name"),
+        (["b10100"], "the answer is a list, not an object"),
+        ({"tag_name": 10100}, "tag_name is an integer, not a string"),
+        ({"name": "b10100"}, "the answer has no tag_name"),
+        ({"tag_name": "v1.0"}, "the latest release's tag_name 'v1.0' is no build tag (bNNNN)"),
     ],
 )
-def test_a_tags_answer_of_another_shape_is_one_line_naming_it(
-    github: FakeGitHub, nginx: Nginx, tmp_path: Path, answer: list[object], words: str
+def test_a_latest_release_answer_of_another_shape_is_one_line_naming_it(
+    github: FakeGitHub, nginx: Nginx, tmp_path: Path, answer: object, words: str
 ) -> None:
-    """--propose reads the llama.cpp repository's tags; a list of names (not objects) was an
-    AttributeError traceback, a name that is not a string was skipped unsaid (issue 18)."""
+    """--propose reads the llama.cpp repository's latest release (no longer every page of its
+    tags); an answer of another shape, or a tag that is no build, is one line naming it."""
     archive = tar_gz("llama.cpp-b10069", FILES)
     serve(nginx, "b10069", archive)
     lock = _lock(tmp_path, sha256=hashlib.sha256(archive).hexdigest(),
                  tree_sha256=tree_by_hand(FILES))  # fmt: skip
     before = lock.read_bytes()
     assert refresh(lock, github, nginx, "--propose", "--dry-run").returncode == 0
-    github.tags_answer = answer
+    github.release_answer = answer
     result = refresh(lock, github, nginx, "--propose", "--dry-run")
     assert result.returncode == FetchError.return_code, result.stderr
     assert "Traceback" not in result.stderr
     # --dry-run: the entry's line of the report, then the exit naming it
-    said = f"sources.llama.cpp: not proposed: {github.url}/repos/ggml-org/llama.cpp/tags: {words}"
-    assert said in result.stderr
+    url = f"{github.url}/repos/ggml-org/llama.cpp/releases/latest"
+    assert f"sources.llama.cpp: not proposed: {url}: " in result.stderr
+    assert words in result.stderr
     assert lock.read_bytes() == before
 
 
@@ -326,3 +331,29 @@ def test_a_compare_answer_github_does_not_give_is_no_commit_count(
     assert "(? commits, unknown)" in result.stdout
     assert json.loads(lock.read_text())["sources"]["llama.cpp"]["commit"] == C[4]
     assert json.loads(js.read_text())["changes"][0]["tag"] == "b10100"
+
+
+@pytest.mark.parametrize("made_from", [C[3], C[4], None])
+def test_an_archive_of_another_commit_than_the_api_names_is_refused(
+    made_from: str | None, github: FakeGitHub, nginx: Nginx, tmp_path: Path
+) -> None:
+    """The FAKE API says b10100 is commit C[4]; the mirror's copy of the tag's archive says
+    (its pax global header's comment, as git archive and so GitHub write it) it was made from
+    C[3]: a stale copy, or a tag moved between the two requests. Its sha256 and tree hash were
+    pinned beside C[4] (issue 18). The same archive of C[4], or one naming no commit (not
+    made by git archive), is taken as before."""
+    serve(nginx, "b10100", tar_gz("llama.cpp-b10100", FILES, commit=made_from))
+    lock = _lock(tmp_path, follow="latest-release")
+    before = lock.read_bytes()
+    result = refresh(lock, github, nginx)
+    assert "Traceback" not in result.stderr
+    if made_from == C[4] or made_from is None:
+        assert result.returncode == 0, result.stderr
+        assert json.loads(lock.read_text())["sources"]["llama.cpp"]["commit"] == C[4]
+        return
+    assert result.returncode == FetchError.return_code, result.stderr
+    url = f"{GH}/archive/refs/tags/b10100.tar.gz"
+    assert f"sources.llama.cpp: {url}: the mirror's copy {nginx.url}/github.com/" in result.stderr
+    assert f"is of commit {C[3]}" in result.stderr and f"names commit {C[4]}" in result.stderr
+    assert "run again without --mirror" in result.stderr
+    assert lock.read_bytes() == before

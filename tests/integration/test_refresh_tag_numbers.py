@@ -1,9 +1,12 @@
-"""``refresh --propose`` for llama.cpp sources, against a FAKE of GitHub's tags API (a
-real HTTP server on 127.0.0.1) that lists a tag of ``b`` and 5,000 digits.
+"""``refresh --propose`` for llama.cpp sources, against a FAKE of GitHub's API (a real
+HTTP server on 127.0.0.1, not GitHub).
 
-Python will not turn a string of more than 4,300 digits into an int, so reading that tag
-as a build number was a ValueError's traceback (issue 18). A name too long to be a build
-is no build: the proposal is the newer real one.
+The proposal is the repository's latest release (GitHub's ``/releases/latest``: "the most
+recent non-prerelease, non-draft release, sorted by the created_at attribute",
+docs.github.com/rest/releases/releases#get-the-latest-release). Every page of its
+``/tags`` was read before, and llama.cpp has more than 5,000 tags: more than MAX_PAGES
+pages of 100, a FetchError with no fix (issue 18). A tag of ``b`` and 5,000 digits, which
+Python will not turn into an int, is no build: one line naming it, no traceback.
 """
 
 from __future__ import annotations
@@ -12,30 +15,63 @@ from pathlib import Path
 
 import pytest
 
+from lockpipe.errors import FetchError
 from lockpipe.lock.model import load_lock
-from lockpipe.refresh.api import Api
+from lockpipe.refresh.api import MAX_PAGES, Api
+from lockpipe.refresh.proposal import Proposal
 from lockpipe.refresh.propose import Upstreams, source_proposals
 from lockpipe.refresh.rules import build_number
-from tests.httpfake import FakeHandler, FakeServer
+from tests.fake_github import FakeGitHub, FakeRepo
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 HUGE = "b" + "1" * 5000
 
 
-class _Tags(FakeHandler):
-    def do_GET(self) -> None:
-        self.send_json(200, [{"name": "b99999"}, {"name": HUGE}, {"name": "b1"}])
+def _propose(github: FakeGitHub) -> list[Proposal]:
+    api = Api(base=github.url, name="GitHub's API (FAKE)", refused="set GITHUB_TOKEN")
+    lock = load_lock(REPO / "locks" / "digests.json")
+    up = Upstreams(tags=lambda ref: [], github=api, pypi=api)
+    return list(source_proposals(lock, ["llama.cpp"], up))
 
 
-def test_a_tag_too_long_to_be_a_build_is_skipped() -> None:
-    server = FakeServer(_Tags)
+def test_a_repository_of_more_tag_pages_than_read_gets_its_latest_build_proposed() -> None:
+    """More tags than MAX_PAGES pages hold (llama.cpp's thousands): the latest release is
+    asked for, one request, and no tags page is read."""
+    github = FakeGitHub()
+    github.per_page = 1
+    tags = {f"b{n}": "0" * 40 for n in range(10000, 10000 + MAX_PAGES + 30)}
+    github.repos["ggml-org/llama.cpp"] = FakeRepo(tags=tags, latest_release="b10079")
     try:
-        github = Api(base=server.url, name="GitHub's API (FAKE)", refused="set GITHUB_TOKEN")
-        lock = load_lock(REPO / "locks" / "digests.json")
-        up = Upstreams(tags=lambda ref: [], github=github, pypi=github)
-        (proposal,) = source_proposals(lock, ["llama.cpp"], up)
+        (proposal,) = _propose(github)
     finally:
-        server.stop()
-    assert (proposal.name, proposal.pinned, proposal.version) == ("llama.cpp", "b10069", "b99999")
+        github.stop()
+    assert (proposal.pinned, proposal.version) == ("b10069", "b10079")
+    assert proposal.also == ("up to 9 build number(s) between them (GitHub's latest "
+                             "release is read, not every tag)",)  # fmt: skip
+    assert not any("/tags" in r for r in github.requests)
+
+
+@pytest.mark.parametrize("latest", ["b10069", "b10001"])
+def test_no_proposal_when_the_latest_build_is_not_newer(latest: str) -> None:
+    github = FakeGitHub()
+    github.repos["ggml-org/llama.cpp"] = FakeRepo(latest_release=latest)
+    try:
+        assert _propose(github) == []
+    finally:
+        github.stop()
+
+
+def test_a_tag_too_long_to_be_a_build_is_one_line_naming_the_fix() -> None:
+    github = FakeGitHub()
+    github.repos["ggml-org/llama.cpp"] = FakeRepo(latest_release=HUGE)
+    try:
+        with pytest.raises(FetchError) as err:
+            _propose(github)
+    finally:
+        github.stop()
+    text = str(err.value)
+    assert text.startswith(f"sources.llama.cpp: {github.url}/repos/ggml-org/llama.cpp/releases/")
+    assert "is no build tag (bNNNN)" in text and "set the source's url" in text
+    assert len(text) < 500
     assert build_number(HUGE) is None and build_number("b10069") == 10069

@@ -105,3 +105,26 @@ def test_an_archive_unpacking_past_the_bound_is_refused_before_hashing_it(
                                          r"\(at 'top/zeros', 2097152 bytes\)"):  # fmt: skip
         tree_hash(bomb)
     assert sum(read) == 1  # top/a.c only
+
+
+@pytest.mark.parametrize(
+    ("comment", "commit"),
+    [("a" * 40, "a" * 40), ("b" * 64, "b" * 64), (None, None), ("not a commit", None)],
+)
+def test_the_commit_git_archive_wrote_in_the_pax_comment_is_read(
+    comment: str | None, commit: str | None, tmp_path: Path
+) -> None:
+    """git archive writes the commit an archive is made from into the pax global header's
+    comment (git's archive-tar.c, write_global_extended_header), and GitHub's archives are
+    git archive's: tree_hash gives it back, so the refresh can check it against the commit
+    GitHub's API named (issue 18). No comment, or one that is no commit id: None."""
+    raw = io.BytesIO()
+    pax = {"comment": comment} if comment else None
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT, pax_headers=pax) as tar:
+        info = tarfile.TarInfo("llama.cpp-b1/a.c")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"x\n"))
+    path = tmp_path / "a.tar"
+    path.write_bytes(raw.getvalue())
+    tree = tree_hash(path)
+    assert (tree.root, tree.files, tree.commit) == ("llama.cpp-b1", 1, commit)
