@@ -216,6 +216,14 @@ class Answer:
         return retry_after(self.response.headers.get("Retry-After"), now)
 
 
+def no_netrc(request: requests.PreparedRequest) -> requests.PreparedRequest:
+    """requests' ``auth`` that adds nothing: without one, requests takes ``~/.netrc``'s
+    entry for the host (by name alone: any scheme, any port) and puts it in place of
+    the ``Authorization`` lockpipe chose, on every hop, over http and to another port too.
+    lockpipe's own credentials are the only ones sent."""
+    return request
+
+
 def follow(
     session: requests.Session,
     method: str,
@@ -249,7 +257,7 @@ def follow(
         try:
             hop_request = partial(session.request, method, url, headers=hop, params=params,
                                   data=data, timeout=timeout, stream=stream,
-                                  allow_redirects=False)  # fmt: skip
+                                  allow_redirects=False, auth=no_netrc)  # fmt: skip
             resp = within(hop_request, head_time, f"{method} {url}")
         except Late:
             late = requests.exceptions.ReadTimeout(

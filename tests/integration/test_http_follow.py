@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import requests
@@ -95,3 +96,23 @@ def test_a_loop_is_reported_and_no_answer_names_its_hop(hosts: tuple[_Seen, _See
             follow(session, "GET", f"{here.url}/go", origin=here.url, auth=None, timeout=5)
     assert info.value.url == here.location
     assert isinstance(info.value.cause, requests.ConnectionError)
+
+
+def test_netrc_credentials_are_never_sent(
+    hosts: tuple[_Seen, _Seen], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """requests took ~/.netrc's entry for the host (any scheme or port) in place of
+    lockpipe's Authorization, on hops where lockpipe sent none too (issue 18)."""
+    here, there = hosts
+    netrc = tmp_path / ".netrc"
+    netrc.write_text("machine 127.0.0.1 login netrcuser password netrcpass\n"
+                     "machine 127.0.0.2 login netrcuser password netrcpass\n")  # fmt: skip
+    netrc.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(netrc))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    here.location = f"{there.url}/blob"
+    with requests.Session() as session:
+        follow(session, "GET", f"{here.url}/go", origin=here.url, auth=AUTH, timeout=5)
+        follow(session, "GET", f"{here.url}/plain", origin=here.url, auth=None, timeout=5)
+    assert [s[2] for s in here.seen] == [AUTH, None]  # lockpipe's, then none
+    assert there.seen[0][2] is None  # another origin: nothing, not the netrc entry
