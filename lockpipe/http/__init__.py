@@ -216,6 +216,17 @@ class Answer:
         return retry_after(self.response.headers.get("Retry-After"), now)
 
 
+class Session(requests.Session):
+    """requests' Session with redirects left to :func:`follow`. requests reads a redirect's
+    whole body to find the next request, even with ``allow_redirects=False`` (it builds
+    ``Response.next``), unbounded and past any deadline of ours: an endless body grew
+    until memory ran out. Here no redirect target is found, so requests reads nothing;
+    :func:`follow` reads the Location itself and drains the body within its bounds."""
+
+    def get_redirect_target(self, resp: requests.Response) -> None:
+        return None
+
+
 def no_netrc(request: requests.PreparedRequest) -> requests.PreparedRequest:
     """requests' ``auth`` that adds nothing: without one, requests takes ``~/.netrc``'s
     entry for the host (by name alone: any scheme, any port) and puts it in place of
@@ -285,8 +296,8 @@ def drain(resp: requests.Response, read_timeout: float) -> None:
     """Close an answer whose body is not wanted. A body up to :data:`DRAIN` that arrives
     within :data:`HEAD_READS` read timeouts in all is read first, so its connection goes
     back to the pool for the next request; a longer or slower one (an error's body sent
-    a byte at a time), or one that breaks off, closes the connection instead. (requests
-    reads a redirect's body itself, inside :func:`within`'s deadline.)"""
+    a byte at a time), or one that breaks off, closes the connection instead. A
+    redirect's body too: :class:`Session` keeps requests from reading it first."""
     try:
         got = 0
         end = time.monotonic() + HEAD_READS * read_timeout

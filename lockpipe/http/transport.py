@@ -46,6 +46,7 @@ from lockpipe.http import (
     Late,
     NoAnswer,
     Retries,
+    Session,
     arriving,
     drain,
     follow,
@@ -215,7 +216,7 @@ class Transport:
     ) -> None:
         self.policy, self.fixes = policy, fixes
         self.watch = watch  # sees every answer (rate-limit headers); may raise the client's error
-        self.session = requests.Session()
+        self.session: requests.Session = Session()  # redirects: follow() reads them, not requests
         # tests may replace it to record the waits asked for; production waits for real
         self.sleep: Callable[[float], None] = time.sleep
         self._hosts: dict[tuple[str, str, int | None], Host] = {}

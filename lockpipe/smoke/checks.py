@@ -25,7 +25,7 @@ import requests
 import urllib3.exceptions
 
 from lockpipe.errors import CheckFailed
-from lockpipe.http import Late, arriving, within
+from lockpipe.http import Late, Session, arriving, no_netrc, within
 from lockpipe.jsonshape import Reader
 from lockpipe.log import PROGRESS_EVERY, echo
 from lockpipe.smoke.metrics import MAX_COUNT
@@ -85,11 +85,15 @@ def ask(method: str, url: str, seconds: float, body: object = None) -> Reply:
 
 def send(method: str, url: str, end: float, body: object = None) -> requests.Response:
     """The status and headers of one request (its body streamed, for :func:`chunks`), by
-    ``end`` (a monotonic time); CheckFailed past it (:func:`lockpipe.http.within`)."""
+    ``end`` (a monotonic time); CheckFailed past it (:func:`lockpipe.http.within`).
+    A redirect is an answer like any other status, not followed: requests read a
+    redirect's whole body itself, unbounded (an endless one grew until memory ran out),
+    and a model server's API never redirects."""
     left = max(end - time.monotonic(), 0.01)
     try:
         return within(
-            lambda: requests.request(method, url, json=body, stream=True, timeout=left),
+            lambda: Session().request(method, url, json=body, stream=True, timeout=left,
+                                      allow_redirects=False, auth=no_netrc),
             left, f"smoke {method} {url}",
         )  # fmt: skip
     except Late:

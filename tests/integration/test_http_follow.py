@@ -4,6 +4,7 @@ follows only 307 and 308, a loop and a hop without an answer are reported."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from lockpipe.http import NoAnswer, follow
+from lockpipe.http import NoAnswer, Session, follow
 from tests.httpfake import FakeHandler, FakeServer
 
 pytestmark = pytest.mark.integration
@@ -32,7 +33,16 @@ class _Handler(FakeHandler):
     def _answer(self) -> None:
         body = self.read_body()
         self.server.seen.append((self.command, self.path, self.headers.get("Authorization"), body))
-        if self.path.startswith("/go"):
+        if self.path == "/endless":  # a redirect whose body never ends
+            self.send_response(302)
+            self.send_header("Location", "/final")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            chunk = b"x" * 65536
+            with contextlib.suppress(OSError):  # the client closes it
+                while True:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        elif self.path.startswith("/go"):
             self.send_bytes(self.server.status, b"", {"Location": self.server.location})
         elif self.path == "/loop":
             self.send_bytes(302, b"", {"Location": "/loop"})
@@ -116,3 +126,14 @@ def test_netrc_credentials_are_never_sent(
         follow(session, "GET", f"{here.url}/plain", origin=here.url, auth=None, timeout=5)
     assert [s[2] for s in here.seen] == [AUTH, None]  # lockpipe's, then none
     assert there.seen[0][2] is None  # another origin: nothing, not the netrc entry
+
+
+def test_a_redirect_whose_body_never_ends_is_followed_unread(hosts: tuple[_Seen, _Seen]) -> None:
+    """requests read a redirect's whole body to build Response.next, even with
+    allow_redirects=False: an endless one held the hop until its deadline (NoAnswer) and
+    grew without bound in a thread that outlived it (issue 18)."""
+    here, _ = hosts
+    with Session() as session:
+        answer = follow(session, "GET", f"{here.url}/endless", origin=here.url, auth=None,
+                        timeout=2, stream=True)  # fmt: skip  (streamed, as Transport sends all)
+    assert answer.response.status_code == 200 and answer.url == f"{here.url}/final"
