@@ -133,7 +133,7 @@ def test_a_redirect_whose_body_never_ends_is_followed_unread(hosts: tuple[_Seen,
     allow_redirects=False: an endless one held the hop until its deadline (NoAnswer) and
     grew without bound in a thread that outlived it (issue 18)."""
     here, _ = hosts
-    with Session() as session:
+    with Session() as session:  # streamed, as Transport sends every request
         answer = follow(session, "GET", f"{here.url}/endless", origin=here.url, auth=None,
-                        timeout=2, stream=True)  # fmt: skip  (streamed, as Transport sends all)
+                        timeout=2, stream=True)  # fmt: skip
     assert answer.response.status_code == 200 and answer.url == f"{here.url}/final"
