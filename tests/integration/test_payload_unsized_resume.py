@@ -21,6 +21,7 @@ from lockpipe.payloads.download import download_url
 from lockpipe.payloads.hasher import OrderedHasher, Unfed
 from lockpipe.payloads.ranges import RangeSet
 from tests.httpfake import FakeHandler, FakeServer
+from tests.policy import within
 
 pytestmark = pytest.mark.integration
 DATA = os.urandom(300_000)
@@ -72,7 +73,10 @@ def test_a_mirror_200_that_broke_off_then_upstream_206_completes(
     sha = hashlib.sha256(DATA).hexdigest()
     dest = tmp_path / "cache" / sha
     try:
-        got = download_url(f"{server.url}/x", sha, dest, mirror=f"{server.url}/", connections=2)
+        got = within(
+            120, lambda: download_url(f"{server.url}/x", sha, dest, mirror=f"{server.url}/",
+                                      connections=2)
+        )  # fmt: skip
     finally:
         server.stop()
     assert got.read_bytes() == DATA
@@ -93,7 +97,8 @@ def test_a_stream_that_broke_off_resumes_on_the_next_run_from_a_ranged_server(
             download_url(f"{server.url}/x", sha, dest, connections=2)
         assert '"size": null' in journal.read_text() and "6010" in journal.read_text()
         server.ranged = True
-        assert download_url(f"{server.url}/x", sha, dest, connections=2).read_bytes() == DATA
+        got = within(120, lambda: download_url(f"{server.url}/x", sha, dest, connections=2))
+        assert got.read_bytes() == DATA
     finally:
         server.stop()
     assert not journal.exists()
