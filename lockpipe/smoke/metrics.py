@@ -155,7 +155,20 @@ class Throughput:
 
 
 def _rate(tokens: float | None, seconds: float | None) -> float | None:
-    return tokens / seconds if tokens and seconds else None
+    return ratio(tokens, seconds, "tokens per second") if tokens and seconds else None
+
+
+def ratio(part: float, whole: float, what: str) -> float:
+    """``part / whole``; MetricsError when it is not a finite number: two finite counters
+    (5 tokens in 1e-320 s) gave an infinite rate, above every baseline's floor, written
+    to smoke.json as ``Infinity`` (not JSON)."""
+    value = part / whole
+    if not math.isfinite(value):
+        raise MetricsError(
+            f"/metrics: {what} of {part:g} over {whole:g} is no finite number; the server's "
+            "counters are broken (see its /metrics)"
+        )
+    return value
 
 
 def throughput(d: Samples, runtime: str) -> Throughput:
@@ -190,7 +203,7 @@ def spec_decode_acceptance(d: Samples, runtime: str) -> float | None:
     drafts, accepted = total(d, n["drafts"]), total(d, n["accepted"])
     if not drafts or accepted is None:
         return None
-    return 1.0 + accepted / drafts
+    return 1.0 + ratio(accepted, drafts, "accepted draft tokens per draft")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,7 +271,9 @@ def draft_acceptance_rate(d: Samples, runtime: str) -> float | None:
     """Accepted / proposed draft tokens (0..1), vLLM's "Avg Draft acceptance rate"."""
     n = _names(runtime)
     proposed, accepted = total(d, n["draft_tokens"]), total(d, n["accepted"])
-    return accepted / proposed if proposed and accepted is not None else None
+    if not proposed or accepted is None:
+        return None
+    return ratio(accepted, proposed, "accepted per proposed draft tokens")
 
 
 @dataclass(frozen=True)

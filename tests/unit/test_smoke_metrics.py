@@ -335,3 +335,14 @@ def test_many_labels_on_one_line_are_all_read() -> None:
     labels = ",".join(f'l{i}="v{i}"' for i in range(20_000))
     (key,) = parse(f"m_total{{{labels}}} 5\n")
     assert len(key[1]) == 20_000 and ("l19999", "v19999") in key[1]
+
+
+def test_finite_counters_whose_rate_is_infinite_are_refused() -> None:
+    """5 tokens in 1e-320 s: an infinite tg passed every baseline floor and was written to
+    smoke.json as Infinity (issue 18)."""
+    d = delta(parse(llama(0, 0, 0, 0, None)), parse(llama(10, 1, 5, 1e-320, None)))
+    with pytest.raises(MetricsError, match="tokens per second of 5 over .* is no finite"):
+        throughput(d, "llama.cpp")
+    drafts = delta(parse(vllm(0, 0, 0, 0, 0, 0, 0, 0)), parse(vllm(1, 1, 1, 1, 1, 1e-320, 1, 5)))
+    with pytest.raises(MetricsError, match="accepted draft tokens per draft"):
+        spec_decode_acceptance(drafts, "vllm")
