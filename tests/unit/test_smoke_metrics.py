@@ -341,7 +341,7 @@ def test_finite_counters_whose_rate_is_infinite_are_refused() -> None:
     """5 tokens in 1e-320 s: an infinite tg passed every baseline floor and was written to
     smoke.json as Infinity (issue 18)."""
     d = delta(parse(llama(0, 0, 0, 0, None)), parse(llama(10, 1, 5, 1e-320, None)))
-    with pytest.raises(MetricsError, match="tokens per second of 5 over .* is no finite"):
+    with pytest.raises(MetricsError, match=r"tokens per second of 5 over .* is no finite"):
         throughput(d, "llama.cpp")
     drafts = delta(parse(vllm(0, 0, 0, 0, 0, 0, 0, 0)), parse(vllm(1, 1, 1, 1, 1, 1e-320, 1, 5)))
     with pytest.raises(MetricsError, match="accepted draft tokens per draft"):
