@@ -16,12 +16,17 @@ from pathlib import Path
 
 from lockpipe.errors import LockError
 from lockpipe.fs import hash_file, read_utf8
-from lockpipe.imagebuild.lint import instructions
+from lockpipe.imagebuild.dockerfile import (
+    builder_flags,
+    escape_char,
+    instructions,
+    mount_options,
+    source_lines,
+)
 from lockpipe.urls import shown
 
 FROM_LABEL = "io.github.lockpipe.from"
 MOUNT_LABEL = "io.github.lockpipe.mount"
-_MOUNT = re.compile(r"--mount=(\S+)")
 _FROM = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(\S+)", re.IGNORECASE)
 _ARG = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)(?::?[-+][^}]*)?\}?$")
 _BY_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
@@ -81,10 +86,15 @@ def mark_bases(text: str, base_args: Mapping[str, str]) -> tuple[str, list[str]]
     return "\n".join(out) + "\n", marked
 
 
-def _context_binds(args: str) -> Iterator[str]:
-    """The context paths a RUN bind-mounts (``--mount=[type=bind,]source=P``, no ``from=``)."""
-    for spec in _MOUNT.findall(args):
-        opts = dict(o.partition("=")[::2] for o in spec.split(","))
+def _context_binds(args: str, escape: str) -> Iterator[str]:
+    """The context paths a RUN bind-mounts (``--mount=[type=bind,]source=P``, no ``from=``),
+    its flags and mount spec read as BuildKit reads them (dockerfile.builder_flags,
+    mount_options: quotes, escapes, CSV, keys in any case)."""
+    for flag in builder_flags(args, escape)[0]:
+        name, eq, spec = flag.partition("=")
+        if name != "--mount" or not eq:
+            continue
+        opts = dict(mount_options(spec))
         if opts.get("type", "bind") == "bind" and "from" not in opts:
             yield opts.get("source") or opts.get("src") or "."
 
@@ -112,12 +122,12 @@ def mark_mounts(text: str, context: Path, where: str = "Dockerfile") -> str:
     a name past NAME_MAX) or a file that cannot be read is a LockError naming ``where``
     (the Dockerfile) and the line.
     """
-    lines = text.splitlines()
+    lines, escape = source_lines(text), escape_char(text)  # as instructions() counts lines
     for ins in reversed(list(instructions(text))):
         if ins.keyword != "RUN":
             continue
         labels = {}
-        for source in _context_binds(ins.args):
+        for source in _context_binds(ins.args, escape):
             try:
                 path, root = (context / source).resolve(), context.resolve()
                 if path.is_relative_to(root) and path.exists():  # the whole context: no suffix
@@ -132,7 +142,8 @@ def mark_mounts(text: str, context: Path, where: str = "Dockerfile") -> str:
                 ) from None
         if labels:
             lines.insert(ins.line - 1, label_instruction(labels))
-    return "\n".join(lines) + "\n"
+    out = "\n".join(lines)  # a last "" when the text ended with a line end
+    return out if out.endswith("\n") else out + "\n"
 
 
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",

@@ -7,10 +7,11 @@ code is copied. Where lint cannot tell what the engine does, it reads more, neve
 from __future__ import annotations
 
 import csv
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from lockpipe.jsonshape import loads
 
 # A parser directive (parser/directives.go, directiveRegexp; Go's \s is ASCII).
 _DIRECTIVE = re.compile(r"([a-zA-Z][a-zA-Z0-9]*)[\t\n\f\r ]*=[\t\n\f\r ]*(.+?)[\t\n\f\r ]*")
@@ -35,7 +36,7 @@ class Instruction:
     body: str = ""  # the heredocs' contents, one after another, as the lines read
 
 
-def _lines(text: str) -> list[str]:
+def source_lines(text: str) -> list[str]:
     """The lines as BuildKit's scanner cuts them: at ``\\n`` only, the ``\\r`` dropped;
     a byte order mark before the first is dropped too (parser.go and directives.go,
     discardBOM)."""
@@ -67,7 +68,7 @@ def escape_char(text: str) -> str:
     of a known kind (syntax, escape, and check since Dockerfile 1.8); another value fails
     the build, so it is left at the default here.
     """
-    for _, key, value in _directives(_lines(text), "#"):
+    for _, key, value in _directives(source_lines(text), "#"):
         if key == "escape":
             return value if value in ("\\", "`") else "\\"
     return "\\"
@@ -78,7 +79,7 @@ def syntax_directives(text: str) -> Iterator[tuple[int, str]]:
     DetectSyntax finds it (parser/directives.go): after a byte order mark and a ``#!``
     first line, in ``#`` comments, else in ``//`` comments, else as the ``"syntax"`` key
     of a file that is one JSON object. The image is the value's first word."""
-    lines = _lines(text)
+    lines = source_lines(text)
     skip = 1 if lines[0].startswith("#!") else 0  # discardShebang
     found = False
     for prefix in ("#", "//"):
@@ -89,8 +90,8 @@ def syntax_directives(text: str) -> Iterator[tuple[int, str]]:
         if found:
             return
     try:
-        document = json.loads("\n".join(lines[skip:]))
-    except ValueError:
+        document = loads("\n".join(lines[skip:]))
+    except ValueError:  # not JSON, or nested past json's recursion (jsonshape.TooDeep)
         return
     if isinstance(document, dict) and isinstance(document.get("syntax"), str):
         yield skip + 1, document["syntax"].partition(" ")[0]
@@ -119,7 +120,7 @@ def instructions(text: str) -> Iterator[Instruction]:
     The heredocs a RUN, COPY or ADD opens are its ``body``, not instructions.
     """
     escape = escape_char(text)
-    lines = _lines(text)
+    lines = source_lines(text)
     buf: list[str] = []
     start = 0
 
@@ -200,7 +201,7 @@ def _is_json_form(args: str, escape: str) -> bool:
     parseMaybeJSON), which takes no heredoc."""
     rest = builder_flags(args, escape)[1].strip()
     try:
-        value = json.loads(rest) if rest.startswith("[") else None
+        value = loads(rest) if rest.startswith("[") else None
     except ValueError:
         return False
     return isinstance(value, list) and all(isinstance(v, str) for v in value)

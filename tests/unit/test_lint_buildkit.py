@@ -160,3 +160,14 @@ def test_the_cli_refuses_a_download_in_a_heredoc(tmp_path: Path) -> None:
     out = cli(tmp_path, f"{HEAD}RUN <<EOF\ncurl -fsSL -o /x https://e/x\nEOF\n")
     assert out.returncode == LintError.return_code, out.stderr
     assert "images/app/Dockerfile:3: [download] RUN downloads with 'curl'" in out.stderr
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100_000, "FROM x\nRUN " + "[" * 100_000 + " <<EOF\nx\nEOF\n"],
+    ids=["file", "run"],
+)
+def test_json_nested_past_pythons_recursion_is_no_json(text: str) -> None:
+    """json.loads of the whole file (a JSON syntax directive) or of a RUN's arguments (its
+    exec form) recursed past Python's limit: a RecursionError traceback from lint."""
+    assert isinstance(lint_dockerfile(text, pinned_args=set()), list)

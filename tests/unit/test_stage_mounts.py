@@ -98,3 +98,41 @@ def test_a_large_mounted_file_is_hashed_in_pieces(tmp_path: Path) -> None:
     for _ in range(1 << 6):
         zeros.update(bytes(16 << 20))
     assert done.stdout.strip() == zeros.hexdigest()
+
+
+def test_the_label_goes_before_its_run_whatever_else_splits_a_line_in_python(
+    tmp_path: Path,
+) -> None:
+    """str.splitlines() also cuts at \\u2028, \\x85, \\x0c…, where BuildKit and instructions()
+    cut at \\n only: a label landed inside the heredoc of an earlier RUN (issue 18)."""
+    (tmp_path / "req.txt").write_text("av==1\n")
+    recipe = (
+        "FROM x\n# caf\u2028e\nRUN <<EOF\necho hi\nEOF\n"
+        "RUN --mount=type=bind,source=req.txt,target=/r true\n"
+    )
+    lines = mark_mounts(recipe, tmp_path).split("\n")
+    (label,) = [x for x in lines if x.startswith("LABEL")]
+    assert lines[lines.index(label) + 1].startswith("RUN --mount=type=bind,source=req.txt")
+    assert lines[lines.index(label) - 1] == "EOF"
+
+
+@pytest.mark.parametrize(
+    "mount",
+    [
+        "type=bind,Source=req.txt,target=/r",
+        '"source=req.txt",target=/r',
+        "SOURCE=req.txt,target=/r",
+    ],
+)
+def test_a_mount_spec_is_read_as_buildkit_reads_it(tmp_path: Path, mount: str) -> None:
+    """Keys in any case and CSV quotes (commands_runmount.go): Source=req.txt was read as no
+    source, so the whole context was hashed under the wrong label."""
+    (tmp_path / "req.txt").write_text("av==1\n")
+    (label,) = _labels(mark_mounts(f"FROM x\nRUN --mount={mount} true\n", tmp_path))
+    assert f'"{MOUNT_LABEL}.req.txt"="sha256:' in label
+
+
+def test_a_mount_from_another_image_in_any_case_is_no_context_bind(tmp_path: Path) -> None:
+    (tmp_path / "req.txt").write_text("av==1\n")
+    recipe = "FROM x\nRUN --mount=type=bind,FROM=build,source=req.txt,target=/r true\n"
+    assert mark_mounts(recipe, tmp_path) == recipe
