@@ -112,7 +112,7 @@ def call(
         kill_group(proc)
         raise
     out = "".join(lines)
-    if expired.is_set():
+    if expired.is_set() and rc == -signal.SIGKILL:  # not one that ended as the timer fired
         raise error(_too_long(shown, timeout, lines))
     if rc != 0:
         tail = redact("".join(list(lines)[-TAIL:]).rstrip())
@@ -135,7 +135,7 @@ def _call_stdout(
     except BaseException:
         kill_group(proc)
         raise
-    if expired.is_set():
+    if expired.is_set() and proc.returncode == -signal.SIGKILL:
         raise error(_too_long(shown, timeout, (out + err).splitlines(keepends=True)))
     if proc.returncode != 0:
         tail = redact("".join((out + err).splitlines(keepends=True)[-TAIL:]).rstrip())
@@ -153,6 +153,8 @@ def _deadline(proc: subprocess.Popen[str], timeout: float | None) -> Iterator[th
         return
 
     def expire() -> None:
+        if proc.poll() is not None:  # it ended as the timer fired: nothing to stop
+            return
         expired.set()
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
