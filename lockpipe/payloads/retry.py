@@ -140,7 +140,8 @@ class Floor:
     s: what ends a piece whose every request brings a few bytes and hangs up.
 
     Its window starts again after a failure the budget counts (the wait after it, a
-    Retry-After included, is not the server being slow; the budget bounds those).
+    Retry-After included, is not the server being slow; the budget bounds those), and
+    leaves out the wait before a free retry (:meth:`waited`).
     """
 
     def __init__(
@@ -151,6 +152,12 @@ class Floor:
 
     def restart(self, pos: int) -> None:
         self.since, self.mark = self.clock(), pos
+
+    def waited(self, since: float) -> None:
+        """Leave out of the window the wait from ``since`` (this clock's) to now: the wait
+        before a free retry, for the run's connection gate after 429s and 503s too, is not
+        the server being slow."""
+        self.since += max(self.clock() - since, 0.0)
 
     def judge(self, pos: int, exc: RetryableHTTP) -> None:
         """A drop that brought the piece to ``pos``: raise :class:`TooSlow`, naming ``exc``

@@ -234,9 +234,12 @@ class Transfer:
                 failures = streak.failed(moved)
                 if not failures:  # free to retry, unless the piece moves under the floor
                     floor.judge(piece.pos, exc)
+                waiting = floor.clock()
                 self._retry(exc, permit, failures)
                 if failures:
                     floor.restart(piece.pos)
+                else:
+                    floor.waited(waiting)  # a slot the gate held back is not a slow server
             opened = None
 
     def _bound(self, opened: Opened, end: int, what: str) -> None:

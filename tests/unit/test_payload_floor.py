@@ -45,3 +45,18 @@ def test_fast_drops_pass_and_a_counted_failure_starts_the_window_again() -> None
     floor.restart(10 << 20)
     clock.now += 1.0
     floor.judge((10 << 20) + 100, DROP)  # the wait is not the server being slow
+
+
+def test_the_wait_for_a_slot_before_a_free_retry_is_not_counted() -> None:
+    """After 429s and 503s the run's gate holds connections back; a piece that waited
+    minutes for a slot after a drop that brought bytes was judged too slow though the
+    server moved fast while connected (issue 18)."""
+    clock = Clock()
+    floor = Floor(Tuning(slowest=1024, slow_for=60.0), 0, clock)
+    clock.now += 10.0
+    floor.judge(1 << 20, DROP)  # 1 MiB in 10 s, then a drop
+    waiting = clock.now
+    clock.now += 300.0  # the gate held its slot five minutes
+    floor.waited(waiting)
+    clock.now += 51.0
+    floor.judge(2 << 20, DROP)  # 2 MiB in 61 s of connection: fine
