@@ -88,6 +88,10 @@ def served(lock: Lock, target: Target) -> dict[str, str]:
     The fingerprint leaves both out (they do not change the image), so smoke records these
     and deploy's gate compares them with the lock's now (docs/deploy.md)."""
     serve = {f.name: _plain(getattr(target.serve, f.name)) for f in fields(target.serve)}
+    if target.serve.env and target.external is None:
+        # A built target's env reaches its container since 825335d; a run before it served
+        # without, so its digest is not this one and deploy asks for that run again.
+        serve["env_given"] = True
     payloads = {}
     for name in target.payloads:
         p = lock.payloads[name]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import asdict
@@ -13,6 +14,7 @@ import pytest
 from lockpipe.deploy.gate import check_built, check_fingerprint, check_reference, pinned_image
 from lockpipe.errors import DeployError
 from lockpipe.imagebuild.records import write_record
+from lockpipe.lock import fingerprint
 from lockpipe.lock.fingerprint import served
 from lockpipe.lock.model import load_lock, parse_lock
 from tests.unit.test_deploy_render import IMAGE_ID, LOCK, pinned
@@ -167,3 +169,18 @@ def test_served_digests_follow_serve_and_payload_pins_apart() -> None:
     first = lock.target(name).payloads[0]
     rev = changed(lambda d: d["payloads"][first].update(revision="0" * 40))
     assert rev["payloads"] != before["payloads"] and rev["serve"] == before["serve"]
+
+
+def test_a_built_targets_env_is_part_of_what_its_run_served_as_given() -> None:
+    """Before 825335d a built target's serve.env was counted in this digest but never given
+    to the container: a PASS recorded then must not match the lock now, or deploy lets a
+    run of another environment through (issue 18). An external target's env was given."""
+    lock = load_lock(LOCK)
+    name = next(n for n, t in lock.targets.items() if t.external is None)
+    document = json.loads(json.dumps(lock.document))
+    document["targets"][name]["serve"]["env"] = {"X": "1"}
+    again = parse_lock(document, lock.path, lock.root)
+    t = again.target(name)
+    old = fingerprint._digest({f.name: fingerprint._plain(getattr(t.serve, f.name))
+                               for f in dataclasses.fields(t.serve)})  # fmt: skip
+    assert served(again, again.target(name))["serve"] != old  # the digest a run of then has
