@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lockpipe.errors import DiskSpaceError, FetchError
+from lockpipe.fs import file_lock
+from lockpipe.log import echo
 from lockpipe.payloads.cache import cached
 from lockpipe.payloads.download import MAX_ARCHIVE  # the bound of every unpinned size
 from lockpipe.payloads.partial import Partial
@@ -31,6 +33,7 @@ from lockpipe.payloads.settings import Context, Tuning
 from lockpipe.payloads.sources import candidates
 from lockpipe.payloads.store import place
 from lockpipe.payloads.transfer import Transfer
+from lockpipe.urls import redact
 
 CONNECTIONS = 4  # GitHub's generated archives ignore Range: one stream in practice
 
@@ -80,6 +83,19 @@ def _fetch_unpinned(url: str, cache: Path, mirror: str | None, most: int) -> Fet
     work = cache / "refresh"
     work.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha256(url.encode()).hexdigest()[:16]
+    with file_lock(
+        work / f"{key}.lock",
+        lambda pid: echo(f"waiting for pid {pid}, which fetches {redact(url)} too"),
+    ):
+        return _fetch_locked(url, cache, mirror, most, work, key)
+
+
+def _fetch_locked(
+    url: str, cache: Path, mirror: str | None, most: int, work: Path, key: str
+) -> Fetched:
+    """:func:`_fetch_unpinned` under the URL's lock: a second run's start unlinked the
+    partial file a first one still wrote, which then placed the second's bytes under its
+    own digest."""
     problems = []
     for cand in candidates(url, mirror):
         path = work / f"{key}.lockpipe-partial"
