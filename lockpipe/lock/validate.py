@@ -262,6 +262,7 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
                 f"targets.{tname}.context: no Dockerfile in {root / target['context']} (paths "
                 "are relative to the nearest folder above the lock that holds images/)"
             )
+        out += _build_arg_errors(tname, target)
         for key, table in tables.items():
             value = target.get(key)
             used = value.values() if isinstance(value, dict) else value
@@ -271,4 +272,31 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
                 for u in used
                 if u not in doc.get(table, {})
             ]
+    return out
+
+
+# Build args lockpipe sets itself (imagebuild.plan: each base's ARG, the source's, the lock's
+# epoch), which a target's build_args would replace: a base's ARG given a tag was pulled
+# unpinned while lint and the base label said pinned. BUILDKIT_* args steer BuildKit's
+# frontend, not the Dockerfile: BUILDKIT_SYNTAX names the frontend image it pulls, over
+# any # syntax= line (dockerfile frontend, build-arg:BUILDKIT_SYNTAX).
+_SET_BY_LOCKPIPE = ("SOURCE_SHA256", "SOURCE_ROOT", "SOURCE_DATE_EPOCH")
+
+
+def _build_arg_errors(tname: str, target: dict[str, Any]) -> list[str]:
+    out = []
+    for arg in target.get("build_args", {}):
+        where = f"targets.{tname}.build_args.{arg}"
+        if arg in target.get("bases", {}):
+            out.append(f"{where}: {arg} is the ARG of bases entry targets.{tname}.bases.{arg}, "
+                       "which lockpipe sets to that base pinned by digest; remove it here, and "
+                       "change the base in bases if another is meant")  # fmt: skip
+        elif arg in _SET_BY_LOCKPIPE:
+            out.append(f"{where}: lockpipe sets {arg} itself (from the lock's source and "
+                       "source_date_epoch); remove it")  # fmt: skip
+        elif arg.upper().startswith("BUILDKIT_"):
+            out.append(f"{where}: a BUILDKIT_ argument steers BuildKit's frontend, not the "
+                       "Dockerfile (BUILDKIT_SYNTAX pulls the frontend it names, unpinned by "
+                       "the lock); remove it, and pin a frontend with # syntax=IMAGE@sha256:…"
+                       )  # fmt: skip
     return out

@@ -76,6 +76,19 @@ def _error(tmp_path: Path, mutate: Any) -> str:
             lambda d: d.update(pip={"audio": {"file": "req.txt", "sha256": "0" * 64}}),
             "pip.audio.file: req.txt does not exist",
         ),
+        # a build arg replaced the pinned base (or steered BuildKit's frontend): pulled by tag
+        (
+            lambda d: d["targets"]["app"]["build_args"].update(BASE="busybox:1.36"),
+            "targets.app.build_args.BASE: BASE is the ARG of bases entry targets.app.bases.BASE",
+        ),
+        (
+            lambda d: d["targets"]["app"]["build_args"].update(BUILDKIT_SYNTAX="docker/x:1"),
+            "targets.app.build_args.BUILDKIT_SYNTAX: a BUILDKIT_ argument steers BuildKit's",
+        ),
+        (
+            lambda d: d["targets"]["app"]["build_args"].update(SOURCE_SHA256="0" * 64),
+            "targets.app.build_args.SOURCE_SHA256: lockpipe sets SOURCE_SHA256 itself",
+        ),
     ],
 )
 def test_invalid_locks_name_the_json_path(tmp_path: Path, mutate: Any, expected: str) -> None:
