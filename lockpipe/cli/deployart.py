@@ -48,7 +48,7 @@ def with_artifacts(
 ) -> tuple[DeployInputs, tuple[art.ArtifactMount, ...]]:
     """``inputs`` mounting the artifacts (and the ``.artifact`` units to write), or unchanged
     with a note where this podman cannot; DeployError when an artifact lacks a file."""
-    prefix = check_prefix(prefix)
+    prefix = check_prefix(prefix, "--artifacts")
     target = lock.target(name)
     refs, problems = {}, []
     for p in target.payloads:

@@ -80,11 +80,9 @@ class OciMirror:
     def __init__(self, location: str) -> None:
         prefix = location.removeprefix(SCHEME)
         try:
-            self.prefix = check_prefix(prefix)
+            self.prefix = check_prefix(prefix, "--mirror", SCHEME)
         except UsageError as exc:
-            raise UsageError(
-                f"--mirror {location}: {exc}; e.g. oci://127.0.0.1:5000/models"
-            ) from None
+            raise UsageError(f"{exc}; e.g. --mirror oci://127.0.0.1:5000/models") from None
         self.registry_host, _, self.path_prefix = self.prefix.partition("/")
         self._lock = threading.Lock()
         self._registry: Registry | None = None

@@ -44,20 +44,32 @@ class Outcome:
     provenance: str  # the referrer manifest's digest
 
 
-def check_prefix(prefix: str) -> str:
-    """``--to`` as given, trimmed; UsageError unless it names a registry host and a path."""
+def check_prefix(prefix: str, option: str = "--to", scheme: str = "") -> str:
+    """``--to`` (or ``option``, its value ``scheme`` + ``prefix``) as given, trimmed;
+    UsageError unless it names a registry host and a path. One with a user and password
+    is refused without showing them: a registry's credentials come from podman login
+    (auth.json), never from its name."""
     prefix = prefix.strip().rstrip("/")
+    host, slash, path = prefix.partition("/")
+    if "@" in host:
+        bare = f"{scheme}{host.rpartition('@')[2]}{slash}{path}"
+        raise UsageError(
+            f"{option} {scheme}***@{bare.removeprefix(scheme)}: a registry prefix holds no "
+            f"user or password; log in with podman login {host.rpartition('@')[2]} (or set "
+            f"REGISTRY_AUTH_FILE) and give {option} {bare}"
+        )
     try:
         parsed = parse_ref(f"{prefix}/target:tag")
     except ValueError as exc:
-        raise UsageError(f"--to {prefix!r}: not a REGISTRY/PREFIX ({exc})") from None
+        raise UsageError(f"{option} {scheme}{prefix}: not a REGISTRY/PREFIX ({exc})") from None
     if "/" not in prefix and ("." in prefix or ":" in prefix or prefix == "localhost"):
         raise UsageError(
-            f"--to {prefix!r}: add a path after the registry host, e.g. {prefix}/lockpipe"
+            f"{option} {scheme}{prefix}: add a path after the registry host, e.g. "
+            f"{scheme}{prefix}/lockpipe"
         )
     if "/" not in prefix or (parsed.registry == "docker.io" and "docker.io" not in prefix):
         raise UsageError(
-            f"--to {prefix!r}: name the registry host, e.g. 127.0.0.1:5000/lockpipe or "
+            f"{option} {scheme}{prefix}: name the registry host, e.g. 127.0.0.1:5000/lockpipe or "
             "ghcr.io/OWNER/lockpipe"
         )
     return prefix

@@ -80,6 +80,25 @@ def test_destination_is_keyed_and_checked() -> None:
 
 
 @pytest.mark.parametrize(
+    ("given", "option"),
+    [("user:s3cret@127.0.0.1:5000/models", "--to"), ("oci://user:s3cret@127.0.0.1:5000/m", "")],
+)
+def test_a_prefix_with_a_password_is_refused_without_showing_it(given: str, option: str) -> None:
+    """--mirror oci://user:s3cret@… printed the password three times, and named --to for
+    --mirror (issue 18)."""
+    from lockpipe.publish.ocimirror import OciMirror
+
+    with pytest.raises(UsageError) as caught:
+        OciMirror(given) if given.startswith("oci://") else check_prefix(given)
+    said = str(caught.value)
+    assert "s3cret" not in said and "user:" not in said, said
+    assert said.startswith(
+        f"{option or '--mirror'} {'oci://' if not option else ''}***@127.0.0.1:5000/"
+    )
+    assert "podman login 127.0.0.1:5000" in said
+
+
+@pytest.mark.parametrize(
     "ref", ["127.0.0.1:5000/x/app:1", "127.0.0.2:5000/x/app:1", "localhost/x:1",
             "ghcr.io/o/app:1"],
 )  # fmt: skip
