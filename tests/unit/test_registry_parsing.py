@@ -11,7 +11,12 @@ import pytest
 from lockpipe.errors import RegistryError
 from lockpipe.registry import platforms as pf
 from lockpipe.registry.cache import BlobCache, default_root
-from lockpipe.registry.headers import Challenge, parse_challenge, ratelimit_remaining
+from lockpipe.registry.headers import (
+    Challenge,
+    parse_challenge,
+    parse_challenges,
+    ratelimit_remaining,
+)
 
 
 def test_bearer_challenges() -> None:
@@ -31,6 +36,30 @@ def test_bearer_challenges() -> None:
     assert parse_challenge("") is None
     quoted = parse_challenge(r'Bearer realm="https://x/t?a=\"b\""')
     assert quoted is not None and quoted.params["realm"] == 'https://x/t?a="b"'
+
+
+def test_two_challenges_in_one_header_are_read_apart_and_bearer_is_answered() -> None:
+    """requests joins two WWW-Authenticate headers with ', ': Basic's realm replaced
+    Bearer's ('Registry' as the token server), and the token flow broke (issue 18)."""
+    both = 'Bearer realm="https://a/token",service="reg", Basic realm="Registry"'
+    assert parse_challenges(both) == [
+        Challenge("bearer", {"realm": "https://a/token", "service": "reg"}),
+        Challenge("basic", {"realm": "Registry"}),
+    ]
+    assert parse_challenge(both) == parse_challenges(both)[0]
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        'Bearer realm="https://a/token",service="reg", Basic realm="Registry"',
+        'Basic realm="Registry", Bearer realm="https://a/token",service="reg"',
+    ],
+)
+def test_the_bearer_challenge_is_answered_whatever_its_place(header: str) -> None:
+    assert parse_challenge(header) == Challenge(
+        "bearer", {"realm": "https://a/token", "service": "reg"}
+    )
 
 
 def test_ratelimit_remaining() -> None:
