@@ -73,11 +73,12 @@ def classify(
     url: str, exc: BaseException, timeout: tuple[float, float]
 ) -> HTTPFatal | RetryableHTTP:
     """The error to raise for ``exc``, met while requesting ``url``."""
-    if isinstance(exc, requests.exceptions.InvalidHeader):
-        # Its text quotes the header, which may be the token: never show it.
+    if isinstance(exc, requests.exceptions.InvalidHeader | UnicodeEncodeError):
+        # Its text quotes the header, which may be the token: never show it. A header
+        # outside Latin-1 (a token of '€') is http.client's UnicodeEncodeError, not a URL's.
         return HTTPFatal(
             f"{url}: a request header is not valid: check that HF_TOKEN (or the token "
-            "file) is one line without spaces",
+            "file) is one line of ASCII without spaces",
             NO_ANSWER,
         )
     if isinstance(exc, ValueError | requests.exceptions.URLRequired):

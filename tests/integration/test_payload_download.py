@@ -290,3 +290,18 @@ def test_a_compressed_answer_is_named_and_the_next_source_serves(
     opts = options(tmp_path / "2", f"{fault.url}/ok", mirror=f"{fault.url}/gzip")
     [result] = run_payloads(lock_for(tmp_path / "2"), [], opts)
     assert result.path.read_bytes() == DATA
+
+
+def test_a_token_outside_latin1_is_named_as_the_token_without_showing_it(
+    fault: FaultServer, tmp_path: Path
+) -> None:
+    """http.client's UnicodeEncodeError for the Authorization header was read as a bad URL:
+    'not a URL that can be fetched (… can't encode character '\\u20ac' in position 10…)',
+    a character of the secret and its place (issue 18)."""
+    opts = options(tmp_path, f"{fault.url}/auth")
+    opts = Options(**{**opts.__dict__, "env": {**opts.env, "HF_TOKEN": "hf_abc\u20acdef"}})
+    with pytest.raises(HTTPFatal) as err:
+        run_payloads(lock_for(tmp_path), [], opts)
+    said = str(err.value)
+    assert "a request header is not valid: check that HF_TOKEN" in said
+    assert "\u20ac" not in said and "20ac" not in said and "not a URL" not in said
