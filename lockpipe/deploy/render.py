@@ -141,7 +141,7 @@ def container_entries(i: DeployInputs) -> list[Entry]:
         else:  # quadlet before 5.0 has no Entrypoint=
             out.append(("PodmanArgs", quote_arg(f"--entrypoint={entry}")))
     if args:
-        out.append(("Exec", quote_args(args)))
+        out.append(("Exec", quote_args(args, f"targets.{i.name}.serve.command")))
     out.append(("PublishPort", verbatim(f"{_host(i.bind)}:{i.port}:{i.port}", "--bind")))
     if i.store is not None:
         out.append(("Volume", _store_volume(i.store)))

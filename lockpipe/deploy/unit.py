@@ -110,9 +110,10 @@ def verbatim(value: str, what: str) -> str:
     why = _spills(value)
     if why is None and value != value.strip():
         why = "starts or ends with whitespace, which quadlet drops; drop the whitespace"
-    if why is None and len(value) >= 2 and value[0] == value[-1] == '"':
-        why = ("is wrapped in double quotes, which quadlet strips; drop the outer quotes "
-               "(quote inside the command instead, e.g. sh -c '…')")  # fmt: skip
+    if why is None and (value.startswith('"') or value.endswith('"')):
+        # quadlet's Lookup trims every '"' at either end (strings.Trim), not one pair
+        why = ("starts or ends with a double quote, which quadlet strips; quote inside the "
+               "command instead, e.g. sh -c 'curl …'")  # fmt: skip
     if why is not None:
         raise DeployError(f"{what} {value!r} {why}")
     return specifiers(value)
@@ -136,7 +137,16 @@ def quote_arg(arg: str) -> str:
     return f'"{specifiers(_c_escape(arg))}"'
 
 
-def quote_args(args: Sequence[str]) -> str:
+def quote_args(args: Sequence[str], what: str = "the command") -> str:
+    """``args`` as one command line; DeployError naming ``what`` for an empty argument,
+    which quadlet reads as the end of the line (extractFirstWord: an empty word is "no
+    more words"), dropping every argument after it from the ExecStart it makes."""
+    if "" in args:
+        raise DeployError(
+            f"{what}: argument {list(args).index('') + 1} is empty, and quadlet reads an empty "
+            "argument as the end of the command line, dropping every one after it; drop it, "
+            "or give it a value"
+        )
     return " ".join(quote_arg(a) for a in args)
 
 
@@ -152,6 +162,8 @@ def split_words(text: str) -> list[str]:
             break
         word, quoted = [], text[i] == '"'
         i += quoted
+        if quoted and i < n and text[i] == '"':  # "": quadlet's last word (extractFirstWord)
+            break
         while i < n and (quoted or text[i] != " "):
             c = text[i]
             if quoted and c == '"':

@@ -61,10 +61,9 @@ def generator_dryrun(generator: Path, unit_dir: Path, *, user: bool, expect: str
 
 
 def lookup(value: str) -> str:
-    """A value as quadlet's ``Lookup`` reads it: trailing whitespace and one pair of
-    surrounding double quotes dropped, nothing unescaped."""
-    value = value.rstrip()
-    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] == '"' else value
+    """A value as quadlet's ``Lookup`` reads it: trailing whitespace and every double quote
+    at either end dropped (strings.Trim), nothing unescaped."""
+    return value.rstrip().strip('"')
 
 
 def podman_run_args(container: Sequence[Entry]) -> list[str]:

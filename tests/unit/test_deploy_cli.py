@@ -329,7 +329,8 @@ def test_percent_and_dollar_in_the_health_command_reach_podman_unexpanded(tmp_pa
     [
         ("curl -f http://x/health\nexit 0", "holds a line break"),
         ("curl -f http://x/health \\", "ends with a backslash"),
-        ('"curl -f http://x/health"', "is wrapped in double quotes"),
+        ('"curl -f http://x/health"', "starts or ends with a double quote"),
+        ('sh -c "curl -f http://x/health"', "starts or ends with a double quote"),
         (" curl -f http://x/health", "starts or ends with whitespace"),
     ],
 )

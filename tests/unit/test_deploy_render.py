@@ -188,11 +188,12 @@ def test_every_quadlet_release_accepts_the_render(version: keys.Version) -> None
 
 def test_free_text_is_escaped_for_systemd_in_the_rendered_unit() -> None:
     i = inputs("llama-cpu", "cdi")
+    health = Health(cmd='curl -w %{http_code} "$URL" -o /dev/null')
     odd = i.__class__(**{**vars(i), "description": "gemma at 100%\nof ${HOME} \\",
-                         "health": Health(cmd='curl -w %{http_code} "$URL"')})  # fmt: skip
+                         "health": health})  # fmt: skip
     text = render(odd).render()
     assert "\nDescription=gemma at 100%% of ${HOME}\n" in text
-    assert '\nHealthCmd=curl -w %%{http_code} "$$URL"\n' in text
+    assert '\nHealthCmd=curl -w %%{http_code} "$$URL" -o /dev/null\n' in text
 
 
 def test_a_health_command_on_podman_4_4_is_escaped_inside_podman_args() -> None:
@@ -206,7 +207,9 @@ def test_a_health_command_on_podman_4_4_is_escaped_inside_podman_args() -> None:
 @pytest.mark.parametrize(
     ("value", "why"),
     [("a\nb", "holds a line break"), ("a\\", "ends with a backslash"),
-     (" a", "starts or ends with whitespace"), ('"a b"', "wrapped in double quotes")],
+     (" a", "starts or ends with whitespace"), ('"a b"', "starts or ends with a double quote"),
+     ('sh -c "curl x"', "starts or ends with a double quote"),
+     ('"a b', "starts or ends with a double quote")],
 )  # fmt: skip
 def test_verbatim_refuses_what_no_unit_line_holds_naming_the_input(value: str, why: str) -> None:
     with pytest.raises(DeployError, match=rf"^--store {re.escape(repr(value))} (is )?{why}"):
@@ -263,3 +266,16 @@ def test_a_built_targets_serve_env_is_in_the_unit() -> None:
     lines = render(i).render().splitlines()
     assert "Environment=CUDA_VISIBLE_DEVICES=1" in lines
     assert "Environment=LLAMA_ARG_THREADS=2" in lines
+
+
+def test_an_empty_argument_of_the_command_is_refused_naming_it() -> None:
+    """quadlet reads an empty word as the end of Exec= (podman 5.4.2's quadlet -dryrun:
+    'Exec=--alias "" --port 8080' ran '--alias' alone), so the unit served another
+    command than the smoke run did (issue 18)."""
+    i = inputs("llama-cpu", "cdi")
+    odd = i.__class__(**{**vars(i), "command": (*i.command, "--alias", "", "--port", "8080")})
+    with pytest.raises(DeployError) as caught:
+        render(odd)
+    said = str(caught.value)
+    assert said.startswith("targets.llama-cpu.serve.command: argument ") and "is empty" in said
+    assert split_words('--alias "" --port 8080') == ["--alias"]  # as quadlet reads it
