@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import http.client
+import os
 import random
 import threading
 import time
@@ -41,7 +42,7 @@ import requests
 import urllib3
 import urllib3.exceptions
 
-from lockpipe.urls import same_origin
+from lockpipe.urls import same_origin, shown
 
 T = TypeVar("T")
 
@@ -76,6 +77,13 @@ class Late(Exception):
 
 
 HEAD_READS = 4  # a status line and headers get 4 read timeouts in all, however they trickle
+# The slowest a request body may be sent, in bytes/s: a hop with a body gets len(body) /
+# SLOWEST_BODY seconds more than HEAD_READS read timeouts for its status and headers, so
+# a chunk or a model file sent over a slow uplink is not cut off, while a body that
+# stalls (each write just inside the timeout) still ends. The payload downloader's floor
+# (lockpipe.payloads.settings.Tuning.slowest, curl's --speed-limit), which this layer
+# cannot import.
+SLOWEST_BODY = 1024
 
 
 def within(call: Callable[[], T], seconds: float, name: str) -> T:
@@ -191,11 +199,39 @@ class Retries:
 
 class NoAnswer(Exception):
     """A hop of a request got no HTTP answer; ``url`` is that hop (a redirect's target,
-    perhaps), ``cause`` what requests, urllib3 or http.client raised."""
+    perhaps), ``cause`` what requests, urllib3 or http.client raised, ``detail`` what to
+    say of it past its name. ``sending``: the hop was left late with a body that its
+    thread may still be sending (or reading from a file): it must not be sent again."""
 
-    def __init__(self, url: str, cause: Exception) -> None:
+    def __init__(
+        self, url: str, cause: Exception, *, detail: str = "", sending: bool = False
+    ) -> None:
         super().__init__(f"{url}: {type(cause).__name__}")
-        self.url, self.cause = url, cause
+        self.url, self.cause, self.detail, self.sending = url, cause, detail, sending
+
+    @property
+    def reason(self) -> str:
+        """The cause's name, then the detail: ``InvalidURL: its Location '…' is not a URL``."""
+        name = type(self.cause).__name__
+        return f"{name}: {self.detail}" if self.detail else name
+
+
+def body_size(data: Data) -> int:
+    """The bytes ``data`` will send (what requests puts in Content-Length); 0 when none or
+    unknown (a stream without a length)."""
+    if data is None:
+        return 0
+    if isinstance(data, bytes):
+        return len(data)
+    try:
+        if data.seekable():
+            here = data.tell()
+            end = data.seek(0, os.SEEK_END)
+            data.seek(here)
+            return max(0, end - here)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,30 +293,50 @@ def follow(
     A hop without an answer raises :class:`NoAnswer`, for the caller to name.
     """
     rewindable = data is None or isinstance(data, bytes) or data.seekable()
-    read_timeout = timeout[1] if isinstance(timeout, tuple) else timeout
-    head_time = HEAD_READS * read_timeout
+    connect_timeout, read_timeout = timeout if isinstance(timeout, tuple) else (timeout, timeout)
     resp: requests.Response | None = None
     for _ in range(MAX_REDIRECTS + 1):
         if data is not None and not isinstance(data, bytes) and rewindable:
             data.seek(0)
+        # A body goes out with the connect timeout on each write (urllib3), and the first
+        # read of the answer waits for the server to read what the kernel's buffers still
+        # hold of it (megabytes, over a slow uplink): that read, and the deadline, which
+        # covers sending the body too (within() cannot tell when it is sent), get the
+        # body's time at the slowest rate taken on top of their own.
+        size = body_size(data)
+        head_time = HEAD_READS * read_timeout + size / SLOWEST_BODY
+        hop_timeout = (connect_timeout, read_timeout + size / SLOWEST_BODY) if size else timeout
         mine = bool(auth) and same_origin(url, origin)
         hop = {**(headers or {}), **({"Authorization": auth} if mine and auth else {})}
         try:
             hop_request = partial(session.request, method, url, headers=hop, params=params,
-                                  data=data, timeout=timeout, stream=stream,
+                                  data=data, timeout=hop_timeout, stream=stream,
                                   allow_redirects=False, auth=no_netrc)  # fmt: skip
             resp = within(hop_request, head_time, f"{method} {url}")
         except Late:
             late = requests.exceptions.ReadTimeout(
                 f"its status and headers did not arrive in {head_time:.0f} s"
             )
-            raise NoAnswer(url, late) from None
+            if data is None:
+                raise NoAnswer(url, late) from None
+            # Its thread may still send the body: sent again, two uploads would overlap.
+            detail = (f"its body ({size:,} bytes) was not sent and answered in "
+                      f"{head_time:.0f} s, {HEAD_READS} read timeouts and the body at "
+                      f"{SLOWEST_BODY:,} bytes/s; not sent again while it may still be "
+                      "going out")  # fmt: skip
+            raise NoAnswer(url, late, detail=detail, sending=True) from None
         except NET_ERRORS as exc:
             raise NoAnswer(url, exc) from exc
         follows = method in ("GET", "HEAD") or resp.status_code in (307, 308)
         if not (resp.is_redirect and follows and rewindable and "location" in resp.headers):
             return Answer(response=resp, url=url, authorized=mine, looped=False)
-        there = urljoin(url, resp.headers["location"])
+        try:
+            there = urljoin(url, resp.headers["location"])
+        except ValueError as exc:  # an IPv6 host without its "]": requests' InvalidURL
+            drain(resp, read_timeout)
+            bad = requests.exceptions.InvalidURL(str(exc))
+            detail = f"its Location {shown(resp.headers['location'], 200)} is not a URL ({exc})"
+            raise NoAnswer(url, bad, detail=detail) from None
         if secret_body and data is not None and not same_origin(there, origin):
             return Answer(response=resp, url=url, authorized=mine, looped=False)
         url, params = there, None

@@ -11,7 +11,8 @@ sends every request through one loop:
 - **retries**: a 408, 429, 5xx or a hop without an answer is tried again as the
   client's :class:`~lockpipe.http.Retries` says, after what ``Retry-After`` asks (a wait
   past ``Retries.longest`` fails at once, naming when to come back) or a backoff; a
-  body that cannot be rewound is sent once, and a hop requests will not send (a URL it
+  body that cannot be rewound is sent once, as is one whose try was left late (its
+  thread may still be sending it), and a hop requests will not send (a URL it
   cannot parse, a redirect's included; a header it will not write) fails at once. A
   host that failed ``Policy.host_failures`` tries in a row gets one try per request
   until it answers again (regclient's backoff limit), so forty references on a dead
@@ -36,6 +37,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 import requests
+import urllib3.exceptions
 
 from lockpipe.errors import LockpipeError
 from lockpipe.http import (
@@ -53,7 +55,7 @@ from lockpipe.http import (
     retryable,
     until,
 )
-from lockpipe.urls import origin, redact
+from lockpipe.urls import origin, redact, shown
 
 # What requests raises for a hop it will not send: a URL it cannot parse (the one asked, or
 # a redirect's Location), a header it will not write (a token with a newline): InvalidURL,
@@ -189,6 +191,7 @@ class _Again:
 
     asked: float | None
     error: LockpipeError
+    again: bool = True  # False: no retry, whatever the budget (a body perhaps still sent)
 
 
 @dataclass(kw_only=True)
@@ -256,7 +259,7 @@ class Transport:
                 return step
             if step is None:  # credentials renewed: send again at once
                 renewed = True
-            elif self._retry(host, attempt, req.rewindable, step.asked):
+            elif self._retry(host, attempt, req.rewindable and step.again, step.asked):
                 attempt += 1
             else:
                 raise step.error
@@ -272,10 +275,12 @@ class Transport:
         try:  # streamed either way: an answer that is not is read below, to its limit
             answer = self.send(req if req.stream else replace(req, stream=True))
         except NoAnswer as no:
-            fields = _fields(no.url, None, attempt, cause=type(no.cause).__name__)
+            fields = _fields(no.url, None, attempt, cause=no.reason)
             if isinstance(no.cause, UNSENDABLE):
                 raise fixes.error(what, CANNOT_SEND, fields) from None
-            return _Again(None, fixes.error(what, fixes.unreachable, fields))
+            # A try left late while its body may still be sent is not sent again.
+            again = not no.sending
+            return _Again(None, fixes.error(what, fixes.unreachable, fields), again=again)
         if answer.looped:
             drain(answer.response, self.policy.timeouts[1])
             raise fixes.error(what, fixes.loop, _fields(req.url, answer, attempt))
@@ -328,6 +333,14 @@ class Transport:
                     f"{what}: {redact(req.url)} did not finish its answer in {seconds:g} s "
                     f"({len(body):,} bytes came, too slowly); try again later, or check the "
                     f"network and any proxy between this host and {_netloc(redact(req.url))}"
+                ) from None
+            except urllib3.exceptions.DecodeError as exc:  # the same at every try
+                coding = shown(resp.headers.get("Content-Encoding"), 40)
+                raise fixes.error_class(
+                    f"{what}: {redact(req.url)} answered with Content-Encoding {coding} a body "
+                    f"that does not decode as that ({type(exc).__name__}); the server, or a "
+                    f"proxy between this host and {_netloc(redact(req.url))}, compresses "
+                    "wrongly: check the proxy, or tell the server's operator"
                 ) from None
             except NET_ERRORS as exc:  # the body broke off: no answer
                 raise requests.exceptions.ChunkedEncodingError(type(exc).__name__) from exc
