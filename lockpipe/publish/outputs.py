@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import LockError
-from lockpipe.fs import write_atomic
+from lockpipe.fs import read_utf8, write_atomic
 from lockpipe.jsonshape import Reader
 from lockpipe.lock.refs import DIGEST_RE, ReferenceError, parse_ref
 from lockpipe.urls import clipped, shown
@@ -52,7 +52,7 @@ def read_images(path: Path) -> dict[str, Published]:
     (a field that is no string, a digest that is no sha256:…, a reference that is none) is
     one LockError naming the file, the field and the fix."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path, LockError)  # a FIFO waited for ever; 300 MB took 651 MB
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:

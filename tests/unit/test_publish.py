@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from lockpipe.cli.main import main
 from lockpipe.errors import LockError, UsageError
+from lockpipe.fs import READ_LIMIT
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.provenance import MEDIA_TYPE, dumps, read_pip, statement
 from lockpipe.lock.model import Lock
@@ -31,6 +33,7 @@ from lockpipe.registry.names import is_loopback as names_loopback
 from lockpipe.verify.check import compare, missing_fields
 from lockpipe.verify.rebuild import loopback, pinned_reference
 from tests.lockfactory import doc, make_repo, reparse
+from tests.policy import within
 from tests.unit.test_provenance import pip_lock, record_for
 
 ENTRY = Published(
@@ -55,6 +58,21 @@ def test_images_json_round_trip_is_canonical(tmp_path: Path) -> None:
 
 
 BAD = ["not json", '{"version": 2, "images": {}}', '{"version": 1, "images": {"a": {"x": 1}}}']
+
+
+def test_an_images_json_that_is_a_fifo_or_too_large_is_one_error_unread(tmp_path: Path) -> None:
+    """It was read with read_text: a FIFO waited for a writer for ever, and a 300 MB file
+    took 651 MB before 'not JSON' (issue 18)."""
+    fifo = tmp_path / "images.json"
+    os.mkfifo(fifo)
+    with pytest.raises(LockError, match=r"images\.json: the file is not JSON"):
+        within(30, lambda: read_images(fifo))  # no writer: its end at once, no wait
+    big = tmp_path / "big" / "images.json"
+    big.parent.mkdir()
+    with big.open("wb") as fh:
+        fh.truncate(READ_LIMIT + 1)
+    with pytest.raises(LockError, match=r"64\.0 MiB, over the 64 MiB lockpipe reads"):
+        read_images(big)
 
 
 @pytest.mark.parametrize("text", BAD)
