@@ -42,11 +42,13 @@ def parse_challenges(header: str) -> list[Challenge]:
             out[-1].params[param.group(1).lower()] = re.sub(r"\\(.)", r"\1", value)
             pos = param.end()
             continue
+        if param:  # a parameter before any scheme: no challenge to give it to
+            pos = param.end()
+            continue
         word = _WORD.match(header, pos)
         assert word is not None  # _SEP stopped at a character that is neither space nor ','
-        if not param:  # a scheme (a token68 after one is read as a scheme too: unused)
-            out.append(Challenge(word.group().lower()))
-        pos = param.end() if param else word.end()
+        out.append(Challenge(word.group().lower()))  # a scheme (or a token68 after one)
+        pos = word.end()
     return out
 
 
