@@ -164,6 +164,8 @@ def body(opened: Opened, tuning: Tuning) -> Iterator[bytes]:
             came += len(data)
             if (took := now - since) >= tuning.slow_for:
                 if came < tuning.slowest * took:
+                    if gathered or data:  # what came is kept, as for a broken connection
+                        yield bytes(gathered) + data
                     raise TooSlow(
                         f"{opened.url}: too slow ({came:,} bytes in {took:.0f} s, under "
                         f"{tuning.slowest:,} bytes/s); the connection is dropped and retried"
