@@ -50,13 +50,12 @@ def check_prefix(prefix: str, option: str = "--to", scheme: str = "") -> str:
     is refused without showing them: a registry's credentials come from podman login
     (auth.json), never from its name."""
     prefix = prefix.strip().rstrip("/")
-    host, slash, path = prefix.partition("/")
-    if "@" in host:
-        bare = f"{scheme}{host.rpartition('@')[2]}{slash}{path}"
+    if "@" in prefix:  # a prefix has no digest: an '@' ends a user and password ('/' in it too)
+        rest = prefix.rpartition("@")[2]
         raise UsageError(
-            f"{option} {scheme}***@{bare.removeprefix(scheme)}: a registry prefix holds no "
-            f"user or password; log in with podman login {host.rpartition('@')[2]} (or set "
-            f"REGISTRY_AUTH_FILE) and give {option} {bare}"
+            f"{option} {scheme}***@{rest}: a registry prefix holds no user or password; log "
+            f"in with podman login {rest.partition('/')[0]} (or set REGISTRY_AUTH_FILE) and "
+            f"give {option} {scheme}{rest}"
         )
     try:
         parsed = parse_ref(f"{prefix}/target:tag")
