@@ -23,6 +23,7 @@ from typing import Any
 from lockpipe.errors import RegistryError, UsageError
 from lockpipe.jsonshape import Reader
 from lockpipe.lock.model import Payload
+from lockpipe.urls import shown
 
 ARTIFACT_TYPE = "application/vnd.cncf.model.manifest.v1+json"
 CONFIG_MEDIA_TYPE = "application/vnd.cncf.model.config.v1+json"
@@ -178,6 +179,13 @@ def file_layers(where: str, manifest: bytes) -> dict[str, Layer]:
         read.get(doc, ("layers", i), dict)
         notes = read.get(doc, ("layers", i, "annotations"), dict, {})
         path = notes.get(FILEPATH) or notes.get(TITLE)
+        title = notes.get(TITLE)
+        if isinstance(title, str) and title and path != title:
+            # podman mounts an artifact's layer as the file its title names: a layer whose
+            # filepath and title differ would be checked as one file and mounted as another
+            raise read.fail(f"layers[{i}] names the file {shown(path, 80)} in {FILEPATH} but "
+                            f"{shown(title, 80)} in {TITLE}, which podman mounts it as"
+                            )  # fmt: skip
         mtype = read.get(doc, ("layers", i, "mediaType"), str, "")
         raw = mtype in RAW_TYPES or not mtype.endswith(("tar", "gzip", "zstd"))
         if not (isinstance(path, str) and raw):
@@ -187,5 +195,7 @@ def file_layers(where: str, manifest: bytes) -> dict[str, Layer]:
         if not _SHA256.fullmatch(digest) or size < 0:
             bad = f"digest {digest!r}" if size >= 0 else f"size {size}"
             raise read.fail(f"layers[{i}] ({path}) has the {bad}, not a sha256 and a size")
+        if path in out:  # one of the two is mounted, the other checked
+            raise read.fail(f"two layers name the file {shown(path, 80)}")
         out[path] = Layer(path=path, digest=digest, size=size)
     return out

@@ -7,6 +7,7 @@ import copy
 import hashlib
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,32 @@ def test_another_clients_manifest_is_read_by_title_and_tar_layers_are_skipped() 
     assert set(mp.file_layers("r", body)) == {"w.gguf"}
     with pytest.raises(RegistryError, match="r: the manifest is not JSON"):
         mp.file_layers("r", b"<html>")
+
+
+def _layer(digest: str, **notes: str) -> dict[str, Any]:
+    return {"mediaType": mp.WEIGHT_RAW, "digest": digest, "size": 4, "annotations": notes}
+
+
+@pytest.mark.parametrize(
+    ("layers", "words"),
+    [
+        ([_layer("sha256:" + SHA, **{mp.FILEPATH: "model.safetensors", mp.TITLE: "unused.bin"}),
+          _layer("sha256:" + "ee" * 32, **{mp.TITLE: "model.safetensors"})],
+         "layers[0] names the file 'model.safetensors' in org.cncf.model.filepath but "
+         "'unused.bin' in org.opencontainers.image.title"),
+        ([_layer("sha256:" + SHA, **{mp.TITLE: "w.gguf"}),
+          _layer("sha256:" + "ee" * 32, **{mp.TITLE: "w.gguf"})],
+         "two layers name the file 'w.gguf'"),
+    ],
+)  # fmt: skip
+def test_a_manifest_that_names_a_file_two_ways_is_refused(
+    layers: list[dict[str, Any]], words: str
+) -> None:
+    """podman mounts a layer as the file its title names: a checked layer (filepath) beside
+    an unchecked one (title) of the same name passed deploy --artifacts, and the unchecked
+    bytes were mounted (issue 18)."""
+    with pytest.raises(RegistryError, match=re.escape(f"r: {words}")):
+        mp.file_layers("r", json.dumps({"layers": layers}).encode())
 
 
 def test_podman_before_5_7_keeps_the_store_and_says_why(tmp_path: Path) -> None:
