@@ -79,12 +79,16 @@ class TokenServers:
         realm = challenge.params["realm"]
         cred = self.credential
         try:
-            realm_scheme = urlsplit(realm).scheme.lower()
+            parts = urlsplit(realm)
         except ValueError:  # "https://[::1/token": an unclosed bracket
-            raise RegistryError(
+            parts = None
+        if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+            raise RegistryError(  # '/token', 'ftp://…': requests' MissingSchema named no host
                 f"{what}: {self.host} names the token server {shown(realm, 200)}, which is "
-                "not a URL; fix the registry's auth realm to the URL of its token server"
-            ) from None
+                "not an http(s) URL; fix the registry's auth realm to the URL of its token "
+                "server"
+            )
+        realm_scheme = parts.scheme.lower()
         if cred and self.scheme == "https" and realm_scheme != "https":
             raise RegistryError(
                 f"{what}: {self.host} names the token server {redact(realm)}, not https; lockpipe "

@@ -96,13 +96,16 @@ def _tokens() -> TokenServers:
     return TokenServers("registry.example", "https", cred, policy)
 
 
-def test_a_token_realm_that_is_no_url_is_one_error_naming_the_registry() -> None:
-    challenge = Challenge(scheme="Bearer", params={"realm": "https://[::1/token"})
+@pytest.mark.parametrize("realm", ["https://[::1/token", "/token", "ftp://tok/t", "https:///t"])
+def test_a_token_realm_that_is_no_url_is_one_error_naming_the_registry(realm: str) -> None:
+    """A relative or non-http realm ('/token') was requests' MissingSchema, 'check the
+    address of  and the credentials given for it': no host, and the credentials blamed."""
+    challenge = Challenge(scheme="Bearer", params={"realm": realm})
     with pytest.raises(RegistryError) as err:
         _tokens().fetch(challenge, "repository:x:pull", "GET x")
     assert str(err.value) == (
-        "GET x: registry.example names the token server 'https://[::1/token', which is not "
-        "a URL; fix the registry's auth realm to the URL of its token server"
+        f"GET x: registry.example names the token server {realm!r}, which is not an http(s) "
+        "URL; fix the registry's auth realm to the URL of its token server"
     )
 
 
