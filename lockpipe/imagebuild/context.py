@@ -58,8 +58,8 @@ def mark_bases(text: str, base_args: Mapping[str, str]) -> tuple[str, list[str]]
     marked: list[str] = []
     joined: list[str] = []  # the FROM instruction so far, continuation lines joined
     heredoc: str | None = None  # the word that ends the heredoc body being skipped
-    for line in text.splitlines():
-        out.append(line)
+    for line in source_lines(text):  # at \n only, as BuildKit: str.splitlines also cut at
+        out.append(line)  # \u2028 and \x85, and a FROM lint never saw became a stage
         if heredoc is not None:
             heredoc = None if line.strip() == heredoc else heredoc
             continue
@@ -83,7 +83,14 @@ def mark_bases(text: str, base_args: Mapping[str, str]) -> tuple[str, list[str]]
         if ref is not None:
             out.append(label_instruction({FROM_LABEL: ref}))
             marked.append(ref)
-    return "\n".join(out) + "\n", marked
+    return _joined(out), marked
+
+
+def _joined(lines: list[str]) -> str:
+    """``lines`` (source_lines': a last "" when the text ended with a line end) as text that
+    ends with one line end."""
+    text = "\n".join(lines)
+    return text if text.endswith("\n") else text + "\n"
 
 
 def _context_binds(args: str, escape: str) -> Iterator[str]:
@@ -142,8 +149,7 @@ def mark_mounts(text: str, context: Path, where: str = "Dockerfile") -> str:
                 ) from None
         if labels:
             lines.insert(ins.line - 1, label_instruction(labels))
-    out = "\n".join(lines)  # a last "" when the text ended with a line end
-    return out if out.endswith("\n") else out + "\n"
+    return _joined(lines)
 
 
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",

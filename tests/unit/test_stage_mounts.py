@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lockpipe.errors import LockError
-from lockpipe.imagebuild.context import MOUNT_LABEL, mark_mounts, stage
+from lockpipe.imagebuild.context import MOUNT_LABEL, mark_bases, mark_mounts, stage
 
 RECIPE = """FROM scratch
 # a comment
@@ -137,3 +137,17 @@ def test_a_mount_from_another_image_in_any_case_is_no_context_bind(tmp_path: Pat
     (tmp_path / "req.txt").write_text("av==1\n")
     recipe = "FROM x\nRUN --mount=type=bind,FROM=build,source=req.txt,target=/r true\n"
     assert mark_mounts(recipe, tmp_path) == recipe
+
+
+def test_mark_bases_keeps_a_line_whole_where_python_alone_would_cut_it() -> None:
+    """mark_bases split with str.splitlines and joined with \\n: 'RUN echo hi\\u2028FROM
+    ubuntu:24.04', one RUN line to lint and BuildKit, reached the engine as a RUN and an
+    unpinned FROM (issue 18)."""
+    recipe = (
+        "ARG BASE\nFROM ${BASE}\nRUN echo hi\u2028FROM ubuntu:24.04\nRUN echo x\x85FROM debian:12\n"
+    )
+    staged, marked = mark_bases(recipe, {"BASE": "busybox@sha256:" + "1" * 64})
+    assert "\nFROM ubuntu:24.04" not in staged and "\nFROM debian:12" not in staged
+    assert "RUN echo hi\u2028FROM ubuntu:24.04\n" in staged and marked == [
+        "busybox@sha256:" + "1" * 64
+    ]
