@@ -34,6 +34,7 @@ class Instruction:
     keyword: str
     args: str
     body: str = ""  # the heredocs' contents, one after another, as the lines read
+    unterminated: str = ""  # the heredoc word no line ends (BuildKit fails the build)
 
 
 def source_lines(text: str) -> list[str]:
@@ -149,15 +150,19 @@ def instructions(text: str) -> Iterator[Instruction]:
             inner, *rest = WORDS.split(args, maxsplit=1)
             inner, cmd = inner.upper(), rest[0] if rest else ""
         docs: list[str] = []
+        open_word = ""
         if inner in _HEREDOC_KEYWORDS and "<<" in cmd and not _is_json_form(cmd, escape):
             for name, chomp in _heredoc_names(cmd):
-                while number < len(lines):  # an unterminated one fails the build
+                open_word = name
+                while number < len(lines):
                     line = lines[number]
                     number += 1
                     if (line.lstrip("\t") if chomp else line) == name:
+                        open_word = ""
                         break
                     docs.append(line)
-        yield Instruction(line=start, keyword=keyword, args=args, body="\n".join(docs))
+        yield Instruction(line=start, keyword=keyword, args=args, body="\n".join(docs),
+                          unterminated=open_word)  # fmt: skip
     if buf:
         keyword, args = joined()
         yield Instruction(line=start, keyword=keyword, args=args)

@@ -170,6 +170,12 @@ def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True
                 )
             )
         findings += _check_named(ins, stages, pinned_args, escape)
+        if ins.unterminated:  # an engine without heredocs runs the rest as instructions
+            findings.append(Finding(ins.line, "heredoc", (
+                f"{ins.keyword} opens the heredoc <<{ins.unterminated}, which no line ends: "
+                "BuildKit fails the build, and an engine without heredocs (buildah 1.28, whose "
+                "binary holds none) reads every line after it as instructions "
+                f"lint did not check; end it with a line {ins.unterminated}")))  # fmt: skip
         if ins.keyword == "FROM":
             findings += _check_from(ins, stages, pinned_args, escape)
         elif ins.keyword in ("COPY", "ADD") and not allow_copy:

@@ -171,3 +171,14 @@ def test_json_nested_past_pythons_recursion_is_no_json(text: str) -> None:
     """json.loads of the whole file (a JSON syntax directive) or of a RUN's arguments (its
     exec form) recursed past Python's limit: a RecursionError traceback from lint."""
     assert isinstance(lint_dockerfile(text, pinned_args=set()), list)
+
+
+def test_an_unterminated_heredoc_is_a_finding() -> None:
+    """BuildKit fails the build, but buildah 1.28 (no heredoc support) ran 'RUN cat <<NOPE'
+    as shell and the FROM after it as a stage lint never checked (issue 18)."""
+    text = "ARG BASE\nFROM ${BASE}\nRUN cat <<NOPE\nFROM ubuntu:24.04\nRUN echo unpinned\n"
+    found = lint_dockerfile(text, pinned_args={"BASE"})
+    assert [f.rule for f in found] == ["heredoc"] and "<<NOPE, which no line ends" in found[
+        0
+    ].message
+    assert lint_dockerfile(text + "NOPE\n", pinned_args={"BASE"}) == []
