@@ -114,9 +114,10 @@ def _store_volume(store: Path) -> str:
     if ":" in text:
         why = ("has a ':' in its path, which the unit's Volume= (podman --volume) reads as the "
                "end of the host path, so podman would refuse the unit at every start")  # fmt: skip
-    elif any(c.isspace() or c in "\"'\\" for c in text):
-        why = ("has whitespace, a quote or a backslash in its path, which quadlet copies into "
-               "RequiresMountsFor= as it is and systemd splits there, so the unit would not "
+    elif any(c.isspace() or c in "\"'\\$" for c in text):
+        why = ("has whitespace, a quote, a backslash or a '$' in its path, which quadlet "
+               "copies into RequiresMountsFor= as it is (a '$' as '$$', which systemd does "
+               "not undo there) and systemd splits at whitespace, so the unit would not "
                "wait for the store's mount")  # fmt: skip
     else:
         return verbatim(f"{store}:{STORE_IN_CONTAINER}:ro", "--store")

@@ -482,7 +482,7 @@ def test_the_longest_start_timeout_systemd_reads_is_written(tmp_path: Path) -> N
     assert int(timeout) + 1 < (2**64 - 1) // 10**6  # what systemd's parse_time takes
 
 
-@pytest.mark.parametrize("folder", ["my store", 'a"b', "a'b", "a\\b"])
+@pytest.mark.parametrize("folder", ["my store", 'a"b', "a'b", "a\\b", "a$b"])
 def test_a_store_whose_path_systemd_would_split_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], folder: str
 ) -> None:
@@ -495,7 +495,7 @@ def test_a_store_whose_path_systemd_would_split_is_refused(
     smoke_json(tmp_path, {"reports": [result(store=store)]})
     assert deploy(tmp_path) == DeployError.return_code
     (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("error:")]
-    assert line.startswith(f"error: the payload store {store} has whitespace, a quote or a "), line
+    assert line.startswith(f"error: the payload store {store} has whitespace, a quote, a "), line
     assert not (tmp_path / "out" / f"{TARGET}.container").exists()
 
 
