@@ -60,7 +60,9 @@ def podman_version(override: str | None) -> keys.Version:
                 f"--podman-version {shown(override, 60)}: not a podman version; give X.Y "
                 "(e.g. 4.3 or 5.4), or leave it out to ask this host's podman"
             ) from None
-    return keys.parse_version(cmd.call(["podman", "--version"], quiet=True, stdout_only=True))
+    return keys.parse_version(
+        cmd.call(["podman", "--version"], quiet=True, stdout_only=True, timeout=cmd.QUERY_TIMEOUT)
+    )
 
 
 def image_config(image: str) -> tuple[tuple[str, ...] | None, str | None]:
@@ -68,7 +70,7 @@ def image_config(image: str) -> tuple[tuple[str, ...] | None, str | None]:
     podman storage; output of another shape is an EngineError naming the command."""
     argv = ["podman", "image", "inspect", "--format", "{{json .Config}}", image]
     try:
-        out = cmd.call(argv, quiet=True, stdout_only=True)
+        out = cmd.call(argv, quiet=True, stdout_only=True, timeout=cmd.QUERY_TIMEOUT)
     except EngineError:
         raise DeployError(
             f"image {image} is not in this user's podman storage (podman image inspect "

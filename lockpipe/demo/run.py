@@ -168,7 +168,9 @@ def _stages(o: DemoOptions, paths: plan.Paths, mirror: Mirror, proofs: list[repo
 
 def _render_for() -> str | None:
     """The podman version deploy renders for when this host's podman has no quadlet."""
-    version = keys.parse_version(cmd.call(["podman", "--version"], quiet=True, stdout_only=True))
+    version = keys.parse_version(
+        cmd.call(["podman", "--version"], quiet=True, stdout_only=True, timeout=cmd.QUERY_TIMEOUT)
+    )
     if keys.has_quadlet(version):
         return None
     first = keys.show(keys.QUADLET_SINCE)
