@@ -186,7 +186,7 @@ def expect_words(text: str, words: Iterable[str], what: str) -> None:
         raise CheckFailed(f"{what}: expected words must not be blank, got {blank}")
     missing = [w for w in words if w.lower() not in text.lower()]
     if missing:
-        raise CheckFailed(f"{what}: expected {missing} in the answer, got {text!r}")
+        raise CheckFailed(f"{what}: expected {missing} in the answer, got {shown(text, 300)}")
 
 
 def image_part(png: bytes) -> dict[str, object]:

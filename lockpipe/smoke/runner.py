@@ -39,7 +39,7 @@ from lockpipe.smoke.media import solid_png, speech_wav
 from lockpipe.smoke.ports import free_port, wait_port_clear
 from lockpipe.smoke.report import CheckResult, SmokeReport
 from lockpipe.smoke.shape import shape_of
-from lockpipe.urls import shown
+from lockpipe.urls import clipped, shown
 
 STORE_IN_CONTAINER = "/store"
 
@@ -157,7 +157,8 @@ def _generation_checks(c: _Checks, spec: SmokeSpec) -> None:
             out = checks.complete(c.base, c.model, gen.prompt, gen.max_tokens)
             checks.expect_words(out.text, gen.expect, f"completion of {gen.prompt!r}")
             rate = out.completion_tokens / out.seconds if out.seconds else 0.0
-            return f"{gen.prompt!r} -> {out.text!r}", {"tokens/s (wall)": round(rate, 1)}
+            said = f"{shown(gen.prompt, 120)} -> {shown(out.text, 300)}"
+            return said, {"tokens/s (wall)": round(rate, 1)}
 
         c.run(f"generation[{i}]", one)
     if "before" not in seen:
@@ -309,8 +310,8 @@ def _models(c: _Checks) -> tuple[str, Mapping[str, float]]:
     if c.pick_model and ids:  # an external image whose model the lock does not name
         c.model, c.server = ids[0], probes.Server(c.base, ids[0], c.runtime)
     if c.model not in ids:
-        raise CheckFailed(f"/v1/models lists {ids}, not {c.model!r}")
-    return ", ".join(ids), {}
+        raise CheckFailed(f"/v1/models lists {clipped(', '.join(ids), 300)}, not {c.model!r}")
+    return clipped(", ".join(ids), 300), {}
 
 
 def _scan(log: str, runtime: str) -> tuple[str, Mapping[str, float]]:

@@ -12,11 +12,12 @@ from lockpipe.engines.base import (
     Mount,
     RunSpec,
 )
-from lockpipe.errors import SmokeConfigError, SmokeError
+from lockpipe.errors import CheckFailed, SmokeConfigError, SmokeError
 from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, write_record
 from lockpipe.imagebuild.run import build_key
 from lockpipe.lock.model import load_lock
+from lockpipe.smoke import checks
 from lockpipe.smoke.config import SmokeSpec, load_smoke
 from lockpipe.smoke.gpucheck import needs_gpu
 from lockpipe.smoke.runner import (
@@ -255,3 +256,12 @@ except OSError as exc:
                           text=True, check=False, cwd=REPO)  # fmt: skip
     assert "failed: 27" in done.stdout, done.stdout + done.stderr[-2000:]  # EFBIG
     assert log.read_text() == "the last run's log\n"
+
+
+def test_an_answer_without_the_words_is_named_clipped() -> None:
+    """The whole answer (up to smoke's 8 MiB) went into the error, smoke.json and the
+    terminal: 8,388,677 characters in one line (issue 18)."""
+    with pytest.raises(CheckFailed) as caught:
+        checks.expect_words("x" * (8 << 20), ("6",), "completion of '1, 2, 3'")
+    said = str(caught.value)
+    assert len(said) < 1000 and said.endswith("(8,388,608 characters)")
