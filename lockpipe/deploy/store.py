@@ -9,6 +9,7 @@ host) only warns.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -20,9 +21,13 @@ from lockpipe.payloads.store import default_store, file_path
 
 def resolved(store: Path, named: str) -> Path:
     """``store`` made absolute, its links followed; DeployError naming it (``named``: where
-    it came from) when that fails: a symlink loop was RuntimeError's traceback."""
+    it came from) when that fails: a symlink loop was RuntimeError's traceback (Python
+    3.11), and a unit mounting the loop (3.13, whose resolve() keeps it)."""
     try:
-        return store.expanduser().resolve()
+        path = store.expanduser().resolve()
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # not made yet
+            path.stat()  # Python 3.13's resolve() leaves a loop in place; stat says ELOOP
+        return path
     except (OSError, RuntimeError, ValueError) as exc:
         shown = str(store) if len(str(store)) <= 80 else str(store)[:79] + "…"
         raise DeployError(

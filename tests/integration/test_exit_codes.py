@@ -244,7 +244,7 @@ def case_19(w: World) -> Case:
 def case_64(w: World) -> Case:
     return Case(
         argv=["deploy", "--podman-version", "five", "llama-cpu"],
-        says="--podman-version five: not a podman version",
+        says="--podman-version 'five': not a podman version",
     )
 
 
