@@ -138,6 +138,7 @@ def run(argv: Sequence[str]) -> int:
 
 
 def dispatch(args: argparse.Namespace) -> int:
+    options.reports_apart(args)  # a --json over the lock replaced it, --dry-run too
     module, _, function = VERBS[args.verb][0].partition(":")
     verb: Callable[[argparse.Namespace], int] = getattr(
         importlib.import_module(f"lockpipe.cli.{module}"), function

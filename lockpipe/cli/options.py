@@ -449,3 +449,38 @@ def targets(args: argparse.Namespace, loaded: Lock) -> list[str]:
     for n in names:
         loaded.target(n)
     return names
+
+
+# The report files a verb writes: none may be the lock it reads, the images.json beside it,
+# or another report of the same run: a --json naming the lock replaced it, under --dry-run too.
+_REPORTS = (("json", "--json"), ("report_json", "--report-json"), ("report_md", "--report-md"))
+
+
+def reports_apart(args: argparse.Namespace) -> None:
+    """UsageError naming both options when a report file of ``args`` is a file the run
+    reads, or another of its reports; before any work, so nothing is written."""
+    taken: list[tuple[str, Path]] = []
+    lock = getattr(args, "lock", None)
+    if isinstance(lock, Path):
+        taken += [("--lock", lock), ("the images.json beside --lock", lock.parent / "images.json")]
+    for attr, option in _REPORTS:
+        out = getattr(args, attr, None)
+        if not isinstance(out, Path) or str(out) == "-":
+            continue
+        for name, there in taken:
+            if _same_file(out, there):
+                raise UsageError(
+                    f"{option} {out} is {name}, which the report would replace; give the "
+                    "report a path of its own"
+                )
+        taken.append((option, out))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):  # one is not there yet: compare where they would be
+        try:
+            return a.resolve() == b.resolve()
+        except (OSError, RuntimeError, ValueError):
+            return False
