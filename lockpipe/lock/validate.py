@@ -17,6 +17,7 @@ from typing import Any
 from lockpipe.errors import LockError
 from lockpipe.lock.refs import ReferenceError, parse_ref
 from lockpipe.lock.schema import LOCK_SCHEMA
+from lockpipe.urls import clipped, shown
 
 # Changes with what schema_errors checks beyond the schema's text (a "$" ending a pattern
 # is the string's end; an "integer" is a JSON number without a fraction or exponent), so a
@@ -146,7 +147,7 @@ def schema_errors(doc: Any) -> list[str]:
     for err in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
         msg = err.message
         if err.validator == "pattern":
-            msg = f"{err.instance!r} {_PATTERN_HINTS.get(str(err.validator_value), msg)}"
+            msg = f"{shown(err.instance, 120)} {_PATTERN_HINTS.get(str(err.validator_value), msg)}"
         elif err.validator == "additionalProperties" and err.path:
             msg = f"{msg} (check the spelling against README.md's lock fields)"
         elif err.validator == "type" and err.validator_value == "integer":
@@ -156,8 +157,8 @@ def schema_errors(doc: Any) -> list[str]:
                     msg += f" (write {int(err.instance)})"
         elif err.validator in ("maximum", "minimum"):
             msg = f"{err.instance} is out of range ({err.validator} {err.validator_value})"
-        out.append(f"{_json_path(err.absolute_path)}: {msg}")
-    return out + control_errors(doc)
+        out.append(f"{_json_path(err.absolute_path)}: {clipped(msg, 400)}")  # jsonschema
+    return out + control_errors(doc)  # puts the whole value in its message: 100 KB lines
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")

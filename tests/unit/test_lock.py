@@ -224,3 +224,11 @@ def test_an_external_target_needs_no_command_but_a_built_one_does() -> None:
     assert "targets.frank-large.serve.env" in message
     message = _with_frank_large(lambda t: t["frank-large"]["serve"].update(runtime="halo"))
     assert "targets.frank-large.serve.runtime" in message
+
+
+def test_a_schema_error_about_a_huge_value_is_clipped(tmp_path: Path) -> None:
+    """jsonschema puts the whole value in its message: targets as a list of 20,000 strings
+    gave a 100,193-byte error (issue 18)."""
+    message = _error(tmp_path, lambda d: d.update(targets=["x" * 5] * 20000))
+    line = next(x for x in message.splitlines() if x.strip().startswith("targets:"))
+    assert len(line) < 600 and "characters)" in line, line[:200]
