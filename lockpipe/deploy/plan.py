@@ -26,10 +26,12 @@ from lockpipe.deploy.render import (
 from lockpipe.deploy.store import resolved
 from lockpipe.errors import DeployError, GpuAttachError
 from lockpipe.lock.model import Lock
+from lockpipe.lock.refs import parse_ref
 from lockpipe.payloads.store import payload_path
 from lockpipe.smoke.gpu import GpuAttach, HostGpu, plan_gpu
 from lockpipe.smoke.gpucheck import needs_gpu
 from lockpipe.smoke.runner import container_command
+from lockpipe.urls import shown
 
 DeployGpuMode = Literal["manual", "cdi"]
 DEPLOY_GPU_MODES: tuple[DeployGpuMode, ...] = ("manual", "cdi")
@@ -121,9 +123,16 @@ def inputs_for_target(
 
 
 def require_digest(image: str) -> None:
-    """DeployError unless ``image`` is pinned by digest (a tag moves under the unit)."""
-    if "@sha256:" not in image:
-        raise DeployError(f"--image {image!r}: give it by digest, REF@sha256:… (images.json)")
+    """DeployError unless ``image`` is a reference pinned by digest (a tag moves under the
+    unit), read as smoke --image reads it: '@sha256:' in the text was enough before, so
+    'Not A/Ref@sha256:zz' was written into Image=."""
+    try:
+        ref = parse_ref(image)
+    except ValueError as exc:
+        raise DeployError(f"--image {shown(image, 120)}: not an image reference ({exc})") from None
+    if ref.digest is None:
+        raise DeployError(f"--image {shown(image, 120)}: give it by digest, REF@sha256:… "
+                          "(images.json)")  # fmt: skip
 
 
 def inputs_for_published(

@@ -511,3 +511,19 @@ def test_a_bind_address_with_an_ipv6_zone_is_refused(
     err = capsys.readouterr().err
     assert f"error: --bind {bind!r} names an IPv6 zone" in err, err
     assert not (tmp_path / "out" / f"{TARGET}.container").exists()
+
+
+@pytest.mark.parametrize(
+    "image", ["Not A/Ref@sha256:zz", f"localhost/x@sha256:{'a' * 65}", "localhost/x:1"]
+)
+def test_an_image_that_is_no_reference_by_digest_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], image: str
+) -> None:
+    """'@sha256:' in the text was enough: 'Not A/Ref@sha256:zz' was written into Image=
+    (with --force), where smoke --image refuses it (issue 18)."""
+    built(tmp_path / "state")
+    code = deploy(tmp_path, "--image", image, "--force")
+    err = capsys.readouterr().err
+    assert code == DeployError.return_code, err
+    assert "--image " in err and ("not an image reference" in err or "by digest" in err), err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
