@@ -143,6 +143,20 @@ def _deploy_lock(tmp: Path) -> Path:
     return make_repo(tmp / "checkout", document)
 
 
+def _deploy_artifacts(
+    registry: _Registry, lock: Path, state: Path, home: Path
+) -> subprocess.CompletedProcess[str]:
+    """``lockpipe deploy app --artifacts REGISTRY/models`` for podman 5.7, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "lockpipe", "deploy", "app", "--lock", str(lock), "--state",
+         str(state), "--image", f"127.0.0.1:5000/lockpipe-test/app@sha256:{'cd' * 32}",
+         "--force", "--no-inspect", "--no-verify", "--podman-version", "5.7",
+         "--artifacts", f"{registry.host}/models"],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("manifest", "code", "words"),
     [
@@ -163,14 +177,7 @@ def test_deploy_artifacts_names_a_malformed_manifest_and_writes_no_unit(
     registry, _ = servers
     registry.manifest = manifest
     lock, state = _deploy_lock(tmp_path), tmp_path / "state"
-    done = subprocess.run(
-        [sys.executable, "-m", "lockpipe", "deploy", "app", "--lock", str(lock), "--state",
-         str(state), "--image", f"127.0.0.1:5000/lockpipe-test/app@sha256:{'cd' * 32}",
-         "--force", "--no-inspect", "--no-verify", "--podman-version", "5.7",
-         "--artifacts", f"{registry.host}/models"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
+    done = _deploy_artifacts(registry, lock, state, tmp_path)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == code, done.stderr
     assert words in done.stderr
@@ -256,14 +263,7 @@ def test_deploy_artifacts_checks_a_git_pinned_file_by_its_bytes(
     app["payloads"] = ["snap"]
     app["serve"]["command"] = ["llama-server", "-m", "{payload-dir:snap}"]
     lock, state = make_repo(tmp_path / "checkout", document), tmp_path / "state"
-    done = subprocess.run(
-        [sys.executable, "-m", "lockpipe", "deploy", "app", "--lock", str(lock), "--state",
-         str(state), "--image", f"127.0.0.1:5000/lockpipe-test/app@sha256:{'cd' * 32}",
-         "--force", "--no-inspect", "--no-verify", "--podman-version", "5.7",
-         "--artifacts", f"{registry.host}/models"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
+    done = _deploy_artifacts(registry, lock, state, tmp_path)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == DeployError.return_code, done.stderr
     assert "payloads.snap: config.json: git blob " in done.stderr, done.stderr
