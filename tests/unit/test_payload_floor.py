@@ -7,16 +7,9 @@ import pytest
 from lockpipe.payloads.errors import RetryableHTTP, TooSlow
 from lockpipe.payloads.retry import Floor
 from lockpipe.payloads.settings import Tuning
+from tests.unit.test_payload_retry import Clock
 
 DROP = RetryableHTTP("http://127.0.0.1:1/x: connection broken (ProtocolError)")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_drops_under_the_floor_over_slow_for_end_the_piece_with_the_url_and_fix() -> None:
