@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from lockpipe.errors import CheckFailed, PortError
 from tests.e2e.conftest import BuiltLlama, Mirror
 from tests.e2e.llama_cpu import GEMMA_URL, SERVE, llama_cpu_lock, reports, smoke_file
 from tests.fixtures_gemma import GemmaFile
+from tests.policy import scratch
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -30,9 +32,10 @@ SHAPE = "kv=default,ctx=default,par=default"
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory, mirror: Mirror,
-          gemma3_270m_gguf: GemmaFile) -> Path:  # fmt: skip
+          gemma3_270m_gguf: GemmaFile) -> Iterator[Path]:  # fmt: skip
     mirror.add(GEMMA_URL, gemma3_270m_gguf.path)
-    return tmp_path_factory.mktemp("store")
+    with scratch(tmp_path_factory, "store") as store:
+        yield store
 
 
 def smoke(llama: BuiltLlama, mirror: Mirror, store: Path, out: Path, *extra: str,

@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from lockpipe.smoke.runner import STORE_IN_CONTAINER, container_command
 from tests import tiny_qwen35
 from tests.e2e.conftest import BuiltLlama
 from tests.e2e.llama_cpu import llama_cpu_lock
-from tests.policy import unavailable
+from tests.policy import scratch, unavailable
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
@@ -101,12 +102,12 @@ def parse_log(code: int | None, log: str) -> Served:
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, TinyModel]:
-    folder = tmp_path_factory.mktemp("tiny-qwen35")
-    return {
-        name: TinyModel(name, tiny_qwen35.write(folder / f"{name}.gguf", nextn=nextn), nextn)
-        for name, nextn in (("tiny-qwen35", 1), ("tiny-qwen35-no-mtp", 0))
-    }
+def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, TinyModel]]:
+    with scratch(tmp_path_factory, "tiny-qwen35") as folder:
+        yield {
+            name: TinyModel(name, tiny_qwen35.write(folder / f"{name}.gguf", nextn=nextn), nextn)
+            for name, nextn in (("tiny-qwen35", 1), ("tiny-qwen35-no-mtp", 0))
+        }
 
 
 def tiny_lock(root: Path, llama: BuiltLlama, model: TinyModel, flags: str) -> Path:

@@ -29,6 +29,7 @@ import pytest
 from lockpipe.errors import BROKEN_PIPE, INTERRUPTED
 from lockpipe.lock.model import dump_lock
 from tests.lockfactory import doc, make_repo
+from tests.policy import scratch
 
 pytestmark = pytest.mark.integration
 
@@ -261,13 +262,13 @@ def test_every_row_of_the_table_has_a_case() -> None:
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
-    root = tmp_path_factory.mktemp("srv-root")
-    (root / "srv").mkdir()
-    handler = partial(SimpleHTTPRequestHandler, directory=str(root / "srv"))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield root, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    with scratch(tmp_path_factory, "srv-root") as root:
+        (root / "srv").mkdir()
+        handler = partial(SimpleHTTPRequestHandler, directory=str(root / "srv"))
+        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield root, f"http://127.0.0.1:{server.server_address[1]}"
+        server.shutdown()
     for image in _IMAGES:
         subprocess.run(["podman", "rmi", "-f", image], capture_output=True, check=False)
     for held in _HELD:

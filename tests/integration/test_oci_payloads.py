@@ -42,7 +42,7 @@ from tests.integration.fake_hub import (
 )
 from tests.integration.oci_servers import CappedRegistry, Relay, blob_data_path
 from tests.integration.payload_servers import REV, entry, make_lock, nginx_binary
-from tests.policy import unavailable
+from tests.policy import scratch, unavailable
 from tests.registry_servers import (
     PASSWORD,
     USER,
@@ -61,9 +61,10 @@ GEMMA = "gemma-3-270m-it-Q4_K_M.gguf"
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RegistryProc]:
     if shutil.which("docker-registry") is None:
         unavailable("docker-registry is not installed (apt-get install docker-registry)")
-    proc = RegistryProc(tmp_path_factory.mktemp("oci-registry"))
-    yield proc
-    proc.stop()
+    with scratch(tmp_path_factory, "oci-registry") as work:
+        proc = RegistryProc(work)
+        yield proc
+        proc.stop()
 
 
 @pytest.fixture(scope="module")
@@ -116,10 +117,13 @@ def gemma_published(
     hub: FakeHub,
     tmp_path_factory: pytest.TempPathFactory,
     gemma3_270m_gguf: GemmaFile,  # noqa: F811 (a fixture imported from tests.fixtures_gemma)
-) -> dict[str, Any]:
+) -> Iterator[dict[str, Any]]:
     """The Gemma payload: Hub fixture -> store A -> payloads publish (chunked) -> registry."""
-    tmp = tmp_path_factory.mktemp("gemma-oci")
-    g = gemma3_270m_gguf
+    with scratch(tmp_path_factory, "gemma-oci") as tmp:
+        yield _publish_gemma(registry, hub, tmp, gemma3_270m_gguf)
+
+
+def _publish_gemma(registry: RegistryProc, hub: FakeHub, tmp: Path, g: GemmaFile) -> dict[str, Any]:
     _on_hub(hub, tmp, "google/gemma-3-270m", {GEMMA: g.path})
     doc = {
         "repository": "google/gemma-3-270m",
@@ -393,13 +397,13 @@ def token_registry(
 ) -> Iterator[tuple[TokenServer, RegistryProc]]:
     if shutil.which("docker-registry") is None:
         unavailable("docker-registry is not installed")
-    work = tmp_path_factory.mktemp("oci-token-registry")
-    tokens = TokenServer(work)
-    proc = RegistryProc(work / "registry", token_auth(tokens))
-    yield tokens, proc
-    proc.stop()
-    tokens.shutdown()
-    tokens.server_close()
+    with scratch(tmp_path_factory, "oci-token-registry") as work:
+        tokens = TokenServer(work)
+        proc = RegistryProc(work / "registry", token_auth(tokens))
+        yield tokens, proc
+        proc.stop()
+        tokens.shutdown()
+        tokens.server_close()
 
 
 def test_credentials_renew_during_a_chunked_upload_and_serve_the_mirror(

@@ -29,7 +29,7 @@ from tests.integration.payload_servers import (
     nginx_binary,
     publish,
 )
-from tests.policy import unavailable
+from tests.policy import scratch, unavailable
 
 pytestmark = pytest.mark.integration
 FAST = Tuning(connections=4, piece=1 * MiB, backoff=0.01, timeout=(2.0, 5.0), journal_every=0.1)
@@ -51,9 +51,10 @@ def fault() -> Iterator[FaultServer]:
 def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
     if nginx_binary() is None:
         unavailable("nginx is not installed (apt-get install nginx)")
-    server = Nginx(tmp_path_factory.mktemp("nginx"), rate="20m")
-    yield server
-    server.stop()
+    with scratch(tmp_path_factory, "nginx") as work:
+        server = Nginx(work, rate="20m")
+        yield server
+        server.stop()
 
 
 def options(tmp: Path, endpoint: str, **more: Any) -> Options:

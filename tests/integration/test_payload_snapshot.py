@@ -36,7 +36,7 @@ from tests.integration.fake_hub import (
     minilm_model,
 )
 from tests.integration.payload_servers import Nginx, make_lock, nginx_binary, publish_folder
-from tests.policy import unavailable
+from tests.policy import scratch, unavailable
 
 pytestmark = pytest.mark.integration
 REPO = "sentence-transformers/all-MiniLM-L6-v2"
@@ -103,17 +103,20 @@ def _sharded(minilm: Path, dest: Path) -> None:
 
 @pytest.fixture(scope="module")
 def hub(minilm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeHub]:
-    plain, sharded = (tmp_path_factory.mktemp(n) for n in ("plain", "sharded"))
-    _linked(minilm, plain)
-    _sharded(minilm, sharded)
-    for folder in (plain, sharded):
-        (folder / "chat_template.jinja").write_text(CHAT)
-    server = FakeHub()
-    for name, folder in ((REPO, plain), (SHARDED, sharded), (FLIPPED, plain)):
-        server.add(name, folder, REV)
-    server.flip(FLIPPED, "config.json")
-    yield server
-    server.stop()
+    with scratch(tmp_path_factory, "hub") as work:
+        plain, sharded = work / "plain", work / "sharded"
+        for folder in (plain, sharded):
+            folder.mkdir()
+        _linked(minilm, plain)
+        _sharded(minilm, sharded)
+        for folder in (plain, sharded):
+            (folder / "chat_template.jinja").write_text(CHAT)
+        server = FakeHub()
+        for name, folder in ((REPO, plain), (SHARDED, sharded), (FLIPPED, plain)):
+            server.add(name, folder, REV)
+        server.flip(FLIPPED, "config.json")
+        yield server
+        server.stop()
 
 
 def tree(hub: FakeHub, repo: str) -> list[dict[str, Any]]:
@@ -317,9 +320,10 @@ def test_an_unpinned_snapshot_file_is_refused(hub: FakeHub, tmp_path: Path) -> N
 def nginx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nginx]:
     if nginx_binary() is None:
         unavailable("nginx is not installed (apt-get install nginx)")
-    server = Nginx(tmp_path_factory.mktemp("nginx"), rate="6m")  # per connection
-    yield server
-    server.stop()
+    with scratch(tmp_path_factory, "nginx") as work:
+        server = Nginx(work, rate="6m")  # per connection
+        yield server
+        server.stop()
 
 
 def test_a_killed_snapshot_run_resumes(nginx: Nginx, minilm: Path, tmp_path: Path) -> None:

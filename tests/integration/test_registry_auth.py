@@ -23,7 +23,7 @@ from lockpipe.errors import RegistryError
 from lockpipe.registry.client import Registry, resolve, resolve_many
 from lockpipe.registry.creds import Credential, credentials
 from tests.lockfactory import doc, make_repo
-from tests.policy import unavailable
+from tests.policy import scratch, unavailable
 from tests.registry_servers import (
     PASSWORD,
     REFRESH_TOKEN,
@@ -63,34 +63,34 @@ def token_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[T
     ``team/fleet-0`` … ``team/fleet-7`` hold the same image under tag ``1``.
     """
     _need("docker-registry", "skopeo")
-    work = tmp_path_factory.mktemp("token-registry")
-    tokens = TokenServer(work)
-    registry = RegistryProc(work / "registry", token_auth(tokens))
-    try:
-        ref = f"{registry.host}/team/app:1"
-        layout = oci_layout(work / "layout", ["linux/amd64"], "1.0")
-        skopeo_copy(layout, ref, creds=CREDS)
-        for n in range(FLEET):
-            skopeo_copy(layout, f"{registry.host}/team/fleet-{n}:1", creds=CREDS)
-        yield tokens, ref
-    finally:
-        registry.stop()
-        tokens.shutdown()
-        tokens.server_close()
+    with scratch(tmp_path_factory, "token-registry") as work:
+        tokens = TokenServer(work)
+        registry = RegistryProc(work / "registry", token_auth(tokens))
+        try:
+            ref = f"{registry.host}/team/app:1"
+            layout = oci_layout(work / "layout", ["linux/amd64"], "1.0")
+            skopeo_copy(layout, ref, creds=CREDS)
+            for n in range(FLEET):
+                skopeo_copy(layout, f"{registry.host}/team/fleet-{n}:1", creds=CREDS)
+            yield tokens, ref
+        finally:
+            registry.stop()
+            tokens.shutdown()
+            tokens.server_close()
 
 
 @pytest.fixture(scope="module")
 def basic_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The ref of an image on an htpasswd (Basic auth) registry."""
     _need("docker-registry", "skopeo", "htpasswd")
-    work = tmp_path_factory.mktemp("basic-registry")
-    registry = RegistryProc(work / "registry", htpasswd_auth(work))
-    try:
-        ref = f"{registry.host}/team/basic:1"
-        skopeo_copy(oci_layout(work / "layout", ["linux/amd64"], "2.0"), ref, creds=CREDS)
-        yield ref
-    finally:
-        registry.stop()
+    with scratch(tmp_path_factory, "basic-registry") as work:
+        registry = RegistryProc(work / "registry", htpasswd_auth(work))
+        try:
+            ref = f"{registry.host}/team/basic:1"
+            skopeo_copy(oci_layout(work / "layout", ["linux/amd64"], "2.0"), ref, creds=CREDS)
+            yield ref
+        finally:
+            registry.stop()
 
 
 def _reg(ref: str, credential: Credential | None) -> Registry:

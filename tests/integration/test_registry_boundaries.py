@@ -23,7 +23,7 @@ from lockpipe.cli.main import main
 from lockpipe.errors import RegistryError
 from lockpipe.urls import basic_auth
 from tests.lockfactory import buildah_built
-from tests.policy import unavailable
+from tests.policy import scratch, unavailable
 from tests.registry_servers import PASSWORD, USER, Diverter, RegistryProc, Storage, htpasswd_auth
 
 pytestmark = [pytest.mark.integration, pytest.mark.buildah]
@@ -34,14 +34,14 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Diverter
     for tool in ("docker-registry", "htpasswd", "buildah"):
         if shutil.which(tool) is None:
             unavailable(f"{tool} is not installed")
-    work = tmp_path_factory.mktemp("basic-registry")
-    registry = RegistryProc(work, htpasswd_auth(work))
-    storage = Storage(registry.host, basic_auth(USER, PASSWORD))
-    diverter = Diverter(registry.host, storage.url)
-    yield diverter, storage
-    diverter.stop()
-    storage.stop()
-    registry.stop()
+    with scratch(tmp_path_factory, "basic-registry") as work:
+        registry = RegistryProc(work, htpasswd_auth(work))
+        storage = Storage(registry.host, basic_auth(USER, PASSWORD))
+        diverter = Diverter(registry.host, storage.url)
+        yield diverter, storage
+        diverter.stop()
+        storage.stop()
+        registry.stop()
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 from lockpipe.errors import RegistryError
 from lockpipe.registry.client import Registry, exists, resolve, resolve_many
 from lockpipe.registry.platforms import PlatformMissing
-from tests.policy import unavailable
+from tests.policy import scratch, unavailable
 from tests.registry_servers import (
     FaultProxy,
     oci_layout,
@@ -49,10 +49,14 @@ class Pushed:
 
 
 @pytest.fixture(scope="module")
-def pushed(registry: str, tmp_path_factory: pytest.TempPathFactory) -> Pushed:
+def pushed(registry: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pushed]:
     if shutil.which("skopeo") is None:
         unavailable("skopeo is not installed")
-    work = tmp_path_factory.mktemp("resolve")
+    with scratch(tmp_path_factory, "resolve") as work:
+        yield _push(registry, work)
+
+
+def _push(registry: str, work: Path) -> Pushed:
     run = uuid.uuid4().hex[:8]  # fresh tags each run: nothing stale can pass for a result
     multi = f"{registry}/lockpipe-test/registry-multi:{run}"
     single = f"{registry}/lockpipe-test/registry-single:{run}"

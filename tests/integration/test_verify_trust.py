@@ -34,7 +34,7 @@ from lockpipe.registry.client import registry_for
 from lockpipe.registry.push import get_manifest, put_manifest, referrers, upload_blob
 from tests.httpfake import FakeHandler, FakeServer
 from tests.lockfactory import doc, make_repo
-from tests.policy import unavailable
+from tests.policy import scratch, unavailable
 from tests.registry_servers import RegistryProc
 
 pytestmark = [pytest.mark.integration, pytest.mark.buildah]
@@ -65,21 +65,23 @@ class Private:
 
 
 @pytest.fixture(scope="module")
-def built(busybox_base: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) -> Built:
+def built(
+    busybox_base: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Built]:
     """``app`` built with buildah (CPU only: smoke --image needs no GPU for it)."""
     try:
         engine = get_engine("buildah")
     except EngineMissing as exc:
         unavailable(f"buildah is not usable: {exc}")
-    root = tmp_path_factory.mktemp("trust")
-    document = doc()
-    document["bases"]["busybox"] = {"ref": busybox_base[0], "digest": busybox_base[1]}
-    document["targets"]["app"]["tag"] = "localhost/lockpipe-test/trust:1"
-    document["targets"]["app"]["build_args"]["GGML_CUDA"] = "OFF"
-    lock = make_repo(root, document)
-    state = root / "state"
-    build_target(load_lock(lock), "app", engine, Settings(state=state, cache=root / "cache"))
-    return Built(lock, state)
+    with scratch(tmp_path_factory, "trust") as root:
+        document = doc()
+        document["bases"]["busybox"] = {"ref": busybox_base[0], "digest": busybox_base[1]}
+        document["targets"]["app"]["tag"] = "localhost/lockpipe-test/trust:1"
+        document["targets"]["app"]["build_args"]["GGML_CUDA"] = "OFF"
+        lock = make_repo(root, document)
+        state = root / "state"
+        build_target(load_lock(lock), "app", engine, Settings(state=state, cache=root / "cache"))
+        yield Built(lock, state)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ from lockpipe.preflight.vllm_parser import Accepted, Parsed, ParserEnv, Refused
 from lockpipe.refresh import judge
 from lockpipe.refresh.proposal import Proposal
 from tests.frank_small import TURBOQUANT_WHAT_IF, bump, run_preflight, turboquant
-from tests.policy import unavailable
+from tests.policy import scratch, unavailable
 from tests.vllm_env import parser_env
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,13 +39,14 @@ NEW = "0.33.0"
 
 
 @pytest.fixture(scope="module")
-def derived(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def derived(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """0.33.0's rules, derived from its PyPI wheel into a fresh folder."""
-    where = tmp_path_factory.mktemp("rules")
-    try:
-        return vllm_release.derive(NEW, where)
-    except LockpipeError as exc:
-        unavailable(f"vLLM {NEW}'s wheel could not be fetched from PyPI: {exc}")
+    with scratch(tmp_path_factory, "rules") as where:
+        try:
+            rules = vllm_release.derive(NEW, where)
+        except LockpipeError as exc:
+            unavailable(f"vLLM {NEW}'s wheel could not be fetched from PyPI: {exc}")
+        yield rules
 
 
 def test_the_rules_regenerate_from_the_new_wheel_as_shipped(derived: Path) -> None:

@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests import pinned_llama
+from tests.policy import scratch
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_CHECK = REPO / "gpu-check"
@@ -41,30 +43,28 @@ judge = load_judge()
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The files of the pinned tree the rules read, from the sdist run.sh checks."""
     sdist = pinned_llama.sdist()
-    out = tmp_path_factory.mktemp("tree")
     rels = {rel for rel, _ in judge.FORMATS.values()} | {FATTN}
     wanted = {f"{pinned_llama.ROOT}/{rel}" for rel in rels}
-    with tarfile.open(sdist) as tar:
+    with scratch(tmp_path_factory, "tree") as out, tarfile.open(sdist) as tar:
         for member in tar.getmembers():
             if member.name in wanted:
                 tar.extract(member, out, filter="data")
-    return out / pinned_llama.ROOT
+        yield out / pinned_llama.ROOT
 
 
 @pytest.fixture(scope="module")
-def gguf_py(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def gguf_py(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The pinned tree's gguf-py, which run.sh puts on PYTHONPATH (the installed gguf may
     predate gemma4-assistant)."""
-    out = tmp_path_factory.mktemp("gguf-py")
     prefix = f"{pinned_llama.ROOT}/gguf-py/"
-    with tarfile.open(pinned_llama.sdist()) as tar:
+    with scratch(tmp_path_factory, "gguf-py") as out, tarfile.open(pinned_llama.sdist()) as tar:
         for member in tar.getmembers():
             if member.name.startswith(prefix):
                 tar.extract(member, out, filter="data")
-    return out / pinned_llama.ROOT / "gguf-py"
+        yield out / pinned_llama.ROOT / "gguf-py"
 
 
 @pytest.fixture(scope="module")
