@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -112,6 +112,18 @@ def whole_seconds(text: str) -> int:
             "reads as a TimeoutStartSec; give the seconds a model may take to load (e.g. 900)"
         )
     return int(value)
+
+
+def whole(meaning: str) -> Callable[[str], int]:
+    """An argparse type: a whole number, 0 or more; ``meaning`` names it in the refusal."""
+
+    def parse(text: str) -> int:
+        digits = text.strip()
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 18):
+            raise argparse.ArgumentTypeError(f"{shown(text, 40)} is not {meaning}")
+        return int(digits)
+
+    return parse
 
 
 def model_len(text: str) -> int:
@@ -239,8 +251,14 @@ def add_preflight_options(p: argparse.ArgumentParser) -> None:
         help="plan for this card, e.g. rtx3090 (an unknown name lists the known ones); "
         "default: ask nvidia-smi",
     )
-    p.add_argument("--gpu-index", type=int, default=0, help="which host GPU (0)")
-    p.add_argument("--free-mib", type=int, help="free GPU memory to check against (MiB)")
+    p.add_argument(
+        "--gpu-index", type=whole("a GPU index (0, 1, …)"), default=0, help="which host GPU (0)"
+    )
+    p.add_argument(
+        "--free-mib",
+        type=whole("a whole number of MiB (0 or more)"),
+        help="free GPU memory to check against (MiB)",
+    )
     p.add_argument("--driver", help="the host's NVIDIA driver version, e.g. 610.57.04")
     p.add_argument(
         "--preflight",

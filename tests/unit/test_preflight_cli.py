@@ -207,6 +207,24 @@ def test_a_length_written_as_vllm_s_shorthand_is_refused_with_its_whole_number(
     )
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--free-mib", "-5", "'-5' is not a whole number of MiB (0 or more)"),
+        ("--free-mib", "2e4", "'2e4' is not a whole number of MiB (0 or more)"),
+        ("--gpu-index", "-1", "'-1' is not a GPU index (0, 1, …)"),
+    ],
+)
+def test_a_card_given_negative_numbers_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, said: str
+) -> None:
+    """--free-mib -5 was judged as it came: FAIL, "-5 MiB is free now", fix: "stop what
+    holds the card"."""
+    with pytest.raises(SystemExit):
+        run(tmp_path, "--gpu", "rtx3090", option, value, "frank-small")
+    assert f"argument {option}: {said}" in capsys.readouterr().err
+
+
 def test_the_locks_serve_env_is_judged_as_the_server_sees_it(tmp_path: Path) -> None:
     """serve.env reaches the container (smoke and the unit), so preflight judges it as
     it does --env and the Dockerfile's ENV: the seeds' VLLM_ATTENTION_BACKEND=TURBOQUANT
