@@ -16,6 +16,7 @@ from pathlib import Path
 from lockpipe import cmd
 from lockpipe.cli.options import state_dir
 from lockpipe.deploy import keys
+from lockpipe.deploy.artifact import why_not
 from lockpipe.deploy.external import external_target
 from lockpipe.deploy.gate import (
     Verdict,
@@ -100,13 +101,21 @@ def _noted(opts: DeployOptions, verdict: Verdict) -> DeployOptions:
 
 
 def _store(args: argparse.Namespace, lock: Lock, name: str, verdict: Verdict) -> Path:
-    """The store the unit mounts, its payloads checked (a target without any mounts none)."""
+    """The store the unit mounts, its payloads checked (a target without any mounts none, nor
+    one whose unit mounts their artifacts: deploy --artifacts checks those)."""
     env = dict(os.environ)
-    if not lock.target(name).payloads:
+    if not lock.target(name).payloads or _mounts_artifacts(args, lock, name):
         return default_store(env)
     store = unit_store(args.store, verdict.store, env)
     check_payloads(lock, name, store, install=args.install is not None)
     return store
+
+
+def _mounts_artifacts(args: argparse.Namespace, lock: Lock, name: str) -> bool:
+    """deploy --artifacts on a podman that mounts them: the unit mounts no store."""
+    if not args.artifacts:
+        return False
+    return why_not(podman_version(args.podman_version), lock, lock.target(name)) is None
 
 
 def _served(lock: Lock, name: str) -> dict[str, str]:

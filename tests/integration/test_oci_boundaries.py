@@ -130,8 +130,9 @@ def test_a_manifest_of_another_shape_is_named_and_the_hub_serves_the_file(
 SHA = "ab" * 32
 
 
-def _deploy_lock(tmp: Path) -> Path:
-    """A lock whose target ``app`` serves the one-file payload ``gemma`` (rev ``REV``)."""
+def _deploy_lock(tmp: Path, *, cpu: bool = False) -> Path:
+    """A lock whose target ``app`` serves the one-file payload ``gemma`` (rev ``REV``);
+    ``cpu``: built with GGML_CUDA=OFF, so its unit asks for no GPU."""
     document = doc()
     document["payloads"] = {"gemma": {
         "repository": "google/gemma-3-270m", "revision": REV, "role": "model",
@@ -140,18 +141,20 @@ def _deploy_lock(tmp: Path) -> Path:
     app = document["targets"]["app"]
     app["payloads"] = ["gemma"]
     app["serve"]["command"] = ["llama-server", "-m", "{payload:gemma}"]
+    if cpu:
+        app["build_args"]["GGML_CUDA"] = "OFF"
     return make_repo(tmp / "checkout", document)
 
 
 def _deploy_artifacts(
-    registry: _Registry, lock: Path, state: Path, home: Path
+    registry: _Registry, lock: Path, state: Path, home: Path, *more: str
 ) -> subprocess.CompletedProcess[str]:
     """``lockpipe deploy app --artifacts REGISTRY/models`` for podman 5.7, as a user runs it."""
     return subprocess.run(
         [sys.executable, "-m", "lockpipe", "deploy", "app", "--lock", str(lock), "--state",
          str(state), "--image", f"127.0.0.1:5000/lockpipe-test/app@sha256:{'cd' * 32}",
          "--force", "--no-inspect", "--no-verify", "--podman-version", "5.7",
-         "--artifacts", f"{registry.host}/models"],
+         "--artifacts", f"{registry.host}/models", *more],
         capture_output=True, text=True, timeout=120, cwd=REPO,
         env={"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": str(REPO)},
     )  # fmt: skip
@@ -187,6 +190,27 @@ def test_deploy_artifacts_names_a_malformed_manifest_and_writes_no_unit(
         assert "publish them again: lockpipe payloads publish --to" in done.stderr
     assert any(f"/manifests/rev-{REV}" in s for s in registry.seen)
     assert not (state / "deploy").exists()  # neither the .container nor an .artifact unit
+
+
+def test_deploy_artifacts_installs_a_unit_that_mounts_them_without_a_local_store(
+    servers: tuple[_Registry, FakeHub], tmp_path: Path
+) -> None:
+    """The unit mounts the artifacts, not the store; --install refused it all the same:
+    "the unit mounts the payload store …/store, but its payloads gemma are not there …
+    fetch them", for files it would never read."""
+    registry, _ = servers
+    layer = _layer(mediaType=mp.WEIGHT_RAW, digest="sha256:" + SHA, size=10,
+                   annotations={mp.FILEPATH: "g.gguf"})  # fmt: skip
+    registry.manifest = json.dumps({"layers": [layer]}).encode()
+    lock, state, units = _deploy_lock(tmp_path, cpu=True), tmp_path / "state", tmp_path / "units"
+    units.mkdir()
+    done = _deploy_artifacts(registry, lock, state, tmp_path, "--store",
+                             str(tmp_path / "no-store"), "--install", str(units))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "fetch them" not in done.stderr and "not in" not in done.stderr, done.stderr
+    assert sorted(p.name for p in units.iterdir()) == ["app-gemma.artifact", "app.container"]
+    unit = (units / "app.container").read_text()
+    assert "type=artifact,source=app-gemma.artifact" in unit and ":/store" not in unit, unit
 
 
 # --- a token server that refuses mid-run: that candidate fails, the Hub serves the file ----
