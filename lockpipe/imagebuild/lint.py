@@ -8,7 +8,8 @@
 - targets that forbid it (frank-small) have no COPY or ADD;
 - no download in a RUN step without a checksum check, and no ``# syntax=``
   frontend that is not pinned by digest;
-- apt packages (``*_APT_PACKAGES`` build args) come from a dated snapshot.
+- apt packages (``*_APT_PACKAGES`` build args) come from a dated snapshot, and no RUN
+  installs with a package manager that takes what its index serves today.
 """
 
 from __future__ import annotations
@@ -47,6 +48,16 @@ _REMOTE = re.compile(r"(?i)\b(https?|git|ssh)://|(^|\s)[a-z0-9_-]+@[a-z0-9.-]+:"
 _CHECKED = re.compile(
     r"sha256sum\s+(-c|--check)|--require-hashes|--hash=sha256:|\bsha256sum\b.*\bgrep\b"
 )
+# Package managers that install what their index serves today, with no hash to hold it to:
+# apt outside a snapshot, apk, dnf/yum/zypper, npm/yarn/pnpm adds (npm ci keeps to
+# package-lock.json's integrity hashes), gem, pipx, uv tool.
+_PACKAGES = re.compile(
+    r"\b(apt-get|apt|aptitude|dnf|microdnf|yum|zypper)\s+(-\S+\s+)*install\b"
+    r"|\bapk\s+(-\S+\s+)*add\b|\b(npm\s+(install|i|add)|yarn\s+(global\s+)?add|pnpm\s+add)\b"
+    r"|\b(gem|pipx)\s+install\b|\buv\s+tool\s+install\b",
+    re.IGNORECASE,
+)
+_APT_SNAPSHOT = re.compile(r"APT_SNAPSHOT|snapshot\.debian\.org|--snapshot\b")
 _PIPE_TO_SHELL = re.compile(r"\|\s*(sudo\s+)?(ba|da|z)?sh\b")
 # a control character other than tab: "embedded null byte" where a source names a path
 _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f]")
@@ -139,6 +150,16 @@ def _check_named(
     return out
 
 
+def _unpinned_packages(script: str) -> str | None:
+    """The first package manager install in ``script`` that no pin holds, or None; apt is
+    held by a dated snapshot named in the same script."""
+    for found in _PACKAGES.finditer(script):
+        word = found.group(0)
+        if not (word.lower().startswith("apt") and _APT_SNAPSHOT.search(script)):
+            return " ".join(word.split())
+    return None
+
+
 def unpinned_apt(build_args: Mapping[str, str]) -> list[str]:
     """Build args that install apt packages without a dated snapshot (whatever is current)."""
     if build_args.get("APT_SNAPSHOT"):
@@ -198,6 +219,12 @@ def lint_dockerfile(text: str, *, pinned_args: Set[str], allow_copy: bool = True
         elif ins.keyword == "RUN" and _DOWNLOAD.search(script) and _PIPE_TO_SHELL.search(script):
             why = "RUN pipes a download into a shell, which no checksum can vet; use the lock"
             findings.append(Finding(ins.line, "download", why))
+        elif ins.keyword == "RUN" and (found := _unpinned_packages(script)):
+            findings.append(Finding(ins.line, "download", (
+                f"RUN installs with '{found}', which takes what its index serves at build "
+                "time; give apt packages to a *_APT_PACKAGES build arg (installed from the "
+                "lock's APT_SNAPSHOT), and others through a hash-pinned file (pip "
+                "--require-hashes, npm ci)")))  # fmt: skip
         elif ins.keyword == "RUN" and _DOWNLOAD.search(script) and not _CHECKED.search(script):
             tool = _DOWNLOAD.search(script)
             findings.append(

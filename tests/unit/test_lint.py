@@ -183,3 +183,44 @@ def test_a_control_character_in_an_instruction_is_a_finding(char: str) -> None:
     assert [(f.line, f.rule) for f in found] == [(2, "control")]
     assert repr(char) in found[0].message
     assert rules("FROM scratch\nRUN printf 'a\tb'\n") == []  # a tab is text
+
+
+# -- package managers: what the index serves today -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("run", "tool"),
+    [
+        ("apt-get update && apt-get install -y --no-install-recommends curl", "apt-get install"),
+        ("apt-get -y -q install curl", "apt-get -y -q install"),
+        ("apk add --no-cache bash", "apk add"),
+        ("dnf -y install gcc", "dnf -y install"),
+        ("npm install -g left-pad", "npm install"),
+        ("yarn global add x", "yarn global add"),
+        ("pipx install ruff", "pipx install"),
+        ("uv tool install ruff", "uv tool install"),
+        ("gem install rails", "gem install"),
+        ("<<EOF\nset -e\napt-get install -y curl\nEOF", "apt-get install"),  # a heredoc body
+    ],
+)
+def test_a_package_manager_install_is_named_with_where_pins_go(run: str, tool: str) -> None:
+    """apt-get install in a RUN took the archive's packages of that day, outside the
+    *_APT_PACKAGES build args and their APT_SNAPSHOT, and linted clean."""
+    (finding,) = lint_dockerfile(f"FROM scratch\nRUN {run}\n", pinned_args=set())
+    assert finding.rule == "download" and finding.line == 2
+    assert finding.message.startswith(f"RUN installs with '{tool}', which takes what its index")
+    assert "*_APT_PACKAGES build arg (installed from the lock's APT_SNAPSHOT)" in finding.message
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        "npm ci",  # package-lock.json's integrity hashes
+        'sh /usr/local/lib/lockpipe/apt-install.sh "${BUILD_APT_PACKAGES}" "${APT_SNAPSHOT}"',
+        "apt-get install --snapshot 20250101T000000Z -y jq",
+        'echo "deb https://snapshot.debian.org/archive/debian/x bookworm main" > s && '
+        "apt-get install -y jq",
+    ],
+)
+def test_installs_held_by_a_lock_file_or_a_snapshot_are_clean(run: str) -> None:
+    assert lint_dockerfile(f"FROM scratch\nRUN {run}\n", pinned_args=set()) == []
