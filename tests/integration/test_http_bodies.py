@@ -15,12 +15,14 @@ import hashlib
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import lockpipe.http
 from lockpipe.errors import FetchError, RegistryError
 from lockpipe.refresh.api import Api
 from lockpipe.registry.transport import Registry
@@ -36,12 +38,15 @@ class SlowRegistry(FakeServer):
     """FAKE registry: no blob is there; an upload starts at POST; a PUT's body is read
     ``step`` bytes every ``pause`` s (a slow uplink: no single stall near the read
     timeout), then answered 201; ``trickle``: its status line a byte every ``pause`` s
-    instead (an answer that never comes in time). ``puts`` holds each PUT's body's sha256
-    as it ended."""
+    instead (an answer that never comes in time); ``silent``: no answer at all, until
+    ``stopping`` is set. ``puts`` holds each PUT's body's sha256 as it ended."""
 
-    def __init__(self, step: int, pause: float, *, trickle: bool = False) -> None:
+    def __init__(
+        self, step: int, pause: float, *, trickle: bool = False, silent: bool = False
+    ) -> None:
         super().__init__(_Registry)
-        self.step, self.pause, self.trickle = step, pause, trickle
+        self.step, self.pause, self.trickle, self.silent = step, pause, trickle, silent
+        self.stopping = threading.Event()
         self.puts: list[str] = []
         self.started = 0  # PUTs begun
 
@@ -79,6 +84,9 @@ class _Registry(FakeHandler):
             return
         with self.server.lock:
             self.server.puts.append(digest.hexdigest())
+        if self.server.silent:
+            self.server.stopping.wait(120)
+            return
         if not self.server.trickle:
             return self.send_bytes(201, b"")
         try:
@@ -136,6 +144,29 @@ def test_an_upload_left_late_fails_once_and_is_not_sent_again_beside_itself(
     assert "after 1 try" in str(caught.value)
     time.sleep(1.0)  # a retry, had there been one, would have begun by now
     assert stalled.started == 1
+
+
+def test_a_registry_silent_after_a_big_body_is_given_up_on_in_the_send_buffers_time(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """8 MiB read at once, then no answer. The answer's read waited for the whole body at
+    1 KiB/s on top of the read timeout (8,192 s; 18 hours for a 64 MiB chunk), where only
+    what the kernel's send buffer may still hold can be going out: here 2 KiB, so 2.5 s a
+    try."""
+    monkeypatch.setattr(lockpipe.http, "SEND_BUFFER", 2048, raising=False)
+    blob = tmp_path / "blob"
+    blob.write_bytes(b"s" * (8 << 20))
+    digest = "sha256:" + hashlib.sha256(blob.read_bytes()).hexdigest()
+    server = SlowRegistry(step=8 << 20, pause=0, silent=True)
+    try:
+        reg = Registry(server.host, scheme="http", credential=None, timeout=0.5, retries=1)
+        with pytest.raises(RegistryError, match="ReadTimeout") as caught:
+            within(60, lambda: upload_file(reg, "x/y", blob, digest, 8 << 20, chunk=1 << 30))
+        assert "after 2 tries" in str(caught.value), caught.value
+        assert server.puts == [digest.removeprefix("sha256:")] * 2
+    finally:
+        server.stopping.set()
+        server.stop()
 
 
 class _BadLocation(FakeHandler):
