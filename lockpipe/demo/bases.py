@@ -13,11 +13,11 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-import requests
-
 from lockpipe import cmd
 from lockpipe.demo.plan import CONTAINERFILE, BaseRecipe
+from lockpipe.demo.registry import status
 from lockpipe.errors import EngineError, FetchError
+from lockpipe.http import NoAnswer
 from lockpipe.log import Heartbeat, echo
 
 ACCEPT = {"Accept": "application/vnd.oci.image.manifest.v1+json, "
@@ -73,12 +73,10 @@ def registry_digest(ref: str) -> str | None:
     """The digest a loopback registry (plain HTTP) serves for ``ref``; None if it has none."""
     host, _, rest = ref.partition("/")
     repo, _, tag = rest.rpartition(":")
-    try:
-        reply = requests.head(f"http://{host}/v2/{repo}/manifests/{tag}", headers=ACCEPT,
-                              timeout=10)  # fmt: skip
-    except requests.RequestException:
+    got = status("HEAD", f"http://{host}/v2/{repo}/manifests/{tag}", 10, ACCEPT)
+    if isinstance(got, NoAnswer) or got[0] != 200:
         return None
-    return reply.headers.get("Docker-Content-Digest") if reply.ok else None
+    return got[1].get("Docker-Content-Digest")
 
 
 def _stamp(tar: Path, ref: str) -> str:

@@ -20,6 +20,7 @@ import requests
 from lockpipe import cmd
 from lockpipe.demo.plan import REGISTRY
 from lockpipe.errors import RegistryError
+from lockpipe.http import NoAnswer, Session, follow
 from lockpipe.log import echo
 
 CONFIG = """\
@@ -32,23 +33,32 @@ http:
 """
 
 
+def status(
+    method: str, url: str, timeout: float, headers: dict[str, str] | None = None
+) -> tuple[int, requests.structures.CaseInsensitiveDict[str]] | NoAnswer:
+    """The status and headers ``url`` answers (its body left unread), or the
+    :class:`~lockpipe.http.NoAnswer` that says why none came: through lockpipe's HTTP
+    rules, so an answer that trickles or never ends is bounded, and ``~/.netrc`` sends
+    nothing."""
+    with Session() as session:
+        try:
+            answer = follow(session, method, url, origin=url, auth=None, headers=headers,
+                            timeout=timeout, stream=True)  # fmt: skip
+        except NoAnswer as exc:
+            return exc
+        answer.response.close()
+        return answer.status, answer.response.headers
+
+
 def answers(registry: str) -> bool:
     """Whether an OCI registry answers ``/v2/`` at ``registry`` over plain HTTP."""
-    try:
-        reply = requests.get(f"http://{registry}/v2/", timeout=3)
-    except requests.RequestException:
-        return False
-    return reply.status_code in (200, 401)
+    got = status("GET", f"http://{registry}/v2/", 3)
+    return not isinstance(got, NoAnswer) and got[0] in (200, 401)
 
 
 def _port_taken(registry: str) -> bool:
-    try:
-        requests.get(f"http://{registry}/", timeout=3)
-    except requests.ConnectionError:
-        return False
-    except requests.RequestException:
-        return True
-    return True
+    got = status("GET", f"http://{registry}/", 3)
+    return not (isinstance(got, NoAnswer) and isinstance(got.cause, requests.ConnectionError))
 
 
 @contextlib.contextmanager
