@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
-import stat
 from collections.abc import Iterator, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from lockpipe.errors import LockError
 from lockpipe.fs import hash_file, read_utf8
@@ -23,6 +21,7 @@ from lockpipe.imagebuild.dockerfile import (
     mount_options,
     source_lines,
 )
+from lockpipe.lock.fingerprint import context_paths
 from lockpipe.urls import shown
 
 FROM_LABEL = "io.github.lockpipe.from"
@@ -152,37 +151,20 @@ def mark_mounts(text: str, context: Path, where: str = "Dockerfile") -> str:
     return _joined(lines)
 
 
-_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-          stat.S_IFBLK: "a block device"}  # fmt: skip
+def _copy(context: Path, dest: Path) -> None:
+    """Copy the files :func:`context_paths` lists (and only those) from ``context`` to
+    ``dest``, links followed, folders with their modes: what the fingerprint and the build
+    key count is what the engine gets."""
+    keep: set[PurePosixPath] = set()
+    for rel in context_paths(context):
+        keep.update(PurePosixPath(rel).parents)
+        keep.add(PurePosixPath(rel))
 
+    def skip(folder: str, names: list[str]) -> set[str]:
+        rel = PurePosixPath(Path(folder).relative_to(context).as_posix())
+        return {n for n in names if rel / n not in keep}
 
-def _refuse_special_files(context: Path) -> None:
-    """LockError naming the first entry of ``context`` that is no file, folder or link to
-    one, as staging would copy it (links followed): a FIFO or socket was shutil.Error's
-    traceback from copytree (and reading a FIFO can block for ever)."""
-    seen: set[tuple[int, int]] = set()
-    for top, dirs, files in os.walk(context, followlinks=True):
-        st = os.stat(top)
-        if (st.st_dev, st.st_ino) in seen:  # a link back up: walk each folder once
-            dirs.clear()
-            continue
-        seen.add((st.st_dev, st.st_ino))
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        for name in files:
-            path = Path(top, name)
-            try:
-                mode = os.stat(path).st_mode
-            except OSError as exc:  # a dangling link, or one that loops
-                raise LockError(
-                    f"{path}: cannot be staged into the build context ({exc.strerror}); "
-                    "fix or delete it"
-                ) from None
-            if not stat.S_ISREG(mode):
-                kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
-                raise LockError(
-                    f"{path}: {kind} in the build context; only files, folders and links to "
-                    f"them can be staged: move it out of {context} or delete it"
-                )
+    shutil.copytree(context, dest, ignore=skip)
 
 
 def stage(
@@ -202,8 +184,7 @@ def stage(
     marked are returned with ``dest``, for the engine to settle. Each RUN that
     bind-mounts context files gets their digest before it (:func:`mark_mounts`).
     """
-    _refuse_special_files(context)
-    shutil.copytree(context, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    _copy(context, dest)
     for name, path in extra.items():
         shutil.copyfile(path, dest / name)
     target = dest / dockerfile

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from lockpipe.errors import DriftError, LockError
@@ -22,14 +25,72 @@ RELOCK = "review the change, then run nox -s lock"
 SERVING = ("serve", "payloads")  # target keys that say how to run the image, not build it
 
 
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device"}  # fmt: skip
+
+
+def _entry(path: Path, top: Path, root: Path) -> os.stat_result:
+    """The stat of ``path`` (links followed), or LockError naming it: dangling or looping,
+    no file or folder, or a link out of the context (``root``: ``top`` resolved)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:  # a dangling link, or one that loops
+        raise LockError(
+            f"{path}: cannot be staged into the build context ({exc.strerror}); fix or delete it"
+        ) from None
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        kind = _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+        raise LockError(
+            f"{path}: {kind} in the build context; only files, folders and links to "
+            f"them can be staged: move it out of {top} or delete it"
+        )
+    if path.is_symlink() and not Path(os.path.realpath(path)).is_relative_to(root):
+        raise LockError(
+            f"{path}: a link to {os.path.realpath(path)}, outside the build context {top}; "
+            "another checkout would not have what it points to: copy it into the context"
+        )
+    return st
+
+
+def context_paths(top: Path) -> list[str]:
+    """Every file of the build context ``top``, relative and sorted: what the fingerprint
+    hashes, the build key counts and staging copies (one list, so they cannot disagree).
+
+    Links are followed where they stay inside the context (a linked folder's files are
+    listed under the link's name); one that leaves it, dangles or loops, and a FIFO,
+    socket or device, is a LockError naming it. ``__pycache__`` is left out."""
+    if not top.is_dir():
+        return []
+    root = top.resolve()
+    out: list[str] = []
+    st = os.stat(top)
+    todo: list[tuple[Path, str, tuple[tuple[int, int], ...]]] = [
+        (top, "", ((st.st_dev, st.st_ino),))
+    ]
+    while todo:
+        folder, rel, above = todo.pop()
+        for name in sorted(os.listdir(folder)):
+            if name == "__pycache__":
+                continue
+            path, sub = folder / name, f"{rel}{name}"
+            st = _entry(path, top, root)
+            if stat.S_ISREG(st.st_mode):
+                out.append(sub)
+                continue
+            if (st.st_dev, st.st_ino) in above:
+                raise LockError(
+                    f"{path}: a link to {os.path.realpath(path)}, a folder that holds it, so "
+                    "the build context would never end; delete the link"
+                )
+            todo.append((path, f"{sub}/", (*above, (st.st_dev, st.st_ino))))
+    return sorted(out)
+
+
 def context_files(lock: Lock, target: Target) -> dict[str, str]:
-    """Relative path → sha256 for every file in the target's context folder."""
+    """Relative path → sha256 for every file in the target's context folder
+    (:func:`context_paths`; a link's target's content)."""
     top = lock.root / target.context
-    return {
-        p.relative_to(top).as_posix(): sha256_file(p)
-        for p in sorted(top.rglob("*"))
-        if p.is_file() and "__pycache__" not in p.parts
-    }
+    return {rel: sha256_file(top / rel) for rel in context_paths(top)}
 
 
 def _pins(entry: dict[str, Any]) -> dict[str, Any]:
