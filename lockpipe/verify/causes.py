@@ -68,6 +68,13 @@ METADATA = Cause(
     "set them explicitly (COPY --chmod/--chown, chmod in the RUN), and build with the same "
     "engine: isolation and umask differ between engines",
 )
+XATTRS = Cause(
+    "xattrs",
+    "the same file with other extended attributes: file capabilities (security.capability), "
+    "an SELinux label (security.selinux) or an ACL (system.posix_acl_*)",
+    "set them in the RUN (setcap, setfacl) and build with the same engine and storage: "
+    "engines and storage drivers differ in which extended attributes they keep",
+)
 CONTENT = Cause(
     "content",
     "a step writes different bytes or a different set of files each time",
@@ -144,9 +151,9 @@ MANIFEST = Cause(
     "compare config digests (the image ID), as verify --rebuild does; push with the same "
     "engine, version and compression for equal manifests",
 )
-ALL = (TIMESTAMPS, PYC, APT_LOG, LDCONFIG, BUILD_PATH, RANDOM, METADATA, CONTENT, FILE_ORDER,
-       ENCODING, ENGINE, INPUTS, MOVED_BASE, HOST_HISTORY, STEP, PLATFORM, CONFIG, CONFIG_BYTES,
-       MANIFEST)  # fmt: skip
+ALL = (TIMESTAMPS, PYC, APT_LOG, LDCONFIG, BUILD_PATH, RANDOM, METADATA, XATTRS, CONTENT,
+       FILE_ORDER, ENCODING, ENGINE, INPUTS, MOVED_BASE, HOST_HISTORY, STEP, PLATFORM, CONFIG,
+       CONFIG_BYTES, MANIFEST)  # fmt: skip
 PLATFORM_KEYS = ("os", "architecture", "variant", "os.version", "os.features")
 HEX_ID = re.compile(r"\b[0-9a-f]{12,64}\b")  # an image ID, short (12) or whole
 BASE_DIGEST = re.compile(r"@sha256:[0-9a-f]{64}")
@@ -157,7 +164,9 @@ LDCONFIG_PATH = "var/cache/ldconfig/aux-cache"
 
 
 def differing_fields(a: Entry | None, b: Entry | None) -> tuple[str, ...]:
-    """Which of content, kind, mode, owner (name), mtime, link differ; ``only in A/B``."""
+    """Which of content, kind, mode, owner (name), mtime, link differ, and each extended
+    attribute that does (``xattr NAME``: set on one side only, or to another value);
+    ``only in A/B``."""
     if a is None or b is None:
         return ("only in B",) if a is None else ("only in A",)
     out = []
@@ -175,6 +184,8 @@ def differing_fields(a: Entry | None, b: Entry | None) -> tuple[str, ...]:
         out.append("mtime")
     if a.link != b.link:
         out.append("link")
+    ax, bx = dict(a.xattrs), dict(b.xattrs)
+    out += [f"xattr {n}" for n in sorted(set(ax) | set(bx)) if ax.get(n) != bx.get(n)]
     return tuple(out)
 
 
@@ -189,6 +200,8 @@ def classify(a: Entry | None, b: Entry | None) -> Cause:
         return ENCODING
     if fields in ({"mtime"}, {"mtime", "owner name"}):
         return TIMESTAMPS
+    if fields and all(f.startswith("xattr ") for f in fields):
+        return XATTRS
     if path.startswith(APT_PATHS) or path in APT_FILES:
         return APT_LOG
     if path == LDCONFIG_PATH:

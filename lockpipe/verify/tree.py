@@ -18,6 +18,7 @@ TMPDIR is checked against the image's size (``space.py``).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import math
@@ -29,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import unquote
 
 from lockpipe import cmd
 from lockpipe.errors import EngineError
@@ -46,6 +48,8 @@ BUILD_PATH = re.compile(rb"/(?:tmp|var/tmp|build|builddir|workspace)/[\w.+-]{1,6
 CLOCK = re.compile(rb"\b\d\d:\d\d:\d\d\b|\b(?:19|20)\d\d-\d\d-\d\dT\d\d:\d\d")
 UUID = re.compile(rb"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+SCHILY_XATTR = "SCHILY.xattr."
+LIBARCHIVE_XATTR = "LIBARCHIVE.xattr."
 KINDS = {
     tarfile.REGTYPE: "file", tarfile.AREGTYPE: "file", tarfile.CONTTYPE: "file",
     tarfile.DIRTYPE: "dir", tarfile.SYMTYPE: "symlink", tarfile.LNKTYPE: "hardlink",
@@ -72,6 +76,8 @@ class Entry:
     build_paths: tuple[str, ...] = ()
     clock: str = ""  # the first wall-clock time in its bytes
     uuid: str = ""  # the first random UUID in its bytes
+    # extended attributes (name, value), sorted: file capabilities, SELinux labels, ACLs
+    xattrs: tuple[tuple[str, bytes], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,9 +225,27 @@ def _entry(m: tarfile.TarInfo, data: IO[bytes] | None, layer: str) -> Entry:
         path=m.name.removeprefix("./").strip("/") or ".",
         kind=KINDS.get(m.type, f"type-{m.type!r}"),
         mode=m.mode & 0o7777, uid=m.uid, gid=m.gid, uname=m.uname, gname=m.gname,
-        mtime=int(m.mtime), size=m.size, link=m.linkname,
+        mtime=int(m.mtime), size=m.size, link=m.linkname, xattrs=xattrs(m.pax_headers),
     )  # fmt: skip
     return entry if data is None else scan(data, entry)
+
+
+def xattrs(pax: Mapping[str, str]) -> tuple[tuple[str, bytes], ...]:
+    """A member's extended attributes from its PAX headers, by name: ``SCHILY.xattr.NAME``
+    (GNU tar, buildah, BuildKit: the value's bytes, which tarfile reads as UTF-8 with
+    surrogates) and ``LIBARCHIVE.xattr.NAME`` (bsdtar: the name URL-encoded, the value
+    base64), the first where both name one."""
+    out: dict[str, bytes] = {}
+    for key, value in pax.items():
+        if key.startswith(SCHILY_XATTR):
+            out[key.removeprefix(SCHILY_XATTR)] = value.encode("utf-8", "surrogateescape")
+    for key, value in pax.items():
+        if key.startswith(LIBARCHIVE_XATTR):
+            raw = value.encode("utf-8", "surrogateescape")
+            with contextlib.suppress(ValueError):  # binascii.Error: not base64, kept as is
+                raw = base64.b64decode(raw + b"=" * (-len(raw) % 4), validate=True)
+            out.setdefault(unquote(key.removeprefix(LIBARCHIVE_XATTR)), raw)
+    return tuple(sorted(out.items()))
 
 
 def scan(data: IO[bytes], entry: Entry) -> Entry:
