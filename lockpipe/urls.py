@@ -11,9 +11,13 @@ the signature of a signed URL (a CDN's redirect target) the same way.
 from __future__ import annotations
 
 import base64
+import contextlib
 import re
 from collections.abc import Callable
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
+
+from urllib3.exceptions import LocationParseError
+from urllib3.util import parse_url
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 LINK_SHOWN = 200  # characters of a Link header an error shows
@@ -46,11 +50,27 @@ _SIGNED = re.compile(
 
 
 def origin(url: str) -> tuple[str, str, int | None]:
-    """(scheme, host, port) of ``url``, the port filled in from the scheme; ValueError if
-    ``url`` cannot be parsed."""
+    """(scheme, host, port) of ``url``, the port filled in from the scheme: where requests
+    connects, read by urllib3's parser as requests reads it. ValueError if ``url`` cannot
+    be parsed, or if urllib.parse reads another host or port in it: in
+    ``http://a:1\\@b:2/`` urllib3 ends the authority at the backslash (host a, port 1)
+    where urllib.parse reads b:2, and such a URL is nobody's origin."""
+    try:
+        sent = parse_url(url)
+    except LocationParseError as e:
+        raise ValueError(f"{redact(url)!r} is not a URL ({e})") from None
+    scheme = (sent.scheme or "").lower()
+    host = (sent.host or "").lower().removeprefix("[").removesuffix("]")
+    found = scheme, host, sent.port or DEFAULT_PORTS.get(scheme)
     parts = urlsplit(url)
+    read = unquote(parts.hostname or "")
+    with contextlib.suppress(UnicodeError):  # urllib3 sends a name in IDNA
+        read = read.encode("idna").decode("ascii")
     scheme = parts.scheme.lower()
-    return scheme, (parts.hostname or "").lower(), parts.port or DEFAULT_PORTS.get(scheme)
+    if (scheme, read.lower(), parts.port or DEFAULT_PORTS.get(scheme)) != found:
+        raise ValueError(f"{redact(url)!r} names two hosts: its authority reads differently to "
+                         "urllib3, which connects, and to urllib.parse")  # fmt: skip
+    return found
 
 
 def same_origin(url: str, other: str) -> bool:

@@ -42,7 +42,7 @@ import requests
 import urllib3
 import urllib3.exceptions
 
-from lockpipe.urls import same_origin, shown
+from lockpipe.urls import redact, same_origin, shown
 
 T = TypeVar("T")
 
@@ -349,7 +349,7 @@ def follow(
         if not (resp.is_redirect and follows and rewindable and "location" in resp.headers):
             return Answer(response=resp, url=url, authorized=mine, looped=False)
         try:
-            there = urljoin(url, resp.headers["location"])
+            there = as_sent(urljoin(url, resp.headers["location"]))
         except ValueError as exc:  # an IPv6 host without its "]": requests' InvalidURL
             drain(resp, read_timeout)
             bad = requests.exceptions.InvalidURL(str(exc))
@@ -361,6 +361,26 @@ def follow(
         drain(resp, read_timeout)
     assert resp is not None
     return Answer(response=resp, url=url, authorized=False, looped=True)
+
+
+def as_sent(url: str) -> str:
+    """``url`` as requests sends it (urllib3 parses it, requests quotes it again): a
+    redirect's target is followed, compared with its origin and shown in this form.
+    ValueError (requests' InvalidURL, MissingSchema) if it cannot be sent.
+
+    A URL that names two hosts (``http://a:1\\@b:2/x``: urllib.parse reads b:2, urllib3
+    and requests connect to a:1) goes to a:1 as ``http://a:1/%5C%40b:2/x``: its ``@``
+    quoted, it reads as the host it goes to, to a person and to :func:`redact` alike."""
+    prepared = requests.PreparedRequest()
+    try:
+        prepared.prepare_url(url, None)
+    except requests.RequestException as exc:  # its words quote the URL, a password too
+        raise ValueError(redact(str(exc))) from None
+    sent = prepared.url or url
+    if same_origin(sent, url):
+        return sent
+    head, _, path = sent.partition("://")[2].partition("/")
+    return f"{sent.partition('://')[0]}://{head}/{path.replace('@', '%40')}"
 
 
 DRAIN = 1 << 20  # the most bytes of an answer not wanted (a redirect's, an error's) read

@@ -24,6 +24,7 @@ from lockpipe.urls import (
     basic_auth,
     clipped,
     next_page,
+    origin,
     redact,
     same_origin,
     shown,
@@ -42,10 +43,37 @@ CRED = Credential(username="alice", secret="s3cret", source="test")
         ("http://127.0.0.1:5001/v2/x", "http://127.0.0.1:5000/", False),  # another port
         ("http://r.example/v2/x", "https://r.example/", False),  # https down to http
         ("http://[::1/x", "http://[::1]/", False),  # unparsable: nobody's origin
+        # urllib.parse reads 127.0.0.1:5000 after the '@'; urllib3 connects to :6000
+        ("http://127.0.0.1:6000\\@127.0.0.1:5000/x", "http://127.0.0.1:5000/", False),
+        ("http://127.0.0.1:6000\\\\@127.0.0.1:5000/x", "http://127.0.0.1:5000/", False),
+        ("http://evil.example\\@r.example/x", "http://r.example/", False),
+        ("http://Bücher.example/x", "http://xn--bcher-kva.example/", True),  # IDNA
+        ("http://[::1]:80/x", "http://[::1]/", True),
     ],
 )
 def test_credentials_belong_to_one_scheme_host_and_port(url: str, other: str, same: bool) -> None:
     assert same_origin(url, other) is same
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:6000\\@127.0.0.1:5000/x",
+        "http://evil.example\\@r.example/x",
+        "http://a\\b/x",
+        "http://u:pw@evil.example\\@r.example/x",
+    ],
+)
+def test_a_url_read_two_ways_is_nobodys_origin(url: str) -> None:
+    with pytest.raises(ValueError, match="names two hosts") as e:
+        origin(url)
+    assert "pw" not in str(e.value)
+
+
+def test_the_origin_is_where_requests_connects() -> None:
+    assert origin("HTTP://R.example/x") == ("http", "r.example", 80)
+    assert origin("https://u:p@r.example:5000/x\\y@z") == ("https", "r.example", 5000)
+    assert origin("http://127.0.0.1:6000\t@127.0.0.1:5000/x") == ("http", "127.0.0.1", 5000)
 
 
 def test_userinfo_is_taken_out_and_never_shown() -> None:
