@@ -52,6 +52,16 @@ class TooSlow(RetryableHTTP):
     free, as a drop's do, or a server sending a byte at a time would be retried for ever."""
 
 
+class RangeRefused(HTTPFatal):
+    """416: the server at ``url`` holds no bytes from where a piece starts; ``total`` is
+    the file's size its ``Content-Range: bytes */N`` gave, when it did."""
+
+    def __init__(self, url: str, start: int, total: int | None) -> None:
+        holds = f"its file is {total:,} bytes" if total is not None else "it names no size"
+        super().__init__(f"{url}: HTTP 416, no bytes from {start:,} on ({holds})", 416)
+        self.url, self.total = url, total
+
+
 class RangeIgnored(FetchError):
     """The server answered a ranged request with the whole file (200)."""
 

@@ -23,13 +23,14 @@ import requests
 
 from lockpipe.http import MAX_REDIRECTS, Answer, NoAnswer, retryable, whole_number
 from lockpipe.http.transport import Req, Transport
-from lockpipe.payloads.errors import HTTPFatal, RetryableHTTP, TooSlow
+from lockpipe.payloads.errors import HTTPFatal, RangeRefused, RetryableHTTP, TooSlow
 from lockpipe.payloads.neterrors import bad_url, classify
 from lockpipe.payloads.settings import Tuning
 from lockpipe.payloads.sources import Candidate, repo_page
 from lockpipe.urls import redact, shown
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
+_UNSATISFIED = re.compile(r"bytes \*/(\d{1,18})")  # a 416's Content-Range
 
 
 @dataclass(kw_only=True)
@@ -46,6 +47,11 @@ class Opened:
 def _fix(status: int, cand: Candidate, url: str, sent_token: bool) -> str:
     if status == 401 and cand.kind == "mirror":  # an http:// mirror's, or a registry's
         return cand.refused_fix(sent_token)
+    if status == 403 and cand.kind == "mirror":  # no Hub token goes to a mirror
+        return (
+            "the mirror forbids this file: check that --mirror's user may read it, or "
+            "that the mirror serves this repository"
+        )
     if status == 401:
         if sent_token:
             return "the Hub refused the token (HF_TOKEN or the token file); check that it is valid"
@@ -66,12 +72,15 @@ def _fix(status: int, cand: Candidate, url: str, sent_token: bool) -> str:
     return "the server refused the request; check the URL"
 
 
-def _status_error(answer: Answer, cand: Candidate) -> Exception:
+def _status_error(answer: Answer, cand: Candidate, start: int) -> Exception:
     status = answer.status
     shown = redact(answer.url)  # a redirect may name a user and password of its own
     where = shown if answer.url == cand.url else f"{cand.url} (redirected to {shown})"
     if retryable(status):
         return RetryableHTTP(f"{where}: HTTP {status}", answer.asked(), status)
+    if status == 416:  # a resumed piece past the end of what the server holds
+        size = _UNSATISFIED.fullmatch(answer.response.headers.get("Content-Range", "").strip())
+        return RangeRefused(where, start, int(size[1]) if size else None)
     fix = _fix(status, cand, cand.url, answer.authorized)
     return HTTPFatal(f"{where}: HTTP {status}; {fix}", status)
 
@@ -98,7 +107,7 @@ def open_range(transport: Transport, cand: Candidate, start: int, end: int | Non
         raise HTTPFatal(f"{cand.url}: more than {MAX_REDIRECTS} redirects; check the URL", 310)
     if resp.status_code not in (200, 206):
         resp.close()
-        raise _status_error(answer, cand)
+        raise _status_error(answer, cand, start)
     return _opened(resp, cand, start, redact(answer.url))
 
 

@@ -14,7 +14,14 @@ import os
 import threading
 
 from lockpipe.errors import IntegrityError, LockpipeError
-from lockpipe.payloads.errors import HTTPFatal, RangeIgnored, RetryableHTTP, Stopped, TooSlow
+from lockpipe.payloads.errors import (
+    HTTPFatal,
+    RangeIgnored,
+    RangeRefused,
+    RetryableHTTP,
+    Stopped,
+    TooSlow,
+)
 from lockpipe.payloads.gate import Permit
 from lockpipe.payloads.hasher import OrderedHasher, Unfed
 from lockpipe.payloads.http import Opened, body, open_range
@@ -152,7 +159,12 @@ class Transfer:
                 self._retry(exc, permit, streak.failed(False))
 
     def _open(self, start: int, end: int) -> Opened:
-        opened = open_range(self.ctx.transport(), self.cand, start, end)
+        try:
+            opened = open_range(self.ctx.transport(), self.cand, start, end)
+        except RangeRefused as exc:  # a resume past the end of a shorter file: its size
+            if exc.total is not None:
+                self._sizes_agree(exc.total, exc.url)
+            raise
         self.ctx.gate.accepted()
         return opened
 
@@ -166,17 +178,26 @@ class Transfer:
         return p.pinned is None and opened.total is not None and p.size not in (None, opened.total)
 
     def _check_total(self, opened: Opened) -> None:
+        if opened.total is not None:
+            try:
+                self._sizes_agree(opened.total, opened.url)
+            except LockpipeError:
+                opened.response.close()
+                raise
+
+    def _sizes_agree(self, total: int, url: str) -> None:
+        """HTTPFatal or IntegrityError when ``url`` says the file has ``total`` bytes and
+        the lock pins, or a server claimed, another size."""
         size = self.partial.size
-        if opened.total is not None and size is not None and opened.total != size:
-            opened.response.close()
+        if size is not None and total != size:
             if self.partial.pinned is None:  # a server's claim, contradicted mid-transfer
                 raise HTTPFatal(
-                    f"{opened.url} now says the file has {opened.total:,} bytes, "
+                    f"{url} now says the file has {total:,} bytes, "
                     f"{size:,} before; the server changed the file while it was fetched",
                     206,
                 )
             raise IntegrityError(
-                f"{self.label}: {opened.url} serves {opened.total:,} bytes, the lock pins "
+                f"{self.label}: {url} serves {total:,} bytes, the lock pins "
                 f"{size:,}; the file changed upstream or the revision is wrong: fix the mirror, "
                 "or re-pin the entry from the repository's file page"
             )
