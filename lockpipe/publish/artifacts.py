@@ -34,6 +34,7 @@ from lockpipe.registry.client import registry_for
 from lockpipe.registry.push import attach_referrer, put_manifest, referrers, upload_blob
 from lockpipe.registry.transport import Registry
 from lockpipe.registry.upload import DEFAULT_CHUNK, Uploaded, upload_file
+from lockpipe.urls import redact, split_userinfo
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,7 +100,7 @@ def _publish(p: Payload, prefix: str, o: PublishOptions) -> Published:
     registry, _, path_prefix = prefix.partition("/")
     blobs = blobs_of(o.store, p)
     layers = tuple(_layer(b) for b in blobs)
-    urls = {b.file.path: file_url(p, b.file.path, o.env) for b in blobs}
+    urls = {b.file.path: _recorded(file_url(p, b.file.path, o.env)) for b in blobs}
     source = urls[blobs[0].file.path].partition("/resolve/")[0]
     art = mp.artifact(path_prefix, p, layers, source)
     reference = f"{registry}/{art.repository}:{art.tag}"
@@ -129,6 +130,16 @@ def _publish(p: Payload, prefix: str, o: PublishOptions) -> Published:
         provenance=provenance,
         attached=attached,
     )
+
+
+def _recorded(url: str) -> str:
+    """``url`` as the artifact and its provenance record it (the manifest's source
+    annotation, the config's sourceURL, the statement's uris): without the user and
+    password an ``HF_ENDPOINT`` may hold, which are for fetching, not for the registry."""
+    try:
+        return split_userinfo(url)[0]
+    except ValueError:  # not parsable: every login-like part masked all the same
+        return redact(url)
 
 
 def _said(up: Uploaded, size: int) -> str:

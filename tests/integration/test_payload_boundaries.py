@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from lockpipe.errors import INTERRUPTED, FetchError
+from lockpipe.publish.artifacts import PublishOptions, publish_payloads
 from tests.integration.payload_servers import (
     SIGNATURE,
     FaultServer,
@@ -32,6 +34,8 @@ from tests.integration.payload_servers import (
     free_port,
     make_lock,
 )
+from tests.policy import unavailable
+from tests.registry_servers import RegistryProc
 
 pytestmark = pytest.mark.integration
 DATA = os.urandom(3 * (1 << 20) + 321)
@@ -248,3 +252,33 @@ def test_hf_hub_offline_makes_no_request(
     assert again.returncode == 0, again.stderr
     assert [e["status"] for e in _events(again) if e["event"] == "done"] == ["cached"]
     assert upstream.per_file[("ok", "model.bin")] == fetched
+
+
+def test_a_published_payload_records_no_hf_endpoint_login(
+    servers: tuple[FaultServer, FaultServer], tmp_path: Path
+) -> None:
+    """``HF_ENDPOINT=http://alice:SECRET@hub`` fetches with Basic auth; what goes into the
+    registry (the manifest's source annotation, the config's sourceURL, the provenance
+    statement's uris) names the hub without its user and password."""
+    if shutil.which("docker-registry") is None:
+        unavailable("docker-registry is not installed (apt-get install docker-registry)")
+    upstream, _ = servers
+    hub = f"{upstream.url[7:]}/ok"
+    endpoint = f"http://alice:{SECRET}@{hub}"
+    lock = make_lock(tmp_path, {"m": entry(DATA)})
+    assert payloads(tmp_path, endpoint).returncode == 0
+    registry = RegistryProc(tmp_path / "registry")
+    try:
+        options = PublishOptions(
+            store=tmp_path / "store", prefix=f"{registry.host}/leak", env={"HF_ENDPOINT": endpoint}
+        )
+        out = publish_payloads(lock, [], options)
+    finally:
+        registry.stop()
+    assert out and out[0].provenance
+    stored = [p.read_bytes() for p in (tmp_path / "registry" / "data").rglob("data")
+              if p.stat().st_size < 1 << 20]  # fmt: skip
+    recorded = b"\n".join(stored)
+    assert SECRET.encode() not in recorded and b"alice" not in recorded
+    assert recorded.count(f'"http://{hub}/org/model"'.encode()) >= 2  # annotation, config
+    assert f'"http://{hub}/org/model/resolve/'.encode() in recorded  # the statement's uri
