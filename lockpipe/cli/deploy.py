@@ -220,10 +220,9 @@ def do_deploy(args: argparse.Namespace) -> int:
         verify(text, name, inputs.podman, user=user)
     if args.install is not None:
         directory = Path(args.install) if args.install else default_dir(os.environ)
-        for filename, body in artifacts.items():  # before the container unit that mounts them
-            _write(directory.expanduser() / filename, body, "--install")
         done = install(text, name, directory.expanduser(), port=inputs.port,
-                       port_timeout=args.port_timeout, user=user)  # fmt: skip
+                       port_timeout=args.port_timeout, user=user,
+                       companions=artifacts)  # fmt: skip
         if done.stopped and not args.start:
             echo(f"starting {name}.service again, now on the new unit (the install stopped it)")
         if args.start or done.stopped:

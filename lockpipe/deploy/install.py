@@ -78,9 +78,11 @@ def stop_running(name: str, *, user: bool, replacing: Path | None) -> bool:
 def install(
     text: str, name: str, directory: Path, *, port: int, port_timeout: float,
     user: bool | None = None, proc: Path = Path("/proc"), cdi_dirs: Sequence[Path] | None = None,
+    companions: Mapping[str, str] | None = None,
 ) -> Installed:  # fmt: skip
     """Stop a running ``name``.service, wait for ``port`` to clear, then write
-    ``directory/name.container``.
+    ``directory/name.container``, after ``companions`` (file name -> text: the
+    ``.artifact`` units it mounts), which no refusal before it leaves behind.
 
     DeployError first if the unit names a CDI device whose kind no spec in ``cdi_dirs``
     (default :data:`lockpipe.deploy.cdi.CDI_DIRS`) provides. ``user``: systemd's user
@@ -99,14 +101,17 @@ def install(
         raise
     if waited > 0.5:
         echo(f"port {port} cleared after {waited:.1f} s")
-    try:
-        write_atomic(path, text)
-    except OSError as exc:  # /proc/self/fdinfo, a read-only folder
-        again = " ".join(_systemctl(user, "start", f"{name}.service"))
-        back = f"; {name}.service was stopped: `{again}` brings it back" if stopped else ""
-        raise DeployError(f"--install {directory}: cannot write {path} ({exc.strerror or exc}); "
-                          f"give a folder that exists and is writable{back}") from None  # fmt: skip
-    result(f"installed {path}")
+    files = [*((directory / f, body) for f, body in (companions or {}).items()), (path, text)]
+    for where, body in files:  # the units it mounts first: the generator reads them together
+        try:
+            write_atomic(where, body)
+        except OSError as exc:  # /proc/self/fdinfo, a read-only folder
+            again = " ".join(_systemctl(user, "start", f"{name}.service"))
+            back = f"; {name}.service was stopped: `{again}` brings it back" if stopped else ""
+            raise DeployError(f"--install {directory}: cannot write {where} "
+                              f"({exc.strerror or exc}); give a folder that exists and is "
+                              f"writable{back}") from None  # fmt: skip
+        result(f"installed {where}")
     return Installed(path=path, stopped=stopped)
 
 

@@ -213,6 +213,24 @@ def test_deploy_artifacts_installs_a_unit_that_mounts_them_without_a_local_store
     assert "type=artifact,source=app-gemma.artifact" in unit and ":/store" not in unit, unit
 
 
+def test_deploy_artifacts_refused_at_install_leaves_no_artifact_unit_behind(
+    servers: tuple[_Registry, FakeHub], tmp_path: Path
+) -> None:
+    """A GPU unit on a host without a CDI spec: --install refuses it. The .artifact units
+    were written into the install folder before that check, and stayed there without the
+    .container that mounts them."""
+    registry, _ = servers
+    layer = _layer(mediaType=mp.WEIGHT_RAW, digest="sha256:" + SHA, size=10,
+                   annotations={mp.FILEPATH: "g.gguf"})  # fmt: skip
+    registry.manifest = json.dumps({"layers": [layer]}).encode()
+    lock, state, units = _deploy_lock(tmp_path), tmp_path / "state", tmp_path / "units"
+    units.mkdir()
+    done = _deploy_artifacts(registry, lock, state, tmp_path, "--install", str(units))
+    assert done.returncode == DeployError.return_code, done.stderr
+    assert "no CDI spec of kind nvidia.com/gpu" in done.stderr, done.stderr
+    assert list(units.iterdir()) == []
+
+
 # --- a token server that refuses mid-run: that candidate fails, the Hub serves the file ----
 
 
