@@ -89,6 +89,15 @@ def redact(text: str) -> str:
     return _SIGNED.sub(r"\1***", _AUTHORITY.sub(_without_userinfo, loose))
 
 
+def redact_url(url: str) -> str:
+    """One URL as given (an option's value, a URL an error quotes) as :func:`redact` shows
+    it, and read as a URL even without a scheme: ``alice:pw@host:8080`` is shown as
+    ``***@host:8080``. In running text, redact cannot tell that from other words."""
+    if re.match(_SCHEME, url, re.IGNORECASE):
+        return redact(url)
+    return redact(f"x://{url}")[len("x://") :]
+
+
 def shown(value: object, limit: int = 80) -> str:
     """``value`` (a server's answer, a value from a file) as one line of an error: a string
     quoted as repr, anything else (null, a number) as its repr; credentials redacted, and

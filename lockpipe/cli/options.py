@@ -19,7 +19,7 @@ from lockpipe.engines.base import GPU_MODES
 from lockpipe.errors import UsageError
 from lockpipe.fs import cache_home
 from lockpipe.log import COLORS
-from lockpipe.urls import shown
+from lockpipe.urls import redact_url, shown
 
 if TYPE_CHECKING:
     from lockpipe.lock.model import Lock
@@ -142,6 +142,18 @@ def model_len(text: str) -> int:
     return int(value)
 
 
+def mirror(text: str) -> str:
+    """An argparse type: a mirror's URL, of a scheme a mirror is fetched by (without one,
+    requests finds no adapter for it, and its error quoted the password)."""
+    if text and not (text.lower().startswith(("http://", "https://")) or text.startswith("oci://")):
+        raise argparse.ArgumentTypeError(
+            f"{redact_url(text)!r} (--mirror or LOCKPIPE_MIRROR) has no scheme: give "
+            "http://HOST, https://HOST or oci://REGISTRY/PREFIX (a user and password as "
+            "http://USER:PASSWORD@HOST)"
+        )
+    return text
+
+
 def _env(var: str) -> str | None:
     return os.environ.get(var) or None
 
@@ -167,7 +179,7 @@ def common() -> Parser:
     p.add_argument("--engine", choices=ENGINE_NAMES, default=_env("LOCKPIPE_ENGINE"),
                    help="buildah, podman or docker (LOCKPIPE_ENGINE; default: the first "
                    "that works)")  # fmt: skip
-    p.add_argument("--mirror", default=_env("LOCKPIPE_MIRROR"),
+    p.add_argument("--mirror", type=mirror, default=_env("LOCKPIPE_MIRROR"),
                    help="base URL tried before upstream for every fetched file "
                    "(LOCKPIPE_MIRROR)")  # fmt: skip
     p.add_argument("--color", choices=COLORS, default="auto",

@@ -18,15 +18,17 @@ import requests
 import urllib3.exceptions
 
 from lockpipe.payloads.errors import NO_ANSWER, HTTPFatal, RetryableHTTP, Unreachable
-from lockpipe.urls import clipped, redact
+from lockpipe.urls import clipped, redact, redact_url
 
 URL_FIX = "check HF_ENDPOINT, --mirror, and the repository and filename in the lock"
+_QUOTED = re.compile(r"'([^'\s]*)'")
 _ERRNO = re.compile(r"\[Errno -?\d+\] ([^'\"()\[\]]+)")
 
 
 def reason(exc: BaseException) -> str:
     """The cause in words: "Connection refused" rather than three nested reprs."""
-    text = redact(str(exc))  # requests quotes the URL it was given in some of its errors
+    # requests quotes the URL it was given in some of its errors, a scheme-less one too
+    text = _QUOTED.sub(lambda m: f"'{redact_url(m[1])}'", redact(str(exc)))
     found = _ERRNO.search(text)
     if found:
         return found[1].strip()
@@ -66,7 +68,9 @@ def unreachable(url: str, exc: BaseException, timeout: tuple[float, float]) -> U
 
 
 def bad_url(url: str, exc: BaseException) -> HTTPFatal:
-    return HTTPFatal(f"{url}: not a URL that can be fetched ({reason(exc)}); {URL_FIX}", NO_ANSWER)
+    return HTTPFatal(
+        f"{redact_url(url)}: not a URL that can be fetched ({reason(exc)}); {URL_FIX}", NO_ANSWER
+    )
 
 
 def classify(

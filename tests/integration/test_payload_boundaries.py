@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from lockpipe.errors import INTERRUPTED, FetchError
+from lockpipe.errors import INTERRUPTED, FetchError, UsageError
 from lockpipe.publish.artifacts import PublishOptions, publish_payloads
 from tests.integration.payload_servers import (
     SIGNATURE,
@@ -282,3 +282,20 @@ def test_a_published_payload_records_no_hf_endpoint_login(
     assert SECRET.encode() not in recorded and b"alice" not in recorded
     assert recorded.count(f'"http://{hub}/org/model"'.encode()) >= 2  # annotation, config
     assert f'"http://{hub}/org/model/resolve/'.encode() in recorded  # the statement's uri
+
+
+@pytest.mark.parametrize("given", ["option", "env"])
+def test_a_mirror_without_a_scheme_is_refused_without_its_password(
+    tmp_path: Path, given: str
+) -> None:
+    """requests has no adapter for ``alice:pw@host``: its error quoted the URL, password and
+    all. Such a --mirror (or LOCKPIPE_MIRROR) is a usage error naming the fix, before any
+    request."""
+    value = "alice:s3cretpw@127.0.0.1:8080"
+    args, env = (["--mirror", value], {}) if given == "option" else ([], {"LOCKPIPE_MIRROR": value})
+    done = payloads(tmp_path, "http://127.0.0.1:9", *args, **env)
+    assert done.returncode == UsageError.return_code, done.stderr
+    assert "s3cretpw" not in done.stdout + done.stderr
+    assert "--mirror" in done.stderr and "***@127.0.0.1:8080" in done.stderr
+    assert "give http://HOST, https://HOST or oci://REGISTRY/PREFIX" in done.stderr
+    assert leftovers(tmp_path) == []

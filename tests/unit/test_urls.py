@@ -16,6 +16,7 @@ import pytest
 import requests
 
 from lockpipe.errors import RegistryError
+from lockpipe.payloads.neterrors import bad_url
 from lockpipe.payloads.partial import Partial
 from lockpipe.payloads.sources import candidates
 from lockpipe.registry.creds import Credential
@@ -26,6 +27,7 @@ from lockpipe.urls import (
     next_page,
     origin,
     redact,
+    redact_url,
     same_origin,
     shown,
     split_userinfo,
@@ -89,6 +91,17 @@ def test_userinfo_is_taken_out_and_never_shown() -> None:
     assert mirror.url == "http://mirror.local:8080/m/hub.example/o/m/resolve/r/f"
     assert mirror.authorization == basic_auth("me", "t@ken") and "t@ken" not in repr(mirror)
     assert upstream.authorization == "Bearer hf_tok"
+
+
+def test_a_url_without_a_scheme_is_shown_without_its_login() -> None:
+    assert redact_url("alice:s3cretpw@127.0.0.1:8080/m") == "***@127.0.0.1:8080/m"
+    assert redact_url("http://alice:pw@h/x") == "http://***@h/x"
+    assert redact_url("127.0.0.1:8080/m") == "127.0.0.1:8080/m"
+    url = "alice:s3cretpw@127.0.0.1:8080/127.0.0.1/x"
+    with pytest.raises(requests.exceptions.InvalidSchema) as e:
+        requests.get(url, timeout=1)  # no adapter: refused before any connection
+    said = str(bad_url(url, e.value))
+    assert "s3cretpw" not in said and "***@127.0.0.1:8080" in said
 
 
 class Recorder(requests.Session):
