@@ -167,6 +167,19 @@ def _copy(context: Path, dest: Path) -> None:
     shutil.copytree(context, dest, ignore=skip)
 
 
+def _staged(dest: Path, name: str, what: str) -> Path:
+    """``dest / name``, or a LockError when that leads outside ``dest`` (an absolute name,
+    '..', a symbolic link): staging writes nowhere but its own folder (the lock's checks
+    refuse such a dockerfile first)."""
+    path = dest / name
+    if PurePosixPath(name).is_absolute() or not path.resolve().is_relative_to(dest.resolve()):
+        raise LockError(
+            f"{what} {shown(name, 80)} leads outside the build context {dest}; name a file "
+            "inside the target's context folder (targets.*.dockerfile)"
+        )
+    return path
+
+
 def stage(
     context: Path,
     dockerfile: str,
@@ -184,10 +197,11 @@ def stage(
     marked are returned with ``dest``, for the engine to settle. Each RUN that
     bind-mounts context files gets their digest before it (:func:`mark_mounts`).
     """
+    target = _staged(dest, dockerfile, "the lock's dockerfile")
+    names = {name: _staged(dest, name, "an extra file's name") for name in extra}
     _copy(context, dest)
     for name, path in extra.items():
-        shutil.copyfile(path, dest / name)
-    target = dest / dockerfile
+        shutil.copyfile(path, names[name])
     where = str(context / dockerfile)  # the file the user edits, not its staged copy
     text, marked = mark_bases(
         mark_mounts(read_utf8(target, LockError), dest, where), base_args or {}

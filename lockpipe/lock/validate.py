@@ -204,6 +204,22 @@ def _filename_error(filename: str) -> str | None:
     return None
 
 
+def _inside_error(key: str, value: str, path: Path, folder: Path, what: str) -> str | None:
+    """The error for lock ``key`` when its ``value`` is absolute, or ``path`` (made of it)
+    resolves, links followed, outside ``folder`` (``what`` names the folder for the user)."""
+    if PurePosixPath(value).is_absolute():
+        return f"{key}: {shown(value, SHOWN_CHARS)} must be a path relative to {what}, not an " \
+            "absolute one; write it relative to that folder"  # fmt: skip
+    try:
+        inside = path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        return f"{key}: {shown(value, SHOWN_CHARS)} cannot be resolved ({exc})"
+    if not inside:
+        return f"{key}: {shown(value, SHOWN_CHARS)} leads outside {what} ('..' or a symbolic " \
+            "link); move the file into that folder and name it from there"  # fmt: skip
+    return None
+
+
 SHOWN_CHARS = 80  # of a lock value too long to be a path, in its error
 
 
@@ -232,7 +248,10 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
         if ref.tag in (None, "latest"):
             out.append(f"bases.{name}.ref: {base['ref']!r} needs a tag other than 'latest'")
     for name, pip in doc.get("pip", {}).items():
-        error = _no_path(f"pip.{name}.file", pip["file"], root / pip["file"])
+        key, file = f"pip.{name}.file", pip["file"]
+        error = _no_path(key, file, root / file) or _inside_error(
+            key, file, root / file, root, f"the checkout ({root})"
+        )
         if error:
             out.append(error)
         elif not (root / pip["file"]).is_file():
@@ -253,9 +272,13 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
                        f"{tags[target['tag']]}'s tag; each target needs its own")  # fmt: skip
         tags.setdefault(target["tag"], tname)
         context, dockerfile = root / target["context"], target.get("dockerfile", "Dockerfile")
-        error = _no_path(f"targets.{tname}.context", target["context"], context) or _no_path(
-            f"targets.{tname}.dockerfile", dockerfile, context / dockerfile
-        )
+        key = f"targets.{tname}.dockerfile"
+        error = (
+            _no_path(f"targets.{tname}.context", target["context"], context)
+            or _no_path(key, dockerfile, context / dockerfile)
+            or _inside_error(key, dockerfile, context / dockerfile, context,
+                             f"the context folder {target['context']}")
+        )  # fmt: skip
         if error:
             out.append(error)
         elif not (context / dockerfile).is_file():

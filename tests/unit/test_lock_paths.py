@@ -1,0 +1,120 @@
+"""Lock values that name paths, tags and payload files are refused where the lock is read,
+with one line naming the key, rather than met later by ``build`` or a fetch: a dockerfile
+outside its context (an absolute one was overwritten by ``build``), a pip file outside the
+checkout (``lint`` crashed), a payload path under another listed as a file, a tag no engine
+takes, and a ``.GGUF`` file whose checks were skipped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lockpipe.cli.main import main
+from lockpipe.errors import LockError
+from lockpipe.imagebuild.context import stage
+from lockpipe.lock.model import load_lock
+from tests.lockfactory import DOCKERFILE, make_repo
+
+SHA = "ab" * 32
+
+
+def _lint(tmp_path: Path, change: Any, capsys: pytest.CaptureFixture[str]) -> str:
+    """The one error line of ``lockpipe lint`` on make_repo's lock after ``change``."""
+    lock = make_repo(tmp_path)
+    doc = json.loads(lock.read_text())
+    change(doc)
+    lock.write_text(json.dumps(doc))
+    code = main(["lint", "--lock", str(lock)])
+    err = capsys.readouterr().err
+    assert code == LockError.return_code, err
+    assert "Traceback" not in err and "Error:" not in err
+    lines = [x.strip() for x in err.splitlines() if x.startswith("  ")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def _dockerfile(value: str) -> Any:
+    def change(doc: dict[str, Any]) -> None:
+        doc["targets"]["app"]["dockerfile"] = value
+
+    return change
+
+
+def test_an_absolute_dockerfile_is_refused_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    absolute = str(tmp_path / "images" / "app" / "Dockerfile")
+    line = _lint(tmp_path, _dockerfile(absolute), capsys)
+    assert line.startswith("targets.app.dockerfile: ") and "not an absolute one" in line
+
+
+def test_a_dockerfile_outside_the_context_is_refused_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "images" / "other").mkdir(parents=True)
+    (tmp_path / "images" / "other" / "Dockerfile").write_text(DOCKERFILE)
+    line = _lint(tmp_path, _dockerfile("../other/Dockerfile"), capsys)
+    assert line.startswith("targets.app.dockerfile: '../other/Dockerfile' leads outside")
+    assert "images/app" in line
+
+
+def test_a_dockerfile_linked_outside_the_context_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "Dockerfile").write_text(DOCKERFILE)
+
+    def change(doc: dict[str, Any]) -> None:
+        link = tmp_path / "images" / "app" / "Linked"
+        link.symlink_to(tmp_path / "elsewhere" / "Dockerfile")
+        doc["targets"]["app"]["dockerfile"] = "Linked"
+
+    line = _lint(tmp_path, change, capsys)
+    assert line.startswith("targets.app.dockerfile: 'Linked' leads outside")
+
+
+def test_a_dockerfile_in_a_subfolder_of_the_context_still_loads(tmp_path: Path) -> None:
+    lock = make_repo(tmp_path)
+    sub = tmp_path / "images" / "app" / "sub"
+    sub.mkdir()
+    (sub / "Dockerfile").write_text(DOCKERFILE)
+    doc = json.loads(lock.read_text())
+    doc["targets"]["app"]["dockerfile"] = "sub/../sub/Dockerfile"
+    lock.write_text(json.dumps(doc))
+    assert load_lock(lock).targets["app"].dockerfile == "sub/../sub/Dockerfile"
+
+
+@pytest.mark.parametrize("name", ["ABSOLUTE", "../elsewhere/Dockerfile"])
+def test_stage_never_writes_outside_its_folder(tmp_path: Path, name: str) -> None:
+    context = tmp_path / "images" / "app"
+    context.mkdir(parents=True)
+    (context / "Dockerfile").write_text(DOCKERFILE)
+    (tmp_path / "elsewhere").mkdir()
+    original = tmp_path / "elsewhere" / "Dockerfile"
+    original.write_text(DOCKERFILE)
+    dockerfile = str(original) if name == "ABSOLUTE" else name
+    with pytest.raises(LockError, match="leads outside the build context"):
+        stage(context, dockerfile, {"x": "y"}, {}, tmp_path / "staged" / "ctx")
+    assert original.read_text() == DOCKERFILE  # no LABEL line written over the user's file
+
+
+@pytest.mark.parametrize("file", ["/etc/passwd", "../outside.txt", "linked.txt"])
+def test_a_pip_file_outside_the_checkout_is_refused_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str
+) -> None:
+    root = tmp_path / "co"
+    (tmp_path / "outside.txt").write_text("x==1\n")
+    root.mkdir()
+    (root / "linked.txt").symlink_to(tmp_path / "outside.txt")
+
+    def change(doc: dict[str, Any]) -> None:
+        doc["pip"] = {"req": {"file": file, "sha256": SHA}}
+        doc["targets"]["app"]["pip"] = ["req"]
+        doc["targets"]["app"]["build_args"]["VLLM_VERSION"] = "0.29.0"
+
+    line = _lint(root, change, capsys)
+    assert line.startswith(f"pip.req.file: {file!r} ")
+    assert "not an absolute one" in line or "leads outside the checkout" in line
