@@ -204,6 +204,23 @@ def _filename_error(filename: str) -> str | None:
     return None
 
 
+def _nested_file_errors(name: str, files: Any) -> list[str]:
+    """A line for each path of a snapshot payload under another path it lists as a file
+    (``extra`` and ``extra/b``): no folder holds both, so its fetch could never finish."""
+    listed = set(files)
+    out = []
+    for path in sorted(listed):
+        for parent in PurePosixPath(path).parents:
+            if str(parent) in listed:
+                out.append(
+                    f"payloads.{name}.files.{path}: {path!r} is under {str(parent)!r}, which "
+                    f"payloads.{name}.files lists as a file too; a path is a file or a folder, "
+                    "not both: remove one of them"
+                )
+                break
+    return out
+
+
 def _inside_error(key: str, value: str, path: Path, folder: Path, what: str) -> str | None:
     """The error for lock ``key`` when its ``value`` is absolute, or ``path`` (made of it)
     resolves, links followed, outside ``folder`` (``what`` names the folder for the user)."""
@@ -262,6 +279,8 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
             why = _filename_error(path)
             if why:
                 out.append(f"{where}: {path!r} {why}")
+        if "files" in payload:
+            out += _nested_file_errors(name, payload["files"])
     tags: dict[str, str] = {}
     tables = {"bases": "bases", "source": "sources", "pip": "pip", "payloads": "payloads"}
     for tname, target in doc["targets"].items():

@@ -118,3 +118,17 @@ def test_a_pip_file_outside_the_checkout_is_refused_naming_the_key(
     line = _lint(root, change, capsys)
     assert line.startswith(f"pip.req.file: {file!r} ")
     assert "not an absolute one" in line or "leads outside the checkout" in line
+
+
+def test_a_payload_file_under_another_listed_file_is_refused_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def change(doc: dict[str, Any]) -> None:
+        pins = {"size": 4, "sha256": SHA}
+        doc["payloads"] = {"p": {"repository": "org/repo", "role": "model", "revision": "2" * 40,
+                                 "files": {"model.safetensors": pins, "extra": pins,
+                                           "extra/b": pins}}}  # fmt: skip
+
+    line = _lint(tmp_path, change, capsys)
+    assert line.startswith("payloads.p.files.extra/b: 'extra/b' is under 'extra'")
+    assert "remove one of them" in line
