@@ -155,7 +155,8 @@ def _payload(name: str, p: Mapping[str, Any]) -> Payload:
         fmt = p.get("format", "safetensors")
     else:
         files = (PayloadFile(path=p["filename"], size=p.get("size"), sha256=p.get("sha256")),)
-        fmt = p.get("format", Path(p["filename"]).suffix.lstrip("."))
+        # the suffix in any case: ".GGUF" is a GGUF file, and its checks apply
+        fmt = p.get("format", Path(p["filename"]).suffix.lstrip(".").lower())
     return Payload(
         name=name, repository=p["repository"], revision=p.get("revision"), files=files,
         snapshot="files" in p, role=p["role"], format=fmt, expect=p.get("expect", {}),

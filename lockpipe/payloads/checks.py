@@ -28,6 +28,7 @@ EXPECT_KEYS = {
     "quantization": "snapshot: {format, bits}: config.json's quantization_config "
     "(format compressed-tensors: quant_method, every config_groups.*.weights.num_bits)",
 }
+_GGUF_KEYS = ("arch", "block_count", "tensor_count", "nextn_layers", "modalities")
 _MTP_NAME = re.compile(r"[-_.]mtp([-_.]|$)")
 # No model has a billion layers, and int() refuses a number of more than 4300 digits.
 _NEXTN = re.compile(r"blk\.(\d{1,9})\.nextn\.")
@@ -50,11 +51,19 @@ def check_file(payload: Payload, path: Path, size: int) -> Facts:
         _gguf(payload, path, size, facts)
     elif payload.format == "safetensors":
         check_safetensors(payload, path, size, facts)
-    elif payload.filename.endswith(".json"):
+    elif payload.filename.lower().endswith(".json"):
         try:
             loads(path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             facts.problems.append(f"{where}: {path} is not JSON ({exc})")
+    if payload.format not in ("gguf", "safetensors"):
+        facts.problems += [  # no header was read: an expect that needs one is not met
+            f"{where}.expect.{k}: a GGUF check, but the payload's format is "
+            f"{payload.format!r}, so no GGUF header was read; set payloads.{payload.name}.format "
+            "to gguf, or name the file .gguf"
+            for k in payload.expect
+            if k in _GGUF_KEYS
+        ]
     facts.problems = [p if p.startswith(where) else f"{where}: {p}" for p in facts.problems]
     return facts
 

@@ -16,7 +16,9 @@ from lockpipe.cli.main import main
 from lockpipe.errors import LockError
 from lockpipe.imagebuild.context import stage
 from lockpipe.lock.model import load_lock
+from lockpipe.payloads.checks import check_file
 from tests.lockfactory import DOCKERFILE, make_repo
+from tests.unit.test_payload_formats import write_gguf
 
 SHA = "ab" * 32
 
@@ -132,3 +134,33 @@ def test_a_payload_file_under_another_listed_file_is_refused_naming_both(
     line = _lint(tmp_path, change, capsys)
     assert line.startswith("payloads.p.files.extra/b: 'extra/b' is under 'extra'")
     assert "remove one of them" in line
+
+
+def _gguf_payload(tmp_path: Path, filename: str) -> Any:
+    document = json.loads(make_repo(tmp_path).read_text())
+    document["payloads"] = {"m": {"repository": "org/m-GGUF", "role": "model",
+                                  "revision": "3" * 40, "filename": filename, "size": 31,
+                                  "sha256": SHA, "expect": {"arch": "qwen35",
+                                                            "nextn_layers": 1}}}  # fmt: skip
+    lock = make_repo(tmp_path, document)
+    return load_lock(lock).payloads["m"]
+
+
+def test_an_upper_case_gguf_suffix_gets_the_gguf_checks(tmp_path: Path) -> None:
+    payload = _gguf_payload(tmp_path, "model-MTP.GGUF")
+    assert payload.format == "gguf"
+    plain = write_gguf(tmp_path / "plain.gguf", "qwen3", 2)
+    problems = check_file(payload, plain, plain.stat().st_size).problems
+    assert any("general.architecture is 'qwen3', expect.arch wants 'qwen35'" in p for p in problems)
+    assert any("nextn_predict_layers" in p for p in problems)
+
+
+def test_gguf_expect_keys_on_a_payload_of_another_format_do_not_pass(tmp_path: Path) -> None:
+    payload = _gguf_payload(tmp_path, "model.bin")
+    plain = write_gguf(tmp_path / "plain.gguf", "qwen3", 2)
+    problems = check_file(payload, plain, plain.stat().st_size).problems
+    assert sorted(p.split(":")[0] for p in problems) == [
+        "payloads.m.expect.arch",
+        "payloads.m.expect.nextn_layers",
+    ]
+    assert all("no GGUF header was read" in p for p in problems)
