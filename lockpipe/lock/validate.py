@@ -237,6 +237,20 @@ def _inside_error(key: str, value: str, path: Path, folder: Path, what: str) -> 
     return None
 
 
+def tag_error(tname: str, tag: str) -> str | None:
+    """Why ``targets.<tname>.tag`` is no reference an engine would tag an image with, or None."""
+    key = f"targets.{tname}.tag"
+    try:
+        ref = parse_ref(tag)
+    except ReferenceError as exc:
+        return f"{key}: {exc}; write [registry/]repository[:tag], the repository in lowercase " \
+            "(e.g. localhost/name:1)"  # fmt: skip
+    if ref.digest:
+        return f"{key}: {shown(tag, SHOWN_CHARS)} holds a digest; an image is tagged by name " \
+            "and tag only: remove the @sha256:…"  # fmt: skip
+    return None
+
+
 SHOWN_CHARS = 80  # of a lock value too long to be a path, in its error
 
 
@@ -290,6 +304,9 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
             out.append(f"targets.{tname}.tag: {target['tag']!r} is also targets."
                        f"{tags[target['tag']]}'s tag; each target needs its own")  # fmt: skip
         tags.setdefault(target["tag"], tname)
+        error = tag_error(tname, target["tag"])
+        if error:
+            out.append(error)
         context, dockerfile = root / target["context"], target.get("dockerfile", "Dockerfile")
         key = f"targets.{tname}.dockerfile"
         error = (

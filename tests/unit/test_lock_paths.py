@@ -136,6 +136,25 @@ def test_a_payload_file_under_another_listed_file_is_refused_naming_both(
     assert "remove one of them" in line
 
 
+@pytest.mark.parametrize(
+    ("tag", "why"),
+    [
+        ("Localhost/RevLoc:1", "is not a valid repository component"),
+        ("a:bad tag", "is not a valid tag"),
+        ("-t", "is not a valid repository component"),
+        ("localhost/app:1@sha256:" + SHA, "holds a digest"),
+    ],
+)
+def test_a_tag_that_is_no_image_reference_is_refused_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], tag: str, why: str
+) -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["targets"]["app"]["tag"] = tag
+
+    line = _lint(tmp_path, change, capsys)
+    assert line.startswith("targets.app.tag: ") and why in line
+
+
 def _gguf_payload(tmp_path: Path, filename: str) -> Any:
     document = json.loads(make_repo(tmp_path).read_text())
     document["payloads"] = {"m": {"repository": "org/m-GGUF", "role": "model",
