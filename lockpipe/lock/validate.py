@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import re
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
@@ -221,14 +222,20 @@ def _nested_file_errors(name: str, files: Any) -> list[str]:
     return out
 
 
-def _inside_error(key: str, value: str, path: Path, folder: Path, what: str) -> str | None:
+def _inside_error(
+    key: str, value: str, path: Path, folder: Path, what: str, *, links: bool = True
+) -> str | None:
     """The error for lock ``key`` when its ``value`` is absolute, or ``path`` (made of it)
-    resolves, links followed, outside ``folder`` (``what`` names the folder for the user)."""
+    leads outside ``folder`` (``what`` names the folder for the user): its links followed,
+    or with ``links`` False its '..' only (a file whose bytes the lock pins may be a link)."""
     if PurePosixPath(value).is_absolute():
         return f"{key}: {shown(value, SHOWN_CHARS)} must be a path relative to {what}, not an " \
             "absolute one; write it relative to that folder"  # fmt: skip
     try:
-        inside = path.resolve().is_relative_to(folder.resolve())
+        if links:
+            inside = path.resolve().is_relative_to(folder.resolve())
+        else:
+            inside = posixpath.normpath(value).split("/")[0] != ".."
     except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
         return f"{key}: {shown(value, SHOWN_CHARS)} cannot be resolved ({exc})"
     if not inside:
@@ -281,8 +288,8 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
     for name, pip in doc.get("pip", {}).items():
         key, file = f"pip.{name}.file", pip["file"]
         error = _no_path(key, file, root / file) or _inside_error(
-            key, file, root / file, root, f"the checkout ({root})"
-        )
+            key, file, root / file, root, f"the checkout ({root})", links=False
+        )  # its sha256 is pinned: images/ may be a link (a second checkout's)
         if error:
             out.append(error)
         elif not (root / pip["file"]).is_file():
