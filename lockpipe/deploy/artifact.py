@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from lockpipe.deploy import keys
 from lockpipe.deploy.unit import Entry, Unit, sections, verbatim
-from lockpipe.lock.model import PIN_BY_HAND, PLACEHOLDER, Lock, Payload, PayloadFile, Target
+from lockpipe.lock.model import PIN_BY_HAND, Lock, Payload, PayloadFile, Target
+from lockpipe.lock.schema import PLACEHOLDER
 from lockpipe.payloads.blobs import git_blob_id
 from lockpipe.registry.modelpack import Layer
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +17,6 @@ from typing import Any, Literal
 from lockpipe.errors import LockError, UsageError
 from lockpipe.fs import read_utf8, write_atomic
 from lockpipe.lock.refs import parse_ref
-from lockpipe.lock.schema import NAME
 from lockpipe.lock.validate import cross_errors, decode, schema_errors, schema_key
 from lockpipe.spelling import hint
 
@@ -162,11 +160,6 @@ def _payload(name: str, p: Mapping[str, Any]) -> Payload:
         snapshot="files" in p, role=p["role"], format=fmt, expect=p.get("expect", {}),
         follow=p.get("follow", "main"),
     )  # fmt: skip
-
-
-# A payload in a serve command: ``{payload:NAME}`` (its file) or ``{payload-dir:NAME}`` (its
-# folder); group 1 is ``-dir`` or None, group 2 the payload's name (schema.NAME).
-PLACEHOLDER = re.compile(r"\{payload(-dir)?:(" + NAME.strip("^$") + r")\}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,12 +10,16 @@ that is not yet known stays unpinned, and whatever needs it says so.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 DIGEST = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
 COMMIT = {"type": "string", "pattern": "^[0-9a-f]{40}$"}
 NAME = "^[a-z0-9][a-z0-9._-]*$"
+# A payload in a serve command: ``{payload:NAME}`` (its file) or ``{payload-dir:NAME}`` (its
+# folder); group 1 is ``-dir`` or None, group 2 the payload's name.
+PLACEHOLDER = re.compile(r"\{payload(-dir)?:(" + NAME.strip("^$") + r")\}")
 PLATFORM = "^[a-z0-9]+/[a-z0-9]+(/[a-z0-9]+)?$"
 MAX_EPOCH = 253402300799  # 9999-12-31T23:59:59Z: inside time_t, and datetime can show it
 MAX_SIZE = 2**63 - 1  # a file offset (off_t)
@@ -128,7 +132,7 @@ TARGET = _obj(
     ["serve"],
     external=EXTERNAL,
     origin=ORIGIN,
-    context={"type": "string", "pattern": "^images/[a-z0-9._-]+$"},
+    context={"type": "string", "pattern": r"^images/(?!\.\.?$)[a-z0-9._-]+$"},  # not . nor ..
     dockerfile={"type": "string"},
     tag={"type": "string", "minLength": 1},
     bases={"type": "object", "additionalProperties": {"type": "string"}, "minProperties": 1},

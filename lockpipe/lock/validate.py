@@ -17,7 +17,7 @@ from typing import Any
 
 from lockpipe.errors import LockError
 from lockpipe.lock.refs import ReferenceError, parse_ref
-from lockpipe.lock.schema import LOCK_SCHEMA
+from lockpipe.lock.schema import LOCK_SCHEMA, PLACEHOLDER
 from lockpipe.urls import clipped, shown
 
 # Changes with what schema_errors checks beyond the schema's text (a "$" ending a pattern
@@ -305,6 +305,7 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
     tags: dict[str, str] = {}
     tables = {"bases": "bases", "source": "sources", "pip": "pip", "payloads": "payloads"}
     for tname, target in doc["targets"].items():
+        out += _placeholder_errors(tname, target)
         if "external" in target:  # built elsewhere: no tag, context or entries to check
             continue
         if target["tag"] in tags:
@@ -339,6 +340,28 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
                 for u in used
                 if u not in doc.get(table, {})
             ]
+    return out
+
+
+# What a placeholder was meant to be: ``{payloads:m}``, ``{Payload:m}``, ``{payload_dir:m}``
+_LIKE_PLACEHOLDER = re.compile(r"\{\s*payload[^{}]*\}", re.IGNORECASE)
+
+
+def _placeholder_errors(tname: str, target: dict[str, Any]) -> list[str]:
+    """A serve command's payload placeholders: each written as lockpipe fills it, and each
+    naming one of the target's payloads (a typo went to the server as a literal path)."""
+    key, out = f"targets.{tname}.serve.command", []
+    listed = set(target.get("payloads", []))
+    for arg in target["serve"].get("command", []):
+        for like in _LIKE_PLACEHOLDER.finditer(arg):
+            found = PLACEHOLDER.fullmatch(like.group())
+            if found is None:
+                out.append(f"{key}: {shown(like.group(), 60)} is not a placeholder lockpipe "
+                           "fills; write {payload:NAME} (a file) or {payload-dir:NAME} "
+                           "(a snapshot's folder)")  # fmt: skip
+            elif found[2] not in listed:
+                out.append(f"{key}: {like.group()} names no payload of targets.{tname}; add "
+                           f"{found[2]!r} to targets.{tname}.payloads or fix the name")  # fmt: skip
     return out
 
 

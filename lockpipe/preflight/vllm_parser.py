@@ -30,7 +30,7 @@ from typing import Any
 from lockpipe import cmd
 from lockpipe.errors import EngineError
 from lockpipe.jsonshape import Reader, loads
-from lockpipe.lock.model import PLACEHOLDER
+from lockpipe.lock.schema import PLACEHOLDER
 from lockpipe.preflight import vllm_args
 from lockpipe.preflight.verdict import Check, Figure
 from lockpipe.preflight.vllm_args import VllmArgs

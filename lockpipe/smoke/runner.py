@@ -26,7 +26,8 @@ from lockpipe.imagebuild.plan import plan_target
 from lockpipe.imagebuild.records import BuildRecord, read_record
 from lockpipe.imagebuild.run import build_key
 from lockpipe.lock.fingerprint import served
-from lockpipe.lock.model import PLACEHOLDER, Lock, Target
+from lockpipe.lock.model import Lock, Target
+from lockpipe.lock.schema import PLACEHOLDER
 from lockpipe.log import echo
 from lockpipe.payloads.store import is_snapshot_dir
 from lockpipe.publish.pull import PulledImage

@@ -200,3 +200,44 @@ def test_gguf_expect_keys_on_a_payload_of_another_format_do_not_pass(tmp_path: P
         "payloads.m.expect.nextn_layers",
     ]
     assert all("no GGUF header was read" in p for p in problems)
+
+
+@pytest.mark.parametrize("context", ["images/..", "images/."])
+def test_a_context_of_the_images_folder_itself_or_above_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], context: str
+) -> None:
+    """The schema's images/[a-z0-9._-]+ took '..': the checkout's root as a context."""
+
+    def change(doc: dict[str, Any]) -> None:
+        doc["targets"]["app"]["context"] = context
+
+    line = _lint(tmp_path, change, capsys)
+    assert line.startswith("targets.app.context: ") and "does not match" in line, line
+
+
+@pytest.mark.parametrize(
+    ("arg", "why"),
+    [
+        ("{payloads:m}", "'{payloads:m}' is not a placeholder lockpipe fills; write "
+         "{payload:NAME} (a file) or {payload-dir:NAME}"),
+        ("--model={Payload:m}", "'{Payload:m}' is not a placeholder"),
+        ("{payload_dir:m}", "'{payload_dir:m}' is not a placeholder"),
+        ("{payload:other}", "{payload:other} names no payload of targets.app; add 'other' to "
+         "targets.app.payloads or fix the name"),
+    ],
+)  # fmt: skip
+def test_a_serve_command_placeholder_lockpipe_would_not_fill_is_refused_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], arg: str, why: str
+) -> None:
+    """{payloads:m} passed plan and lint and reached the server as a literal path; preflight
+    then said 'model shape unknown … run nox -s payloads -- m', which fixed nothing."""
+
+    def change(doc: dict[str, Any]) -> None:
+        doc["payloads"] = {"m": {"repository": "org/m", "revision": "a" * 40, "role": "model",
+                                 "format": "gguf", "filename": "m.gguf", "size": 1,
+                                 "sha256": SHA}}  # fmt: skip
+        doc["targets"]["app"]["payloads"] = ["m"]
+        doc["targets"]["app"]["serve"]["command"] = ["llama-server", "-m", arg]
+
+    line = _lint(tmp_path, change, capsys)
+    assert line.startswith("targets.app.serve.command: ") and why in line, line
