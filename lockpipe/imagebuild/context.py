@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import re
 import shutil
 from collections.abc import Iterator, Mapping
@@ -123,8 +124,11 @@ def mark_mounts(text: str, context: Path, where: str = "Dockerfile") -> str:
     the files it bind-mounts (upstream buildah PR #5691 added them), so an edited
     requirements file under an unchanged command was taken from the cache: a cached
     build and a clean one differed. The label's step carries the bytes' digest, so the
-    RUN's parent moves with them on every engine. A source outside the context is
-    left to the engine, which refuses it. A source that can be no path at all (a NUL,
+    RUN's parent moves with them on every engine. A source is a path in the context as
+    BuildKit and buildah read it: ``/req.txt`` and ``../req.txt`` are the context's
+    ``req.txt`` (buildah's GetBindMount: "buildkit parity: support absolute path for
+    sources from current build context"); one a link takes outside it is left to the
+    engine, which refuses it. A source that can be no path at all (a NUL,
     a name past NAME_MAX) or a file that cannot be read is a LockError naming ``where``
     (the Dockerfile) and the line.
     """
@@ -135,7 +139,8 @@ def mark_mounts(text: str, context: Path, where: str = "Dockerfile") -> str:
         labels = {}
         for source in _context_binds(ins.args, escape):
             try:
-                path, root = (context / source).resolve(), context.resolve()
+                inside = posixpath.normpath("/" + source).lstrip("/") or "."
+                path, root = (context / inside).resolve(), context.resolve()
                 if path.is_relative_to(root) and path.exists():  # the whole context: no suffix
                     rel = path.relative_to(root).as_posix()
                     key = MOUNT_LABEL if rel == "." else f"{MOUNT_LABEL}.{rel}"

@@ -62,6 +62,19 @@ def test_a_source_outside_the_context_is_left_to_the_engine(tmp_path: Path) -> N
     assert mark_mounts(recipe, tmp_path / "ctx") == recipe
 
 
+@pytest.mark.parametrize("source", ["/req.txt", "./req.txt", "sub/../req.txt", "//req.txt"])
+def test_a_source_written_absolute_or_roundabout_is_the_context_file_it_names(
+    tmp_path: Path, source: str
+) -> None:
+    """buildah (GetBindMount: "buildkit parity") and BuildKit read source=/req.txt as the
+    context's req.txt; it got no label, so buildah 1.28's cache kept the RUN after
+    req.txt changed."""
+    (tmp_path / "req.txt").write_text("av==1\n")
+    plain = _labels(mark_mounts(RECIPE, tmp_path))
+    recipe = RECIPE.replace("source=req.txt", f"source={source}")
+    assert _labels(mark_mounts(recipe, tmp_path)) == plain
+
+
 @pytest.mark.parametrize(
     ("source", "why"),
     [("a\x00b", "embedded null"), ("x" * 5000, "File name too long")],  # 3.13: "…null character"
