@@ -49,12 +49,19 @@ _CHECKED = re.compile(
     r"sha256sum\s+(-c|--check)|--require-hashes|--hash=sha256:|\bsha256sum\b.*\bgrep\b"
 )
 # Package managers that install what their index serves today, with no hash to hold it to:
-# apt outside a snapshot, apk, dnf/yum/zypper, npm/yarn/pnpm adds (npm ci keeps to
-# package-lock.json's integrity hashes), gem, pipx, uv tool.
+# apt outside a snapshot, apk, dnf/yum/zypper, conda/mamba, npm/yarn/pnpm adds (npm ci keeps
+# to package-lock.json's integrity hashes), gem, pipx, uv tool. Options, with their values,
+# may stand between the manager and its verb (apt-get -o Acquire::Retries=3 install), up
+# to the end of the command (; && || | or a line's end).
+_MANAGERS = {
+    "apt-get|apt|aptitude|dnf|microdnf|yum|zypper|conda|mamba|micromamba": "install",
+    "apk": "add",
+    "npm": "install|i|add",
+    "yarn|pnpm": "add",
+    "gem|pipx|uv\\s+tool": "install",
+}
 _PACKAGES = re.compile(
-    r"\b(apt-get|apt|aptitude|dnf|microdnf|yum|zypper)\s+(-\S+\s+)*install\b"
-    r"|\bapk\s+(-\S+\s+)*add\b|\b(npm\s+(install|i|add)|yarn\s+(global\s+)?add|pnpm\s+add)\b"
-    r"|\b(gem|pipx)\s+install\b|\buv\s+tool\s+install\b",
+    "|".join(rf"\b(?:{m})\b[^;&|\n]*?\s(?:{v})(?=\s|$)" for m, v in _MANAGERS.items()),
     re.IGNORECASE,
 )
 _APT_SNAPSHOT = re.compile(r"APT_SNAPSHOT|snapshot\.debian\.org|--snapshot\b")
@@ -156,7 +163,8 @@ def _unpinned_packages(script: str) -> str | None:
     for found in _PACKAGES.finditer(script):
         word = found.group(0)
         if not (word.lower().startswith("apt") and _APT_SNAPSHOT.search(script)):
-            return " ".join(word.split())
+            said = " ".join(word.split())
+            return said if len(said) <= 60 else said[:59] + "…"
     return None
 
 

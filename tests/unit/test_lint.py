@@ -201,8 +201,16 @@ def test_a_control_character_in_an_instruction_is_a_finding(char: str) -> None:
         ("uv tool install ruff", "uv tool install"),
         ("gem install rails", "gem install"),
         ("<<EOF\nset -e\napt-get install -y curl\nEOF", "apt-get install"),  # a heredoc body
+        # options with their values before the verb (the local review's)
+        ("apt-get -o Acquire::Retries=3 install -y gcc", "apt-get -o Acquire::Retries=3 install"),
+        ("yum --enablerepo epel install gcc", "yum --enablerepo epel install"),
+        ("dnf --setopt install_weak_deps=False install -y gcc",
+         "dnf --setopt install_weak_deps=False install"),
+        ("apk --repository http://x add gcc", "apk --repository http://x add"),
+        ("npm --global install yarn", "npm --global install"),
+        ("conda install -y numpy", "conda install"),
     ],
-)
+)  # fmt: skip
 def test_a_package_manager_install_is_named_with_where_pins_go(run: str, tool: str) -> None:
     """apt-get install in a RUN took the archive's packages of that day, outside the
     *_APT_PACKAGES build args and their APT_SNAPSHOT, and linted clean."""
@@ -216,6 +224,7 @@ def test_a_package_manager_install_is_named_with_where_pins_go(run: str, tool: s
     "run",
     [
         "npm ci",  # package-lock.json's integrity hashes
+        "npm ci && npm run build > install.log",
         'sh /usr/local/lib/lockpipe/apt-install.sh "${BUILD_APT_PACKAGES}" "${APT_SNAPSHOT}"',
         "apt-get install --snapshot 20250101T000000Z -y jq",
         'echo "deb https://snapshot.debian.org/archive/debian/x bookworm main" > s && '
