@@ -481,22 +481,30 @@ def targets(args: argparse.Namespace, loaded: Lock) -> list[str]:
     return names
 
 
-# The report files a verb writes: none may be the lock it reads, the images.json beside it,
-# or another report of the same run: a --json naming the lock replaced it, under --dry-run too.
+# The report files a verb writes: none may be a file the run reads (the lock, images.json
+# beside it, preflight.json or --preflight, smoke's expectations, --smoke-report) or another
+# report of the same run: a --json naming the lock replaced it, under --dry-run too.
 _REPORTS = (("json", "--json"), ("report_json", "--report-json"), ("report_md", "--report-md"))
 
 
 def reports_apart(args: argparse.Namespace) -> None:
-    """UsageError naming both options when a report file of ``args`` is a file the run
-    reads, or another of its reports; before any work, so nothing is written."""
-    taken: list[tuple[str, Path]] = []
-    lock = getattr(args, "lock", None)
-    if isinstance(lock, Path):
-        taken += [("--lock", lock), ("the images.json beside --lock", lock.parent / "images.json")]
+    """UsageError naming both options when a report file of ``args`` (or a file smoke
+    writes into --out) is a file the run reads, or another of its reports; before any
+    work, so nothing is written."""
+    taken = _reads(args)
+    for option, out in _smoke_writes(args):
+        for name, there in taken:
+            if _same_file(out, there):
+                raise UsageError(
+                    f"{option} would put {out.name} over {name} ({there}), which the run "
+                    "reads; give --out a folder of its own"
+                )
+    taken += [(f"the {out.name} of {option}", out) for option, out in _smoke_writes(args)]
     for attr, option in _REPORTS:
-        out = getattr(args, attr, None)
-        if not isinstance(out, Path) or str(out) == "-":
+        given = getattr(args, attr, None)
+        if not isinstance(given, Path) or str(given) == "-":
             continue
+        out = given.expanduser()
         for name, there in taken:
             if _same_file(out, there):
                 raise UsageError(
@@ -504,6 +512,43 @@ def reports_apart(args: argparse.Namespace) -> None:
                     "report a path of its own"
                 )
         taken.append((option, out))
+
+
+def _reads(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """The files the verb of ``args`` reads, each with the option (or default) naming it."""
+    lock = getattr(args, "lock", None)
+    if not isinstance(lock, Path):
+        return []
+    lock = lock.expanduser()
+    beside = lock.parent
+    reads = [("--lock", lock), ("the images.json beside --lock", beside / "images.json")]
+    if getattr(args, "verb", None) == "preflight":
+        given = args.preflight
+        reads.append(("--preflight", given.expanduser()) if isinstance(given, Path) else
+                     ("the preflight.json beside --lock", beside / "preflight.json"))  # fmt: skip
+    if getattr(args, "verb", None) == "smoke":
+        given = args.expect
+        reads.append(("--expect", given.expanduser()) if isinstance(given, Path) else
+                     (f"the {SMOKE_NAME} beside --lock (smoke's expectations)",
+                      beside / SMOKE_NAME))  # fmt: skip
+    if isinstance(getattr(args, "smoke_report", None), Path):
+        reads.append(("--smoke-report", args.smoke_report.expanduser()))
+    return reads
+
+
+def _smoke_writes(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """smoke's own reports, smoke.json and smoke.junit.xml in --out (default STATE/smoke)."""
+    if getattr(args, "verb", None) != "smoke" or not isinstance(args.lock, Path):
+        return []
+    if isinstance(args.out, Path):
+        option, out = f"--out {args.out}", args.out.expanduser()
+    else:
+        from lockpipe.lock.model import checkout_root
+
+        state = Path(args.state).expanduser() if args.state else None
+        option = f"--state {args.state}" if state else "the default --out (STATE/smoke)"
+        out = (state or checkout_root(args.lock.expanduser()) / ".lockpipe") / "smoke"
+    return [(option, out / SMOKE_NAME), (option, out / "smoke.junit.xml")]
 
 
 def _same_file(a: Path, b: Path) -> bool:
