@@ -48,12 +48,22 @@ def _across(args: argparse.Namespace, lock: Lock, names: list[str], settings: Se
     from lockpipe.verify.across import build_across
 
     wanted = [e.strip() for e in args.across_engines.split(",") if e.strip()]
+    twice = sorted({e for e in wanted if wanted.count(e) > 1})
+    if twice:  # podman,podman built twice and compared nothing, which passed
+        raise UsageError(
+            f"--across-engines {args.across_engines!r}: {', '.join(twice)} named twice; "
+            "name two different engines, e.g. buildah,podman"
+        )
     if len(wanted) < 2:
         raise UsageError(f"--across-engines {args.across_engines!r}: name two engines or more")
     engines = [get_engine(e) for e in wanted]  # EngineMissing names what to install
     same = True
     for n in names:
-        for comparison in build_across(lock, n, engines, replace(settings, force=False)):
+        comparisons = build_across(lock, n, engines, replace(settings, force=False))
+        if not comparisons:  # nothing compared is no verdict, never a pass
+            raise CheckFailed(f"{n}: no two engines' builds were compared; give "
+                              "--across-engines two different engines")  # fmt: skip
+        for comparison in comparisons:
             result(f"{n}: {comparison}", style=None if comparison.same else "yellow")
             same = same and comparison.same
     return 0 if same else CheckFailed.return_code

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from lockpipe.engines.base import Engine
+from lockpipe.errors import UsageError
 from lockpipe.imagebuild.run import Settings, build_target
 from lockpipe.lock.model import Lock
 from lockpipe.verify.causes import classify, differing_fields
@@ -98,7 +99,12 @@ def build_across(
     *, ignore: frozenset[str] = TAR_ENCODING,
 ) -> tuple[TreeComparison, ...]:  # fmt: skip
     """Build ``name`` with each engine (its record kept, as ``build`` does), then compare their
-    file trees, ignoring the tar encoding (``ignore``) unless told otherwise."""
+    file trees, ignoring the tar encoding (``ignore``) unless told otherwise. Two engines
+    of one name are refused before any build: keyed by name, they would compare nothing."""
+    seen = [e.name for e in engines]
+    if len(set(seen)) != len(seen) or len(seen) < 2:
+        raise UsageError(f"--across-engines {','.join(seen)}: name two different engines, "
+                         "each once, e.g. buildah,podman")  # fmt: skip
     images: dict[str, str] = {
         e.name: build_target(lock, name, e, s).record.image_id for e in engines
     }
