@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import http.client
+import http.cookiejar
 import os
 import random
 import threading
@@ -269,12 +270,26 @@ class Answer:
         return retry_after(self.response.headers.get("Retry-After"), now)
 
 
+class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+    """A cookie jar that keeps nothing: a cookie is a credential, and requests' jar sends
+    one to every port of its host, to sibling hosts (Domain=) and over http (no Secure),
+    where lockpipe's own credentials go to their origin alone."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+
 class Session(requests.Session):
-    """requests' Session with redirects left to :func:`follow`. requests reads a redirect's
-    whole body to find the next request, even with ``allow_redirects=False`` (it builds
-    ``Response.next``), unbounded and past any deadline of ours: an endless body grew
-    until memory ran out. Here no redirect target is found, so requests reads nothing;
-    :func:`follow` reads the Location itself and drains the body within its bounds."""
+    """requests' Session with redirects left to :func:`follow` and no cookies kept
+    (:class:`_NoCookies`). requests reads a redirect's whole body to find the next
+    request, even with ``allow_redirects=False`` (it builds ``Response.next``), unbounded
+    and past any deadline of ours: an endless body grew until memory ran out. Here no
+    redirect target is found, so requests reads nothing; :func:`follow` reads the Location
+    itself and drains the body within its bounds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cookies.set_policy(_NoCookies())
 
     def get_redirect_target(self, resp: requests.Response) -> None:
         return None
