@@ -258,6 +258,21 @@ def tag_error(tname: str, tag: str) -> str | None:
     return None
 
 
+def target_name_error(tname: str) -> str | None:
+    """Why ``tname`` cannot name an image repository, or None. A target's name is a path
+    component of the images lockpipe makes of it (``localhost/lockpipe-check/NAME`` for
+    verify --rebuild, ``REGISTRY/PREFIX/NAME`` for publish), so it follows their grammar."""
+    try:
+        parse_ref(f"localhost/{tname}")
+    except ReferenceError:
+        return (
+            f"targets.{tname}: {tname!r} cannot be an image repository name, which lockpipe "
+            "makes of it (verify --rebuild, publish); rename the target: lowercase letters "
+            "and digits, separated by one '.', one or two '_', or '-'s (e.g. llama-cuda)"
+        )
+    return None
+
+
 SHOWN_CHARS = 80  # of a lock value too long to be a path, in its error
 
 
@@ -305,6 +320,9 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
     tags: dict[str, str] = {}
     tables = {"bases": "bases", "source": "sources", "pip": "pip", "payloads": "payloads"}
     for tname, target in doc["targets"].items():
+        error = target_name_error(tname)
+        if error:
+            out.append(error)
         out += _placeholder_errors(tname, target)
         if "external" in target:  # built elsewhere: no tag, context or entries to check
             continue
