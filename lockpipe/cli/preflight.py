@@ -63,11 +63,22 @@ def _as_asked(args: argparse.Namespace, card: host.Card) -> host.Card:
 
 
 def _overrides(args: argparse.Namespace) -> Overrides:
+    """The what-if options; an empty one is refused, not dropped (--kv-cache-dtype '' ran
+    with the target's own value and no word that the option was ignored)."""
+    for option, value, want in (("--kv-cache-dtype", args.kv_cache_dtype, "a DTYPE, e.g. q8_0"),
+                                ("--attention-backend", args.attention_backend,
+                                 "a backend, e.g. FLASH_ATTN")):  # fmt: skip
+        if value is not None and not value.strip():
+            raise UsageError(f"{option} {value!r}: an empty value; give {want}, or leave "
+                             f"{option} out for the target's own")  # fmt: skip
     env = {}
     for item in args.env:
         name, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"--env {item}: expected NAME=VALUE")
+        if not name.strip():
+            raise UsageError(f"--env {item!r}: the NAME is empty; give NAME=VALUE, e.g. "
+                             "--env VLLM_USE_V1=1")  # fmt: skip
         env[name] = value
     return Overrides(
         ctx_size=args.ctx_size,
