@@ -52,6 +52,15 @@ def _entry(path: Path, top: Path, root: Path) -> os.stat_result:
     return st
 
 
+LEFT_OUT = frozenset({"__pycache__"})  # names context_paths skips, at any depth
+
+
+def left_out(rel: str) -> bool:
+    """Whether :func:`context_paths` leaves out ``rel``, a path in a context: some part of it
+    is a name in LEFT_OUT (``__pycache__/../x`` too: the staged copy has no such folder)."""
+    return any(part in LEFT_OUT for part in rel.split("/"))
+
+
 def context_paths(top: Path) -> list[str]:
     """Every file of the build context ``top``, relative and sorted: what the fingerprint
     hashes, the build key counts and staging copies (one list, so they cannot disagree).
@@ -70,7 +79,7 @@ def context_paths(top: Path) -> list[str]:
     while todo:
         folder, rel, above = todo.pop()
         for name in sorted(os.listdir(folder)):
-            if name == "__pycache__":
+            if name in LEFT_OUT:
                 continue
             path, sub = folder / name, f"{rel}{name}"
             st = _entry(path, top, root)

@@ -289,6 +289,9 @@ def _no_path(key: str, value: str, path: Path) -> str | None:
 
 
 def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
+    # here, not at the top: fingerprint imports the model, which imports this module
+    from lockpipe.lock.fingerprint import LEFT_OUT, left_out
+
     out = []
     for name, base in doc["bases"].items():
         try:
@@ -343,6 +346,13 @@ def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
         )  # fmt: skip
         if error:
             out.append(error)
+        elif left_out(dockerfile):
+            out.append(
+                f"targets.{tname}.dockerfile: {shown(dockerfile, SHOWN_CHARS)} is in a folder "
+                f"the build context leaves out ({', '.join(sorted(LEFT_OUT))}), so it would be "
+                "neither fingerprinted nor staged; move it out of there and name it from the "
+                "context"
+            )
         elif not (context / dockerfile).is_file():
             out.append(
                 f"targets.{tname}.context: no Dockerfile in {root / target['context']} (paths "

@@ -241,3 +241,34 @@ def test_a_serve_command_placeholder_lockpipe_would_not_fill_is_refused_naming_t
 
     line = _lint(tmp_path, change, capsys)
     assert line.startswith("targets.app.serve.command: ") and why in line, line
+
+
+@pytest.mark.parametrize(
+    "value", ["__pycache__/Dockerfile", "sub/__pycache__/Dockerfile", "__pycache__/../Dockerfile"]
+)
+def test_a_dockerfile_the_context_leaves_out_is_refused_naming_the_key(
+    tmp_path: Path, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """context_paths skips __pycache__: such a Dockerfile was neither fingerprinted nor
+    staged, and build met a FileNotFoundError traceback in stage()."""
+    folder = tmp_path / "images" / "app"
+    (folder / "__pycache__").mkdir(parents=True)
+    (folder / "sub" / "__pycache__").mkdir(parents=True)
+    (folder / value).write_text(DOCKERFILE)
+    line = _lint(tmp_path, _dockerfile(value), capsys)
+    assert line.startswith("targets.app.dockerfile: ") and "__pycache__" in line
+    assert "move it out of there" in line
+
+
+def test_a_dockerfile_beside_a_pycache_folder_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "images" / "app" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "images" / "app" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    (tmp_path / "images" / "app" / "d").mkdir()
+    (tmp_path / "images" / "app" / "d" / "Dockerfile").write_text(DOCKERFILE)
+    lock = make_repo(tmp_path)
+    document = json.loads(lock.read_text())
+    document["targets"]["app"]["dockerfile"] = "d/Dockerfile"
+    lock.write_text(json.dumps(document))
+    assert main(["lint", "--lock", str(lock)]) == 0, capsys.readouterr().err
