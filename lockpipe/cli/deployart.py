@@ -50,6 +50,9 @@ def with_artifacts(
     with a note where this podman cannot; DeployError when an artifact lacks a file."""
     prefix = check_prefix(prefix, "--artifacts")
     target = lock.target(name)
+    clash = art.unit_clash(target, lock)
+    if clash is not None and art.why_not(inputs.podman, lock, target) is None:
+        raise DeployError(f"{name}: {clash}")
     refs, problems = {}, []
     for p in target.payloads:
         refs[p], lacks = _pinned(prefix, lock, p)

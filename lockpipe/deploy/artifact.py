@@ -78,6 +78,30 @@ def why_not(podman: keys.Version, lock: Lock, target: Target) -> str | None:
     return None
 
 
+def unit_name(target: str, payload: str) -> str:
+    """The stem of the ``.artifact`` unit that mounts ``payload`` into ``target``'s container."""
+    return f"{target}-{payload}"
+
+
+def unit_clash(target: Target, lock: Lock) -> str | None:
+    """Why one of ``target``'s ``.artifact`` units would have the name of another target's
+    unit for another payload (``llama-cuda`` + ``mtp-x`` and ``llama-cuda-mtp`` + ``x``), or
+    None: installing one unit replaces the other, and a container mounts the wrong payload."""
+    mine = {unit_name(target.name, p): p for p in target.payloads}
+    for other in lock.targets.values():
+        if other.name == target.name:
+            continue
+        for q in other.payloads:
+            unit = unit_name(other.name, q)
+            if unit in mine:
+                p = mine[unit]
+                return (f"targets.{target.name} with payloads.{p} and targets.{other.name} with "
+                        f"payloads.{q} both make the unit {unit}.artifact, so installing one "
+                        "replaces the other and a container mounts the wrong payload; rename "
+                        f"payloads.{p} or payloads.{q} in the lock")  # fmt: skip
+    return None
+
+
 def plan_mounts(
     target: Target, lock: Lock, references: Mapping[str, str]
 ) -> tuple[ArtifactMount, ...]:
@@ -87,7 +111,7 @@ def plan_mounts(
         return p.files[0].path if len(p.files) == 1 else None
 
     return tuple(
-        ArtifactMount(payload=p, reference=references[p], unit=f"{target.name}-{p}",
+        ArtifactMount(payload=p, reference=references[p], unit=unit_name(target.name, p),
                       sole=sole(lock.payloads[p]))
         for p in target.payloads
     )  # fmt: skip
