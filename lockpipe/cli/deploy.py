@@ -157,14 +157,22 @@ def _published_inputs(
     return inputs_for_published(lock, name, image, store, facts, _noted(opts, verdict))
 
 
-def verify(text: str, name: str, version: keys.Version, *, user: bool) -> None:
-    """Podman's generator dry run where installed, then systemd-analyze verify."""
+def verify(
+    text: str, name: str, version: keys.Version, *, user: bool, companions: dict[str, str]
+) -> None:
+    """Podman's generator dry run where installed, then systemd-analyze verify.
+    ``companions`` (file name -> text: the ``.artifact`` units) go in the dry run's folder
+    beside the .container, as they are installed: quadlet resolves ``source=X.artifact``
+    against the units it is given."""
     generator = find_generator()
     if generator is not None:
         with tempfile.TemporaryDirectory(prefix="lockpipe-quadlet-") as tmp:
             (Path(tmp) / f"{name}.container").write_text(text, encoding="utf-8")
+            for filename, body in companions.items():
+                (Path(tmp) / filename).write_text(body, encoding="utf-8")
             service = generator_dryrun(generator, Path(tmp), user=user, expect=f"{name}.service")
-        result(f"podman's quadlet generator ({generator}) accepted {name}.container")
+        with_them = "".join(f", {f}" for f in companions)
+        result(f"podman's quadlet generator ({generator}) accepted {name}.container{with_them}")
     else:
         echo(f"podman {keys.show(version)}: no quadlet generator installed here; keys checked "
              "against lockpipe's table, systemd checks a plain podman run service")  # fmt: skip
@@ -217,7 +225,7 @@ def do_deploy(args: argparse.Namespace) -> int:
         result(f"rendered {path.with_name(filename)}")
     user = os.geteuid() != 0
     if not args.no_verify:
-        verify(text, name, inputs.podman, user=user)
+        verify(text, name, inputs.podman, user=user, companions=artifacts)
     if args.install is not None:
         directory = Path(args.install) if args.install else default_dir(os.environ)
         done = install(text, name, directory.expanduser(), port=inputs.port,
