@@ -6,6 +6,7 @@ the machine ran out (issue 18)."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +16,7 @@ from lockpipe.refresh.api import Api
 from lockpipe.registry.client import resolve
 from lockpipe.registry.transport import MAX_MANIFEST, Registry
 from tests.httpfake import FakeHandler, FakeServer
+from tests.policy import within
 
 pytestmark = pytest.mark.integration
 DIGEST = "sha256:" + "ab" * 32
@@ -76,3 +78,39 @@ def test_an_api_answer_without_end_is_read_to_the_transports_limit(endless: Endl
     with pytest.raises(FetchError, match=f"answered more than {limit:,} bytes"):
         api.get("repos/o/r", "sources.x")
     assert endless.sent < 4 * limit
+
+
+class Bomb(FakeServer):
+    """FAKE API: every GET answers 1,827 bytes, ``Content-Encoding: gzip, gzip``, that
+    decode to 1 GiB of zeros."""
+
+    def __init__(self) -> None:
+        super().__init__(_Bomb)
+        inner = zlib.compressobj(9, zlib.DEFLATED, 31)
+        once = b"".join(inner.compress(bytes(1 << 20)) for _ in range(1024)) + inner.flush()
+        outer = zlib.compressobj(9, zlib.DEFLATED, 31)
+        self.body = outer.compress(once) + outer.flush()
+
+
+class _Bomb(FakeHandler):
+    server: Bomb
+
+    def do_GET(self) -> None:
+        headers = {"Content-Type": "application/json", "Content-Encoding": "gzip, gzip"}
+        self.send_bytes(200, self.server.body, headers)
+
+
+def test_an_answer_that_decodes_to_a_gibibyte_is_read_to_the_limit_as_it_decodes() -> None:
+    """urllib3 before 2.6 decoded a whole gzip-in-gzip body before the cap saw a byte
+    (2.5.0: 1.8 GB of memory, and still decoding after 40 s): pyproject asks for 2.6 or
+    later, and this holds the pinned one to it."""
+    server = Bomb()
+    try:
+        api = Api(base=server.url, name="the Hub", refused="x", token=None, no_token="x",
+                  sleep=lambda _: None)  # fmt: skip
+        limit = api.transport.policy.max_body
+        with pytest.raises(FetchError, match=f"answered more than {limit:,} bytes"):
+            within(60, lambda: api.get("api/models/x", "payloads.x"))
+        assert len(server.body) < 4096
+    finally:
+        server.stop()
