@@ -27,7 +27,7 @@ from lockpipe.payloads.errors import HTTPFatal, RangeRefused, RetryableHTTP, Too
 from lockpipe.payloads.neterrors import bad_url, classify
 from lockpipe.payloads.settings import Tuning
 from lockpipe.payloads.sources import Candidate, repo_page
-from lockpipe.urls import redact, shown
+from lockpipe.urls import redact, same_origin, shown
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 _UNSATISFIED = re.compile(r"bytes \*/(\d{1,18})")  # a 416's Content-Range
@@ -81,8 +81,31 @@ def _status_error(answer: Answer, cand: Candidate, start: int) -> Exception:
     if status == 416:  # a resumed piece past the end of what the server holds
         size = _UNSATISFIED.fullmatch(answer.response.headers.get("Content-Range", "").strip())
         return RangeRefused(where, start, int(size[1]) if size else None)
-    fix = _fix(status, cand, cand.url, answer.authorized)
+    if status in (401, 403) and not same_origin(answer.url, cand.url):
+        fix = _elsewhere(cand, answer.url)
+    else:  # the candidate's own origin answered: answer.authorized is what it got
+        fix = _fix(status, cand, cand.url, answer.authorized)
     return HTTPFatal(f"{where}: HTTP {status}; {fix}", status)
+
+
+def _elsewhere(cand: Candidate, url: str) -> str:
+    """A 401 or 403 from where ``cand``'s origin redirected (the Hub's storage or CDN, a
+    mirror's): it gets no credentials by design, so the token is not to blame."""
+    whose = "the mirror" if cand.kind == "mirror" else "the Hub"
+    try:
+        there = urlsplit(url).netloc.rpartition("@")[2] or redact(url)
+    except ValueError:
+        there = redact(url)
+    if cand.authorization is None:  # nothing went to the candidate's own origin either
+        went = f"no credentials were sent, and none are sent to {there}"
+    else:
+        what = "the token" if cand.token else "the user and password"
+        went = f"{what} went to {cand.host} alone, and is never sent on to {there}"
+    return (
+        f"the storage or CDN {whose} redirected to ({there}) refused the signed URL it "
+        f"was given ({went}): the URL may have expired, or this machine's clock may be "
+        f"off; try again, and if it persists, {whose}'s storage is refusing the download"
+    )
 
 
 def open_range(transport: Transport, cand: Candidate, start: int, end: int | None) -> Opened:

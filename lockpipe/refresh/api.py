@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
+from urllib.parse import urlsplit
 
 from lockpipe.errors import FetchError
 from lockpipe.http import MAX_REDIRECTS, Answer, Retries
 from lockpipe.http.transport import Fixes, Header, Policy, Req, Transport, literal
 from lockpipe.jsonshape import TooDeep, kind_of, loads
-from lockpipe.urls import basic_auth, next_page, redact, split_userinfo
+from lockpipe.urls import basic_auth, next_page, redact, same_origin, split_userinfo
 
 TIMEOUT = (10.0, 60.0)
 MAX_PAGES = 50  # a tree listing of 50 pages is not a model repository
@@ -159,3 +160,26 @@ class Api:
             until = _reset(headers.get("X-RateLimit-Reset"))
             raise FetchError(f"{what}: {self.name} rate limited until {until} ({redact(answer.url)}"
                              f", {status}); run again after it{fix}")  # fmt: skip
+        if status in (401, 403) and not same_origin(answer.url, self.shown):
+            answer.response.close()
+            raise FetchError(self._refused_elsewhere(answer, what))
+
+    def _refused_elsewhere(self, answer: Answer, what: str) -> str:
+        """A 401/403 from another origin than ``base`` (a ``Link: rel="next"`` page or a
+        redirect there): its token goes to ``base`` alone, so ``refused`` is not the fix."""
+        there = _host(redact(answer.url))
+        sent = self.token is not None or self._endpoint[1] is not None
+        given = (f"the token set for {self.shown} was not sent to {there} (it goes to "
+                 f"{self.shown} alone)" if sent else f"no token is sent to {there}")  # fmt: skip
+        return (f"{what}: {redact(answer.url)} refused the request ({answer.status}); {there} "
+                f"is another host than {self.name} at {self.shown}, which pointed there (a "
+                f"next page or a redirect), and {given}: check that {self.shown} is "
+                f"{self.name} and why it points at {there}")  # fmt: skip
+
+
+def _host(url: str) -> str:
+    """``url``'s host and port; a URL that cannot be parsed, whole."""
+    try:
+        return urlsplit(url).netloc or url
+    except ValueError:
+        return url
