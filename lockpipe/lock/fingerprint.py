@@ -20,6 +20,7 @@ from typing import Any
 from lockpipe.errors import DriftError, LockError
 from lockpipe.fs import sha256_file
 from lockpipe.lock.model import Lock, Target, parse_lock
+from lockpipe.lock.validate import LEFT_OUT  # the lock's checks refuse a dockerfile there
 
 RELOCK = "review the change, then run nox -s lock"
 SERVING = ("serve", "payloads")  # target keys that say how to run the image, not build it
@@ -50,15 +51,6 @@ def _entry(path: Path, top: Path, root: Path) -> os.stat_result:
             "another checkout would not have what it points to: copy it into the context"
         )
     return st
-
-
-LEFT_OUT = frozenset({"__pycache__"})  # names context_paths skips, at any depth
-
-
-def left_out(rel: str) -> bool:
-    """Whether :func:`context_paths` leaves out ``rel``, a path in a context: some part of it
-    is a name in LEFT_OUT (``__pycache__/../x`` too: the staged copy has no such folder)."""
-    return any(part in LEFT_OUT for part in rel.split("/"))
 
 
 def context_paths(top: Path) -> list[str]:

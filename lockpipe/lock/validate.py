@@ -275,6 +275,16 @@ def target_name_error(tname: str) -> str | None:
 
 SHOWN_CHARS = 80  # of a lock value too long to be a path, in its error
 
+# Names fingerprint.context_paths leaves out of a build context, at any depth: not hashed,
+# not staged. Here rather than there, as the fingerprint imports the model, which imports this.
+LEFT_OUT = frozenset({"__pycache__"})
+
+
+def left_out(rel: str) -> bool:
+    """Whether context_paths leaves out ``rel``, a path in a context: some part of it is a
+    name in LEFT_OUT (``__pycache__/../x`` too: the staged copy has no such folder)."""
+    return any(part in LEFT_OUT for part in rel.split("/"))
+
 
 def _no_path(key: str, value: str, path: Path) -> str | None:
     """The error for lock ``key`` when ``path``, made of its ``value``, can be no path at all
@@ -289,9 +299,6 @@ def _no_path(key: str, value: str, path: Path) -> str | None:
 
 
 def cross_errors(doc: dict[str, Any], root: Path) -> list[str]:
-    # here, not at the top: fingerprint imports the model, which imports this module
-    from lockpipe.lock.fingerprint import LEFT_OUT, left_out
-
     out = []
     for name, base in doc["bases"].items():
         try:
