@@ -15,9 +15,11 @@ backend) nor an upload ``Location`` on another host or over plain http carries t
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Collection, Mapping
+from urllib.parse import urljoin
 
 import requests
 
@@ -28,7 +30,7 @@ from lockpipe.log import echo
 from lockpipe.registry.creds import Credential
 from lockpipe.registry.headers import Challenge, parse_challenge, ratelimit_remaining
 from lockpipe.registry.tokens import TokenServers, refused
-from lockpipe.urls import basic_auth, redact, same_origin
+from lockpipe.urls import basic_auth, redact, same_origin, shown
 
 RETRY_AFTER_CAP = 60.0  # a Retry-After asking for longer fails at once: no run sleeps for hours
 BACKOFF_BASE, BACKOFF_CAP = 0.5, 8.0
@@ -37,6 +39,7 @@ MIRROR_FIX = "use a mirror (registries.conf)"
 # containers/image (podman, buildah, skopeo) reads no manifest past 4 MiB
 # (internal/iolimits MaxManifestBodySize); the same here, whatever the registry sends
 MAX_MANIFEST = 4 << 20
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")  # a URL's scheme (any case): absolute
 
 
 class Registry:
@@ -70,12 +73,13 @@ class Registry:
         return f"Registry({self.scheme}://{self.host}, credential={self.credential})"
 
     def url(self, repository: str, path: str) -> str:
-        """A full URL; ``path`` may also be an upload Location (absolute or ``/v2/…``)."""
-        if path.startswith(("http://", "https://")):
-            return path
-        if path.startswith("/"):
-            return f"{self.scheme}://{self.host}{path}"
-        return f"{self.scheme}://{self.host}/v2/{repository}/{path}"
+        """A full URL: ``path`` under ``/v2/<repository>/`` (``manifests/…``), or a URL
+        (``http://…``, ``//host/…``, ``/v2/…``) as RFC 3986 resolves it on this registry.
+        An upload Location is resolved against its request first (:meth:`request`)."""
+        base = f"{self.scheme}://{self.host}/v2/{repository}/"
+        if path.startswith("/") or _SCHEME.match(path):
+            return urljoin(base, path)
+        return base + path
 
     def owns(self, url: str) -> bool:
         """Whether ``url`` is on this registry's origin, the one its credentials are for."""
@@ -98,7 +102,9 @@ class Registry:
         limit = MAX_MANIFEST if path.startswith("manifests/") else None
         req = Req(method=method, url=self.url(repository, path), scope=scope, headers=headers,
                   data=data, limit=limit)  # fmt: skip
-        return self.transport.request(req, what=what, ok=ok)
+        resp = self.transport.request(req, what=what, ok=ok)
+        _resolve_location(resp, what)
+        return resp
 
     def fixes(self) -> Fixes:
         """What this registry's failures say, for its transport."""
@@ -221,3 +227,21 @@ class Registry:
         if left < LOW_RATELIMIT:
             echo(f"warning: {self.host}: {left} pulls left in this rate-limit window; log in "
                  "for a higher limit, or use a mirror", style="yellow")  # fmt: skip
+
+
+def _resolve_location(resp: requests.Response, what: str) -> None:
+    """``resp``'s ``Location`` (an upload's) made absolute against the URL of the request
+    that answered it, as RFC 3986 resolves a reference and distribution's clients read
+    one: ``abc?_state=x`` from ``/v2/r/blobs/uploads/`` is ``/v2/r/blobs/uploads/abc…``,
+    ``//other:5001/…`` is on another host. Which credentials go there is the
+    transport's to decide: its origin's alone."""
+    location = resp.headers.get("Location")
+    if not location:
+        return
+    try:
+        resp.headers["Location"] = urljoin(resp.url, location)
+    except ValueError as exc:  # an IPv6 host without its "]"
+        resp.close()
+        raise RegistryError(f"{what}: the registry answered a Location that is not a URL "
+                            f"({shown(location, 200)}: {exc}); the registry is broken, or a "
+                            "proxy in front of it rewrites Locations") from None  # fmt: skip
