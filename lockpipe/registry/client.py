@@ -24,7 +24,7 @@ from lockpipe.lock.refs import DIGEST_RE, parse_ref
 from lockpipe.log import echo
 from lockpipe.registry import platforms as pf
 from lockpipe.registry.cache import BlobCache, default_root
-from lockpipe.registry.creds import credentials
+from lockpipe.registry.creds import Credential, credentials
 from lockpipe.registry.names import Endpoint, endpoint, pull_sources
 from lockpipe.registry.transport import Registry
 
@@ -46,20 +46,25 @@ class Resolved:
 
 
 class Pool:
-    """One :class:`Registry` per (host, scheme), shared by every reference and thread."""
+    """One :class:`Registry` per (host, scheme, credential), shared by every reference and
+    thread: a login scoped to a namespace (``host/ns`` in auth.json) is another one."""
 
     def __init__(self, timeout: float = 30.0, cache: BlobCache | None = None) -> None:
         self.timeout = timeout
         self.cache = cache
         self._lock = threading.Lock()
-        self._registries: dict[tuple[str, str], Registry] = {}
+        self._registries: dict[tuple[str, str, Credential | None], Registry] = {}
+        self._credentials: dict[str, Credential | None] = {}  # by registry/repository
 
-    def get(self, host: str, scheme: str, registry: str) -> Registry:
+    def get(self, host: str, scheme: str, registry: str, repository: str) -> Registry:
         with self._lock:
-            key = (host, scheme)
+            where = f"{registry}/{repository}"
+            if where not in self._credentials:
+                self._credentials[where] = credentials(where)
+            key = (host, scheme, self._credentials[where])
             if key not in self._registries:
                 self._registries[key] = Registry(
-                    host, scheme=scheme, credential=credentials(registry), timeout=self.timeout
+                    host, scheme=scheme, credential=key[2], timeout=self.timeout
                 )
             return self._registries[key]
 
@@ -67,7 +72,8 @@ class Pool:
 def registry_for(ref: str) -> tuple[Registry, Endpoint]:
     """The endpoint of ``ref`` and a Registry for its host, with this user's credentials."""
     ep = endpoint(ref)
-    return Registry(ep.host, scheme=ep.scheme, credential=credentials(ep.registry)), ep
+    credential = credentials(f"{ep.registry}/{ep.repository}")
+    return Registry(ep.host, scheme=ep.scheme, credential=credential), ep
 
 
 def resolve(
@@ -108,7 +114,7 @@ def exists(ref_with_digest: str) -> bool:
     digest = _digest_of(ref_with_digest)
     pool = Pool()
     for source in sources:
-        reg = pool.get(source.host, source.scheme, source.registry)
+        reg = pool.get(source.host, source.scheme, source.registry, source.repository)
         try:
             if _holds(reg, source.repository, digest):
                 return True
@@ -145,7 +151,8 @@ def manifest_digest(ref: str, *, insecure: bool = False, timeout: float = 30.0) 
     """The digest the registry serves for ``ref``'s tag (``sha256:…``); kept for old callers."""
     ep = endpoint(ref)
     reg = Registry(ep.host, scheme="http" if insecure else ep.scheme,
-                   credential=credentials(ep.registry), timeout=timeout)  # fmt: skip
+                   credential=credentials(f"{ep.registry}/{ep.repository}"),
+                   timeout=timeout)  # fmt: skip
     return resolve(ref, platforms=(), registry=reg).digest
 
 
@@ -153,12 +160,12 @@ def _resolve_via(ref: str, platforms: Sequence[str], pool: Pool) -> Resolved:
     """Try each mirror that applies, then the location; the location's error is the one raised."""
     *mirrors, primary = pull_sources(ref)
     for source in mirrors:
-        reg = pool.get(source.host, source.scheme, source.registry)
+        reg = pool.get(source.host, source.scheme, source.registry, source.repository)
         try:
             return _resolve_at(reg, source.repository, ref, platforms, pool.cache)
         except RegistryError as exc:
             echo(f"note: mirror {source.location} failed, trying the next source: {exc}")
-    reg = pool.get(primary.host, primary.scheme, primary.registry)
+    reg = pool.get(primary.host, primary.scheme, primary.registry, primary.repository)
     return _resolve_at(reg, primary.repository, ref, platforms, pool.cache)
 
 

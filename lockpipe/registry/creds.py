@@ -7,8 +7,11 @@ without ``XDG_RUNTIME_DIR``), then ``$XDG_CONFIG_HOME/containers/auth.json``
 (``~/.config/…``), ``$DOCKER_CONFIG/config.json`` or ``~/.docker/config.json``,
 and ``~/.dockercfg`` (the legacy format: the ``auths`` table alone). In each
 file ``credHelpers[registry]`` wins, then an ``auths`` entry with ``auth`` or
-``identitytoken``, then ``credsStore``. The first file that knows the registry
-answers. A secret never reaches a log, an error message or a repr.
+``identitytoken``, then ``credsStore``. An ``auths`` key may name a namespace or a
+repository (``host/ns[/repo]``, what ``podman login host/ns`` writes): the repository
+asked for is matched most specific first (``host/ns/repo``, ``host/ns``, ``host``).
+The first file that knows the repository answers. A secret never reaches a log, an
+error message or a repr.
 """
 
 from __future__ import annotations
@@ -62,24 +65,36 @@ def auth_files(env: Mapping[str, str], uid: int | None = None) -> list[Path]:
 
 
 def normalize(key: str) -> str:
-    """An ``auths`` key as a registry name: no scheme, no /v1/ or /v2/, Hub aliases folded."""
+    """An ``auths`` key as a registry name, with the namespace or repository it may name:
+    no scheme, no /v1/ or /v2/, Hub aliases folded (``index.docker.io/org`` is
+    ``docker.io/org``)."""
     for prefix in ("https://", "http://"):
         key = key.removeprefix(prefix)
     key = key.rstrip("/")
     for suffix in ("/v1", "/v2"):
         key = key.removesuffix(suffix)
-    return "docker.io" if key in HUB_KEYS else key
+    host, sep, rest = key.partition("/")
+    return ("docker.io" if host in HUB_KEYS else host) + sep + rest
 
 
-def credentials(registry: str, env: Mapping[str, str] = os.environ) -> Credential | None:
-    """The credential for ``registry`` from the first source that has one; None if none does."""
-    registry = normalize(registry)
+def scopes(reference: str) -> list[str]:
+    """The ``auths`` keys that may hold ``reference``'s credential (``host[/ns…/repo]``),
+    most specific first, as containers-auth.json(5) orders them: ``host/ns/repo``,
+    ``host/ns``, ``host``."""
+    parts = normalize(reference).split("/")
+    return ["/".join(parts[:n]) for n in range(len(parts), 0, -1)]
+
+
+def credentials(reference: str, env: Mapping[str, str] = os.environ) -> Credential | None:
+    """The credential for ``reference`` (a registry, ``host/repository`` to include the
+    namespace-scoped logins) from the first source that has one; None if none does."""
+    keys = scopes(reference)
     for path in auth_files(env):
         doc = _read(path)
         if doc is not None and path.name == LEGACY:
             doc = {"auths": doc}
         if doc is not None:
-            found = from_config(doc, registry, str(path), env)
+            found = from_config(doc, keys[0], str(path), env)
             if found is not None:
                 return found
     return None
@@ -108,20 +123,25 @@ def _read(path: Path) -> dict[str, Any] | None:
 def from_config(
     doc: Mapping[str, Any], registry: str, source: str, env: Mapping[str, str] = os.environ
 ) -> Credential | None:
-    """The credential one parsed auth.json / config.json holds for ``registry``."""
+    """The credential one parsed auth.json / config.json holds for ``registry`` (a host,
+    or ``host/repository``: its ``auths`` entries are matched most specific first;
+    helpers answer for the host)."""
+    keys = scopes(registry)
+    host = keys[-1]
     helpers = doc.get("credHelpers") or {}
     for key, helper in helpers.items() if isinstance(helpers, dict) else ():
-        if normalize(key) == registry and isinstance(helper, str):
-            return from_helper(helper, registry, env)
+        if normalize(key) == host and isinstance(helper, str):
+            return from_helper(helper, host, env)
     auths = doc.get("auths") or {}
-    for key, entry in auths.items() if isinstance(auths, dict) else ():
-        if normalize(key) == registry and isinstance(entry, dict):
-            found = from_entry(entry, source, key)
-            if found is not None:
-                return found
+    for scope in keys:
+        for key, entry in auths.items() if isinstance(auths, dict) else ():
+            if normalize(key) == scope and isinstance(entry, dict):
+                found = from_entry(entry, source, key)
+                if found is not None:
+                    return found
     store = doc.get("credsStore")
     if isinstance(store, str) and store:
-        return from_helper(store, registry, env)
+        return from_helper(store, host, env)
     return None
 
 

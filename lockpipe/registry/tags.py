@@ -28,7 +28,8 @@ def list_tags(ref: str, *, registry: Registry | None = None) -> list[str]:
     """Every tag of ``ref``'s repository, as the registry lists them; RegistryError naming
     ``ref`` and the fix when it cannot."""
     ep = endpoint(ref)
-    reg = registry or Registry(ep.host, scheme=ep.scheme, credential=credentials(ep.registry))
+    credential = None if registry else credentials(f"{ep.registry}/{ep.repository}")
+    reg = registry or Registry(ep.host, scheme=ep.scheme, credential=credential)
     path = f"tags/list?n={PAGE}"
     out: list[str] = []
     fix = "is it a registry (distribution API v2)?"
