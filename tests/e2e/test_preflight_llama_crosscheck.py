@@ -115,7 +115,7 @@ def tiny_lock(root: Path, llama: BuiltLlama, model: TinyModel, flags: str) -> Pa
     built = json.loads(llama.lock.read_text())["bases"]
     bases = {name: (b["ref"], b["digest"]) for name, b in built.items()}
     serve = [*SERVE[:1], "-m", f"{{payload:{model.name}}}", *SERVE[1:], *flags.split()]
-    path = llama_cpu_lock(root, bases, serve)
+    path = llama_cpu_lock(root, bases)  # its own payload and command, swapped below together
     doc: dict[str, Any] = json.loads(path.read_text())
     doc["payloads"] = {
         model.name: {
@@ -131,6 +131,7 @@ def tiny_lock(root: Path, llama: BuiltLlama, model: TinyModel, flags: str) -> Pa
     }
     target = doc["targets"]["llama-cpu"]
     target["payloads"], target["serve"]["model"] = [model.name], model.name
+    target["serve"]["command"] = serve
     path.write_text(dump_lock(doc))
     path.write_text(dump_lock(relock(load_lock(path))))
     return path
