@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,14 +14,10 @@ import pytest
 from lockpipe.errors import RegistryError
 from lockpipe.registry.client import resolve, resolve_many
 from lockpipe.registry.tags import list_tags
-from tests.policy import scratch, unavailable
+from tests.integration.test_registry_auth import basic_registry  # noqa: F401 (shared)
 from tests.registry_servers import (
     PASSWORD,
     USER,
-    RegistryProc,
-    htpasswd_auth,
-    oci_layout,
-    skopeo_copy,
     skopeo_raw_digest,
 )
 
@@ -31,20 +25,10 @@ pytestmark = pytest.mark.integration
 CREDS = f"{USER}:{PASSWORD}"
 
 
-@pytest.fixture(scope="module")
-def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``HOST/team/app:1`` on an htpasswd registry, pushed with skopeo."""
-    for tool in ("docker-registry", "skopeo", "htpasswd"):
-        if shutil.which(tool) is None:
-            unavailable(f"{tool} is not installed")
-    with scratch(tmp_path_factory, "scoped-login-registry") as work:
-        registry = RegistryProc(work / "registry", htpasswd_auth(work))
-        try:
-            image = f"{registry.host}/team/app:1"
-            skopeo_copy(oci_layout(work / "layout", ["linux/amd64"], "1.0"), image, creds=CREDS)
-            yield image
-        finally:
-            registry.stop()
+@pytest.fixture
+def ref(basic_registry: str) -> str:  # noqa: F811 (the fixture imported above)
+    """``HOST/team/basic:1`` on test_registry_auth's htpasswd registry."""
+    return basic_registry
 
 
 def _auth(user: str, password: str) -> dict[str, str]:
@@ -77,7 +61,7 @@ def test_each_repository_of_one_host_gets_its_own_login(ref: str, logins: Path) 
     """One run resolving two repositories of the host shares no login between them: the
     one outside ``team`` gets the host-wide key (wrong here), and is refused."""
     host = ref.split("/", 1)[0]
-    auths = {host: _auth(USER, "wrong-password-2"), f"{host}/team/app": _auth(USER, PASSWORD)}
+    auths = {host: _auth(USER, "wrong-password-2"), f"{host}/team/basic": _auth(USER, PASSWORD)}
     logins.write_text(json.dumps({"auths": auths}))
     got, other = resolve_many([ref, f"{host}/elsewhere/app:1"], platforms=())
     assert not isinstance(got, RegistryError)
